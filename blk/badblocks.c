@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* badblocks.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* bbsource.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* core.c: placeholder until written. */

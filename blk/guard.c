@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* guard.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* null.c: placeholder until written. */

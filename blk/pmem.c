@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* pmem.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* sched.c: placeholder until written. */

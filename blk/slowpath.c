@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* slowpath.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* tags.c: placeholder until written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* uring.c: placeholder until written. */
