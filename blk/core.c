@@ -46,13 +46,13 @@ static const struct {
 	int err;
 	const char *name;
 } blk_status_table[BLK_STS_MAX] = {
-	[BLK_STS_OK] = {0, "ok"},
-	[BLK_STS_MEDIA] = {EIO, "media error"},
-	[BLK_STS_IOERR] = {EIO, "I/O error"},
-	[BLK_STS_NOSPC] = {ENOSPC, "no space"},
-	[BLK_STS_INVAL] = {EINVAL, "invalid request"},
-	[BLK_STS_NOTSUPP] = {EOPNOTSUPP, "not supported"},
-	[BLK_STS_ROFS] = {EROFS, "read-only device"},
+        [BLK_STS_OK] = {0, "ok"},
+        [BLK_STS_MEDIA] = {EIO, "media error"},
+        [BLK_STS_IOERR] = {EIO, "I/O error"},
+        [BLK_STS_NOSPC] = {ENOSPC, "no space"},
+        [BLK_STS_INVAL] = {EINVAL, "invalid request"},
+        [BLK_STS_NOTSUPP] = {EOPNOTSUPP, "not supported"},
+        [BLK_STS_ROFS] = {EROFS, "read-only device"},
 };
 
 int blk_status_to_errno(enum blk_status sts)
@@ -94,7 +94,7 @@ static long blk_futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struc
 }
 
 void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *buf, uint32_t len,
-		  blk_end_io_fn *end_io, void *private)
+                  blk_end_io_fn *end_io, void *private)
 {
 	memset(bio, 0, sizeof(*bio));
 	bio->op = (uint8_t)op;
@@ -111,21 +111,21 @@ void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *bu
 }
 
 /* Walk @bio's segments from byte @skip, calling @fn on each piece. */
-#define BLK_BIO_WALK(bio, skip, len, seg_base, seg_len, body)                                   \
-	do {                                                                                    \
-		size_t __skip = (skip), __left = (len);                                         \
-		for (unsigned __i = 0; __i < (bio)->nr_segs && __left; __i++) {                 \
-			size_t __l = (bio)->iov[__i].iov_len;                                   \
-			if (__skip >= __l) {                                                    \
-				__skip -= __l;                                                  \
-				continue;                                                       \
-			}                                                                       \
-			char *seg_base = (char *)(bio)->iov[__i].iov_base + __skip;             \
-			size_t seg_len = __l - __skip < __left ? __l - __skip : __left;         \
-			__skip = 0;                                                             \
-			body;                                                                   \
-			__left -= seg_len;                                                      \
-		}                                                                               \
+#define BLK_BIO_WALK(bio, skip, len, seg_base, seg_len, body)                                      \
+	do {                                                                                       \
+		size_t __skip = (skip), __left = (len);                                            \
+		for (unsigned __i = 0; __i < (bio)->nr_segs && __left; __i++) {                    \
+			size_t __l = (bio)->iov[__i].iov_len;                                      \
+			if (__skip >= __l) {                                                       \
+				__skip -= __l;                                                     \
+				continue;                                                          \
+			}                                                                          \
+			char *seg_base = (char *)(bio)->iov[__i].iov_base + __skip;                \
+			size_t seg_len = __l - __skip < __left ? __l - __skip : __left;            \
+			__skip = 0;                                                                \
+			body;                                                                      \
+			__left -= seg_len;                                                         \
+		}                                                                                  \
 	} while (0)
 
 void blk_bio_copy_to(struct blk_bio *bio, size_t skip, const void *src, size_t len)
@@ -320,8 +320,8 @@ bool blk_update_request(struct blk_request *rq, enum blk_status sts, uint32_t nb
 }
 
 /* End the bios still attached to a request with the request's status. */
-static inline void blk_end_bio_chain(struct blk_hw_queue *hctx, struct blk_bio *bio,
-				     uint8_t status, uint64_t bad_sector)
+static inline void blk_end_bio_chain(struct blk_hw_queue *hctx, struct blk_bio *bio, uint8_t status,
+                                     uint64_t bad_sector)
 {
 	struct blk_bio *next;
 
@@ -342,11 +342,11 @@ static inline void blk_end_bio_chain(struct blk_hw_queue *hctx, struct blk_bio *
 			bio->status = status;
 			if (status == BLK_STS_MEDIA) {
 				uint64_t end = bio->sector +
-					       ((bio->byte_off + bio->len + BLK_SECTOR_SIZE - 1) >>
-						BLK_SECTOR_SHIFT);
+				               ((bio->byte_off + bio->len + BLK_SECTOR_SIZE - 1) >>
+				                BLK_SECTOR_SHIFT);
 				bio->bad_sector = bad_sector >= bio->sector && bad_sector < end
-							  ? bad_sector
-							  : bio->sector;
+				                          ? bad_sector
+				                          : bio->sector;
 			}
 		}
 		blk_count_error(hctx, bio->status);
@@ -401,7 +401,8 @@ void blk_mq_end_request_batch(struct blk_comp_batch *cb)
 			blk_tags_put_mask(&cur->tags, w, masks[w]);
 		}
 		for (i = 0; i < n; i++)
-			blk_end_bio_chain(hctxs[i], done[i].bio, done[i].status, done[i].bad_sector);
+			blk_end_bio_chain(hctxs[i], done[i].bio, done[i].status,
+			                  done[i].bad_sector);
 	}
 	cb->head = cb->tail = NULL;
 	cb->count = 0;
@@ -416,6 +417,7 @@ static inline uint64_t blk_rq_nr_sectors_span(const struct blk_request *rq)
 	return ((pos + rq->len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) - rq->sector;
 }
 
+#if BLK_POISON_CHECKS
 /*
  * The poison filter: runs only when the table is non-empty, once per batch.
  * Requests that meet poison leave the list for the synchronous slow path.
@@ -442,6 +444,7 @@ blk_poison_filter(struct blk_hw_queue *hctx, struct blk_request *list, struct bl
 	*tailp = NULL;
 	return head;
 }
+#endif
 
 static void blk_backoff(struct blk_hw_queue *hctx)
 {
@@ -458,7 +461,7 @@ static void blk_backoff(struct blk_hw_queue *hctx)
 
 /* Dispatch under sq_lock, retrying what a busy backend hands back. */
 static void __blk_dispatch_locked(struct blk_hw_queue *hctx, struct blk_request *list,
-				  struct blk_comp_batch *cb)
+                                  struct blk_comp_batch *cb)
 {
 	while (list) {
 		list = hctx->ops->queue_rqs(hctx, list, cb);
@@ -503,7 +506,7 @@ static void blk_drain_swqs(struct blk_hw_queue *hctx, struct blk_comp_batch *cb)
  * and the holder dispatches it before letting go (flat combining).
  */
 static void blk_dispatch_serial(struct blk_hw_queue *hctx, struct blk_request *list,
-				struct blk_ctx *ctx, struct blk_comp_batch *cb)
+                                struct blk_ctx *ctx, struct blk_comp_batch *cb)
 {
 	if (pthread_mutex_trylock(&hctx->sq_lock) != 0) {
 		if (!ctx) {
@@ -541,7 +544,7 @@ locked:
 }
 
 static void __blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list,
-				struct blk_ctx *ctx)
+                                struct blk_ctx *ctx)
 {
 	struct blk_comp_batch cb = {0};
 
@@ -568,8 +571,7 @@ void blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list)
 }
 
 /* Issue a list that may mix queues and scheduled requests. */
-static __attribute__((noinline)) void blk_issue_mixed(struct blk_request *list,
-						      struct blk_ctx *ctx)
+static __attribute__((noinline)) void blk_issue_mixed(struct blk_request *list, struct blk_ctx *ctx)
 {
 	while (list) {
 		struct blk_hw_queue *hctx = list->hctx;
@@ -725,7 +727,7 @@ static inline struct blk_request *blk_mq_get_rq(struct blk_ctx *ctx)
 
 /* Allocate a plug's expected requests in one batch (one atomic per bitmap word). */
 static __attribute__((noinline)) struct blk_request *blk_plug_alloc_batch(struct blk_plug *plug,
-									   struct blk_ctx *ctx)
+                                                                          struct blk_ctx *ctx)
 {
 	struct blk_tags *tags = &ctx->hctx->tags;
 	unsigned nr = plug->nr_ios, offset;
@@ -776,7 +778,8 @@ static inline void blk_rq_init(struct blk_request *rq, struct blk_bio *bio, stru
 	rq->op = bio->op;
 	rq->status = BLK_STS_OK;
 	rq->rq_flags = (uint8_t)((rq->rq_flags & RQF_ELV) | dev->rq_flags_init);
-	if (unlikely((bio->flags & (BLK_BIO_NOMERGE | BLK_BIO_UNALIGNED)) || bio->op == BLK_OP_FLUSH))
+	if (unlikely((bio->flags & (BLK_BIO_NOMERGE | BLK_BIO_UNALIGNED)) ||
+	             bio->op == BLK_OP_FLUSH))
 		rq->rq_flags |= RQF_NOMERGE;
 }
 
@@ -784,25 +787,28 @@ static inline void blk_rq_init(struct blk_request *rq, struct blk_bio *bio, stru
 
 /* Try to add @bio to the request most recently plugged.  Front and back merges. */
 static inline bool blk_attempt_plug_merge(struct blk_dev *dev, struct blk_ctx *ctx,
-					  struct blk_request *rq, struct blk_bio *bio)
+                                          struct blk_request *rq, struct blk_bio *bio)
 {
+	bool back = rq->sector + (rq->len >> BLK_SECTOR_SHIFT) == bio->sector;
+
+	/* contiguity first: it is what rejects random I/O, in one compare */
+	if (!back && bio->sector + (bio->len >> BLK_SECTOR_SHIFT) != rq->sector)
+		return false;
 	if (rq->hctx != ctx->hctx || (rq->rq_flags & RQF_NOMERGE) ||
 	    (bio->flags & (BLK_BIO_NOMERGE | BLK_BIO_UNALIGNED)) || rq->op != bio->op ||
 	    ((rq->bio->flags ^ bio->flags) & BLK_BIO_MERGE_MASK))
 		return false;
 	if (rq->len + bio->len > dev->max_bytes || rq->nr_segs + bio->nr_segs > dev->max_segments)
 		return false;
-	if (rq->sector + (rq->len >> BLK_SECTOR_SHIFT) == bio->sector) {
+	if (back) {
 		rq->biotail->bi_next = bio;
 		rq->biotail = bio;
-	} else if (bio->sector + (bio->len >> BLK_SECTOR_SHIFT) == rq->sector) {
+	} else {
 		bio->bi_next = rq->bio;
 		rq->bio = bio;
 		rq->sector = bio->sector;
 		ctx->stats.merges_front++;
 		ctx->stats.merges_back--;
-	} else {
-		return false;
 	}
 	ctx->stats.merges_back++;
 	rq->len += bio->len;
@@ -829,8 +835,10 @@ static inline bool blk_bio_check(struct blk_dev *dev, struct blk_bio *bio)
 	} else if (unlikely(!bio->nr_segs || !bio->iov || bio->nr_segs > dev->max_segments)) {
 		goto fail;
 	}
-	if (unlikely(!bio->len || bio->byte_off >= BLK_SECTOR_SIZE || bio->sector >= dev->nr_sectors ||
-		     (dev->nr_sectors - bio->sector) * BLK_SECTOR_SIZE < (uint64_t)bio->byte_off + bio->len))
+	if (unlikely(!bio->len || bio->byte_off >= BLK_SECTOR_SIZE ||
+	             bio->sector >= dev->nr_sectors ||
+	             (dev->nr_sectors - bio->sector) * BLK_SECTOR_SIZE <
+	                     (uint64_t)bio->byte_off + bio->len))
 		goto fail;
 	if (unlikely((bio->byte_off | bio->len) & (BLK_SECTOR_SIZE - 1))) {
 		if (!dev->byte_granular)
@@ -877,7 +885,7 @@ void blk_submit_bio(struct blk_dev *dev, struct blk_bio *bio)
 			if (blk_attempt_plug_merge(dev, ctx, last, bio))
 				return;
 			if (plug->rq_count >= (plug->multiple_queues ? BLK_PLUG_MAX_RQS_MULTI
-								     : BLK_PLUG_MAX_RQS) ||
+			                                             : BLK_PLUG_MAX_RQS) ||
 			    last->len >= BLK_PLUG_FLUSH_SIZE)
 				blk_flush_plug_list(plug);
 		}
@@ -949,7 +957,7 @@ out:
 }
 
 static int blk_rw_sync(struct blk_dev *dev, enum blk_op op, uint64_t sector, void *buf,
-		       uint32_t len, unsigned bio_flags)
+                       uint32_t len, unsigned bio_flags)
 {
 	struct blk_bio bio;
 
@@ -964,7 +972,7 @@ int blk_read(struct blk_dev *dev, uint64_t sector, void *buf, uint32_t len, unsi
 }
 
 int blk_write(struct blk_dev *dev, uint64_t sector, const void *buf, uint32_t len,
-	      unsigned bio_flags)
+              unsigned bio_flags)
 {
 	return blk_rw_sync(dev, BLK_OP_WRITE, sector, (void *)buf, len, bio_flags);
 }
@@ -1047,8 +1055,8 @@ int blk_poison_clear(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 	return blk_poison_forget(dev, sector, nr);
 }
 
-unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr,
-			   struct blk_range *out, unsigned max, unsigned *total)
+unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr, struct blk_range *out,
+                           unsigned max, unsigned *total)
 {
 	if (blk_bb_empty(&dev->bb)) {
 		if (total)
@@ -1064,7 +1072,7 @@ unsigned blk_poison_count(struct blk_dev *dev)
 }
 
 int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr,
-		      uint64_t *bad_sector)
+                      uint64_t *bad_sector)
 {
 	uint64_t first;
 
@@ -1075,9 +1083,9 @@ int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr
 #if BLK_POISON_CHECKS
 	if (unlikely(!blk_bb_empty(&dev->bb)) &&
 	    blk_bb_check(&dev->bb, pos >> BLK_SECTOR_SHIFT,
-			 ((pos + len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) -
-				 (pos >> BLK_SECTOR_SHIFT),
-			 &first)) {
+	                 ((pos + len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) -
+	                         (pos >> BLK_SECTOR_SHIFT),
+	                 &first)) {
 		if (bad_sector)
 			*bad_sector = first;
 		return -EIO;
@@ -1206,8 +1214,8 @@ void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info)
 /* --- open and close --------------------------------------------------------- */
 
 static const struct blk_backend_ops *blk_pick_backend(const struct blk_dev_config *cfg,
-						      enum blk_backend_type *type, char *err,
-						      size_t errlen)
+                                                      enum blk_backend_type *type, char *err,
+                                                      size_t errlen)
 {
 	struct stat st;
 
@@ -1229,8 +1237,8 @@ static const struct blk_backend_ops *blk_pick_backend(const struct blk_dev_confi
 		else if (S_ISCHR(st.st_mode) || S_ISREG(st.st_mode))
 			*type = BLK_BACKEND_PMEM;
 		else {
-			blk_err(err, errlen, "%s: not a devdax device, block device or regular file",
-				cfg->path);
+			blk_err(err, errlen,
+			        "%s: not a devdax device, block device or regular file", cfg->path);
 			errno = EINVAL;
 			return NULL;
 		}
@@ -1239,7 +1247,7 @@ static const struct blk_backend_ops *blk_pick_backend(const struct blk_dev_confi
 }
 
 static int blk_dev_load_poison(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
-			       size_t errlen)
+                               size_t errlen)
 {
 	struct stat st;
 	int ret = 0, fd;
@@ -1350,9 +1358,9 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 	if (depth > BLK_MAX_DEPTH || nr_hw > BLK_MAX_HW_QUEUES || max_sectors < 8 ||
 	    max_sectors > (1u << 22) || max_segs > 1024) {
 		blk_err(err, errlen,
-			"invalid configuration: depth %u (max %u), queues %u (max %u), "
-			"max_sectors %u (8..4194304), max_segments %u (max 1024)",
-			depth, BLK_MAX_DEPTH, nr_hw, BLK_MAX_HW_QUEUES, max_sectors, max_segs);
+		        "invalid configuration: depth %u (max %u), queues %u (max %u), "
+		        "max_sectors %u (8..4194304), max_segments %u (max 1024)",
+		        depth, BLK_MAX_DEPTH, nr_hw, BLK_MAX_HW_QUEUES, max_sectors, max_segs);
 		return -EINVAL;
 	}
 	errno = 0;
@@ -1391,8 +1399,8 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 		if (dev->lock_fd < 0 || flock(dev->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 			blk_err(err, errlen, "%s: %s", cfg->path,
-				ret == -EBUSY ? "device is in use by another process"
-					      : strerror(-ret));
+			        ret == -EBUSY ? "device is in use by another process"
+			                      : strerror(-ret));
 			blk_dev_free(dev, 0, false);
 			return ret;
 		}
@@ -1433,7 +1441,7 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 		ret = ops->init_hctx(&dev->hctxs[i]);
 		if (ret) {
 			blk_err(err, errlen, "%s: cannot set up hardware queue %u: %s",
-				cfg->path ? cfg->path : ops->name, i, strerror(-ret));
+			        cfg->path ? cfg->path : ops->name, i, strerror(-ret));
 			blk_dev_free(dev, inited, true);
 			return ret;
 		}

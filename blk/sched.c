@@ -14,8 +14,8 @@
 
 #include "blk_internal.h"
 
-#define BLK_ELV_BATCH		16
-#define BLK_ELV_READ_EXPIRE_NS	(500ull * 1000 * 1000)
+#define BLK_ELV_BATCH           16
+#define BLK_ELV_READ_EXPIRE_NS  (500ull * 1000 * 1000)
 #define BLK_ELV_WRITE_EXPIRE_NS (5000ull * 1000 * 1000)
 
 struct blk_elevator {
@@ -64,7 +64,7 @@ static void blk_elv_insert(struct blk_elevator *elv, struct blk_request *rq, uin
 	*pp = rq;
 
 	rq->deadline_ns =
-		now + (rq->op == BLK_OP_READ ? BLK_ELV_READ_EXPIRE_NS : BLK_ELV_WRITE_EXPIRE_NS);
+	        now + (rq->op == BLK_OP_READ ? BLK_ELV_READ_EXPIRE_NS : BLK_ELV_WRITE_EXPIRE_NS);
 	rq->fifo_next = NULL;
 	if (elv->fifo_tail)
 		elv->fifo_tail->fifo_next = rq;
