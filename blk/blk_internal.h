@@ -252,6 +252,8 @@ struct blk_backend_ops {
 	int (*clear_poison)(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 	/* The table changed over [sector, sector + nr) (emulation: protect pages). */
 	void (*poison_changed)(struct blk_dev *dev, uint64_t sector, uint64_t nr);
+	/* Address of [pos, pos + len) in the mapping, or NULL when the range shares a
+	 * page with poison (a load there would fault: copy through read_sync instead). */
 	void *(*direct_access)(struct blk_dev *dev, uint64_t pos, size_t len);
 	int (*register_buffer)(struct blk_dev *dev, void *addr, size_t len);
 	int (*flush_sync)(struct blk_dev *dev);
@@ -331,6 +333,7 @@ struct blk_guard {
 	void *fault_addr;
 	int fault_signo;
 	unsigned fault_lsb; /* log2 of the poisoned granule the kernel reported */
+	int fault_code;	    /* si_code: BUS_MCEERR_AR (poison), SEGV_ACCERR, BUS_ADRERR, ... */
 };
 int blk_guard_install(void);
 void blk_guard_arm(struct blk_guard *g, const void *lo, size_t len);

@@ -1,2 +1,902 @@
 /* SPDX-License-Identifier: MIT */
-/* pmem.c: placeholder until written. */
+/*
+ * pmem backend: the device is mapped with libpmem2 (a devdax character device,
+ * or a regular file: an image) and every request is a copy to or from the
+ * mapping, done synchronously on the submitting thread.  No syscalls on the
+ * data path.
+ *
+ * Durability follows the mapping's store granularity (ARCHITECTURE §3):
+ *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
+ *    (flushes issued, not waited for) and each batch drains once before its
+ *    requests complete, so a completed write is durable;
+ *  - page (a file in the page cache): persistence is msync, done only where it
+ *    is promised (FLUSH, FUA).  Writes mark 64 KiB chunks dirty in a bitmap;
+ *    FLUSH msyncs the dirty runs.  pmem2's memcpy on such a mapping msyncs on
+ *    every call unless given PMEM2_F_MEM_NOFLUSH, and then it is only a slower
+ *    memcpy (measured), so plain memcpy is used.
+ *
+ * Poison: the batch runs under one armed fault guard (guard.c); a fault
+ * records the poison it reveals and hands the request to the slow path.  For
+ * an image file, poisoned pages are made inaccessible (mprotect PROT_NONE) so
+ * that a stray load really faults; the slow path reads and writes the clean
+ * sectors of such pages through the file descriptor (same page cache, coherent).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libpmem2.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blk_internal.h"
+
+#define PMEM_CHUNK_SHIFT 16 /* dirty tracking unit on page-granular mappings: 64 KiB */
+#define PMEM_MIN_SIZE    4096u
+#define PMEM_MAX_RETRY   8 /* a fault that keeps changing its mind is treated as poison */
+
+struct pmem_dev {
+	char *addr;      /* the mapping */
+	size_t map_size; /* bytes mapped (>= dev->size) */
+	int fd;
+	bool devdax;
+	bool page_gran; /* persistence is msync */
+	bool emulate;   /* image file: poisoned pages are PROT_NONE */
+	bool ro;
+	struct pmem2_source *src;
+	struct pmem2_map *map;
+	pmem2_memcpy_fn memcpy_fn;
+	pmem2_memset_fn memset_fn;
+	pmem2_drain_fn drain_fn;
+
+	/* page granularity: 64 KiB chunks written through the mapping since their last msync */
+	_Atomic uint64_t *dirty;
+	size_t nr_dirty_words;
+	/* a pwrite() to the fd since the last fdatasync() */
+	atomic_bool fd_dirty;
+
+	/* emulation: bit per page, set while the page is PROT_NONE because of poison */
+	pthread_mutex_t emul_lock; /* serialises protection changes and fault classification */
+	_Atomic uint64_t *prot;
+	_Atomic uint64_t nr_prot; /* pages protected: the fast path reads only this */
+	size_t nr_pages;
+	unsigned page_shift;
+	int prot_rw; /* protection of an accessible page */
+};
+
+static inline bool pmem_page_protected(struct pmem_dev *pd, size_t page)
+{
+	return (atomic_load_explicit(&pd->prot[page >> 6], memory_order_acquire) >> (page & 63)) &
+	       1;
+}
+
+/*
+ * libpmem2's errors as an errno: system errors come back negated, its own
+ * codes (PMEM2_E_*) mean an unusable source or configuration.  (The library
+ * declares pmem2_err_to_errno() but 1.12 does not export it.)
+ */
+static int pmem_errno(int ret)
+{
+	if (ret >= 0)
+		return EIO;
+	if (ret == PMEM2_E_NOSUPP)
+		return EOPNOTSUPP;
+	if (ret <= PMEM2_E_UNKNOWN)
+		return EINVAL;
+	return -ret;
+}
+
+#if BLK_POISON_CHECKS
+/* Any page of [pos, pos + len) protected?  Only called when nr_prot != 0. */
+static bool pmem_range_protected(struct pmem_dev *pd, uint64_t pos, uint64_t len)
+{
+	size_t p, last;
+
+	if (len == 0)
+		return false;
+	last = (pos + len - 1) >> pd->page_shift;
+	for (p = pos >> pd->page_shift; p <= last; p++)
+		if (pmem_page_protected(pd, p))
+			return true;
+	return false;
+}
+#endif
+
+/* ---- durability ------------------------------------------------------ */
+
+static void pmem_mark_chunks(struct pmem_dev *pd, uint64_t c, uint64_t last)
+{
+	for (; c <= last; c++) {
+		_Atomic uint64_t *w = &pd->dirty[c >> 6];
+		uint64_t bit = 1ull << (c & 63);
+
+		/* Set only when clear: rewriting a set bit would bounce the line between writers.
+		 */
+		if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+			atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	}
+}
+
+/*
+ * Record that [off, off + len) was stored through a page-granular mapping.
+ * The fence orders the data stores before the bit loads: otherwise a flusher
+ * could clear a bit we saw set and msync before our stores are visible, and
+ * the next FLUSH would not know about them.
+ */
+static inline void pmem_mark_dirty(struct pmem_dev *pd, uint64_t off, uint64_t len)
+{
+	if (len == 0)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	pmem_mark_chunks(pd, off >> PMEM_CHUNK_SHIFT, (off + len - 1) >> PMEM_CHUNK_SHIFT);
+}
+
+static int pmem_msync(struct pmem_dev *pd, uint64_t off, uint64_t len)
+{
+	uint64_t start = off & ~(((uint64_t)1 << pd->page_shift) - 1);
+
+	if (off + len > pd->map_size)
+		len = pd->map_size - off;
+	/* Called directly, not through pmem2's persist fn: that one cannot report msync errors. */
+	if (unlikely(msync(pd->addr + start, off + len - start, MS_SYNC) < 0))
+		return -errno;
+	return 0;
+}
+
+/* msync chunks [c0, c1); on failure they stay dirty so that the next FLUSH retries. */
+static void pmem_msync_chunks(struct pmem_dev *pd, uint64_t c0, uint64_t c1, int *ret)
+{
+	int r;
+
+	if (c1 <= c0)
+		return;
+	r = pmem_msync(pd, c0 << PMEM_CHUNK_SHIFT, (c1 - c0) << PMEM_CHUNK_SHIFT);
+	if (unlikely(r)) {
+		pmem_mark_chunks(pd, c0, c1 - 1);
+		if (!*ret)
+			*ret = r;
+	}
+}
+
+/* Persist the dirty chunks (page granularity) and the fd's writes.  Returns 0 or -errno. */
+static int pmem_persist_all(struct pmem_dev *pd)
+{
+	int ret = 0;
+
+	if (pd->page_gran) {
+		uint64_t run0 = 0,
+		         run1 = 0; /* pending run of chunks [run0, run1), merged across words */
+		size_t i;
+
+		for (i = 0; i < pd->nr_dirty_words; i++) {
+			uint64_t w;
+
+			if (!atomic_load_explicit(&pd->dirty[i], memory_order_relaxed))
+				continue;
+			/* Clear before msync: a store landing after this sets the bit again. */
+			w = atomic_exchange_explicit(&pd->dirty[i], 0, memory_order_seq_cst);
+			while (w) {
+				unsigned b = (unsigned)__builtin_ctzll(w);
+				uint64_t x = w >> b;
+				unsigned n = ~x ? (unsigned)__builtin_ctzll(~x) : 64;
+				uint64_t c0 = ((uint64_t)i << 6) + b;
+
+				w = n + b >= 64 ? 0 : w & ~(((1ull << n) - 1) << b);
+				if (c0 != run1) {
+					pmem_msync_chunks(pd, run0, run1, &ret);
+					run0 = c0;
+				}
+				run1 = c0 + n;
+			}
+		}
+		pmem_msync_chunks(pd, run0, run1, &ret);
+	} else {
+		pd->drain_fn();
+	}
+	if (atomic_load_explicit(&pd->fd_dirty, memory_order_relaxed) &&
+	    atomic_exchange(&pd->fd_dirty, false)) {
+		if (unlikely(fdatasync(pd->fd) < 0)) {
+			if (!ret)
+				ret = -errno;
+			atomic_store(&pd->fd_dirty, true);
+		}
+	}
+	return ret;
+}
+
+static int pmem_flush_sync(struct blk_dev *dev)
+{
+	return pmem_persist_all(dev->drv);
+}
+
+/* Store into the mapping on the fast path; durability as described at the top. */
+static inline void pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
+{
+	if (pd->page_gran)
+		memcpy(pd->addr + off, src, len);
+	else
+		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
+}
+
+static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
+{
+	if (pd->page_gran)
+		memset(pd->addr + off, 0, len);
+	else
+		pd->memset_fn(pd->addr + off, 0, len, PMEM2_F_MEM_NODRAIN);
+}
+
+/* ---- the fast path ---------------------------------------------------- */
+
+/* Execute @rq against the mapping.  May fault (the caller's guard catches it). */
+static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
+{
+	struct blk_bio *bio;
+	unsigned i;
+
+	rq->status = BLK_STS_OK;
+	switch (rq->op) {
+	case BLK_OP_READ:
+		blk_rq_for_each_bio (bio, rq) {
+			const char *src = pd->addr + blk_bio_pos(bio);
+
+			for (i = 0; i < bio->nr_segs; i++) {
+				memcpy(bio->iov[i].iov_base, src, bio->iov[i].iov_len);
+				src += bio->iov[i].iov_len;
+			}
+		}
+		return;
+	case BLK_OP_WRITE:
+	case BLK_OP_WRITE_ZEROES:
+		if (unlikely(pd->ro)) {
+			rq->status = BLK_STS_ROFS;
+			return;
+		}
+		blk_rq_for_each_bio (bio, rq) {
+			uint64_t off = blk_bio_pos(bio);
+
+			if (rq->op == BLK_OP_WRITE_ZEROES) {
+				pmem_zero(pd, off, bio->len);
+				continue;
+			}
+			for (i = 0; i < bio->nr_segs; i++) {
+				pmem_store(pd, off, bio->iov[i].iov_base, bio->iov[i].iov_len);
+				off += bio->iov[i].iov_len;
+			}
+		}
+		if (pd->page_gran) {
+			pmem_mark_dirty(pd, blk_rq_pos(rq), rq->len);
+			/* FUA on a page mapping: this request's pages now, not the whole device. */
+			if (unlikely(rq->bio->flags & BLK_BIO_FUA) &&
+			    pmem_msync(pd, blk_rq_pos(rq), rq->len))
+				rq->status = BLK_STS_IOERR;
+		}
+		return;
+	case BLK_OP_FLUSH:
+		if (unlikely(pmem_persist_all(pd)))
+			rq->status = BLK_STS_IOERR;
+		return;
+	default:
+		rq->status = BLK_STS_NOTSUPP;
+		return;
+	}
+}
+
+#if BLK_POISON_CHECKS
+/*
+ * Is the fault described by @g news about the media, to be recorded as
+ * poison?  A machine check always is.  On an image file a SIGSEGV may instead
+ * come from our own emulation (a page protected because the table says it is
+ * poisoned, perhaps after this request passed the dispatch check), and a
+ * SIGBUS without MCEERR is a file problem (a hole on a full disk, an I/O error,
+ * a truncated image) that the slow path's pread/pwrite will report properly.
+ */
+static bool pmem_fault_is_poison(struct pmem_dev *pd, const struct blk_guard *g, bool write)
+{
+	size_t page;
+	bool poison;
+
+	if (!pd->emulate)
+		return true;
+	if (g->fault_signo == SIGBUS)
+		return g->fault_code == BUS_MCEERR_AR || g->fault_code == BUS_MCEERR_AO;
+
+	page = (size_t)((const char *)g->fault_addr - pd->addr) >> pd->page_shift;
+	pthread_mutex_lock(&pd->emul_lock);
+	if (pmem_page_protected(pd, page)) {
+		poison = false;
+	} else {
+		/*
+		 * Not ours.  With protections stable (we hold the lock) probe the
+		 * page again: if it still faults, something outside the engine
+		 * made it inaccessible and it is lost to us; if not, the fault
+		 * came from a protection that has been lifted since.
+		 */
+		struct blk_guard probe;
+		volatile char *p = pd->addr + ((size_t)page << pd->page_shift);
+
+		if (BLK_GUARD_FAULTED(&probe)) {
+			poison = true;
+		} else {
+			blk_guard_arm(&probe, (const void *)p, (size_t)1 << pd->page_shift);
+			if (write && !pd->ro)
+				__atomic_fetch_or(p, 0, __ATOMIC_RELAXED); /* needs write access */
+			else
+				(void)*p;
+			blk_guard_disarm(&probe);
+			poison = false;
+		}
+	}
+	pthread_mutex_unlock(&pd->emul_lock);
+	return poison;
+}
+
+/* The sectors of the granule @g faulted on, clipped to the device.  Returns false if none. */
+static bool pmem_fault_sectors(struct blk_dev *dev, const struct blk_guard *g, uint64_t *sector,
+                               uint64_t *nr)
+{
+	struct pmem_dev *pd = dev->drv;
+	unsigned lsb = g->fault_lsb < 9 ? 9 : g->fault_lsb > 40 ? 40 : g->fault_lsb;
+	uint64_t off = (uint64_t)((const char *)g->fault_addr - pd->addr);
+	uint64_t start = off & ~(((uint64_t)1 << lsb) - 1);
+	uint64_t end = start + ((uint64_t)1 << lsb);
+
+	if (end > dev->size)
+		end = dev->size;
+	if (start >= end)
+		return false;
+	*sector = start >> BLK_SECTOR_SHIFT;
+	*nr = ((end + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) - *sector;
+	return true;
+}
+
+static void pmem_rq_fault(struct blk_hw_queue *hctx, struct blk_request *rq,
+                          const struct blk_guard *g, struct blk_comp_batch *cb)
+{
+	struct blk_dev *dev = hctx->dev;
+	uint64_t sector, nr;
+	bool write = rq->op == BLK_OP_WRITE || rq->op == BLK_OP_WRITE_ZEROES;
+
+	atomic_fetch_add_explicit(&hctx->cq_stats.faults, 1, memory_order_relaxed);
+	if (pmem_fault_is_poison(dev->drv, g, write) && pmem_fault_sectors(dev, g, &sector, &nr))
+		blk_poison_record(dev, sector, nr);
+	/* The request may be half done: the slow path redoes it from its start. */
+	blk_rq_slowpath(hctx, rq, cb);
+}
+#endif
+
+static struct blk_request *pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                          struct blk_comp_batch *cb)
+{
+	struct pmem_dev *pd = hctx->drv;
+	struct blk_request *rq, *next;
+#if BLK_POISON_CHECKS
+	/* volatile: they change between sigsetjmp() and a siglongjmp() back to it */
+	struct blk_request *volatile cur = list;
+	volatile bool wrote = false;
+	struct blk_guard g;
+
+	/* One guard for the whole batch; after a fault, resume with the next request. */
+	if (BLK_GUARD_FAULTED(&g)) {
+		rq = cur;
+		cur = rq->rq_next;
+		pmem_rq_fault(hctx, rq, &g, cb);
+	}
+	blk_guard_arm(&g, pd->addr, pd->map_size);
+	while ((rq = cur) != NULL) {
+		next = rq->rq_next;
+		/*
+		 * A request sharing a page with emulated poison would fault on
+		 * its clean sectors: send it to the slow path, which reads those
+		 * through the fd.  One load when there is no emulated poison.
+		 */
+		if (unlikely(atomic_load_explicit(&pd->nr_prot, memory_order_relaxed)) &&
+		    rq->op != BLK_OP_FLUSH && pmem_range_protected(pd, blk_rq_pos(rq), rq->len)) {
+			blk_guard_disarm(&g);
+			cur = next;
+			blk_rq_slowpath(hctx, rq, cb);
+			blk_guard_arm(&g, pd->addr, pd->map_size);
+			continue;
+		}
+		if (rq->op != BLK_OP_READ)
+			wrote = true;
+		pmem_rq_execute(pd, rq);
+		cur = next;
+		blk_comp_add(cb, rq);
+	}
+	blk_guard_disarm(&g);
+	if (!pd->page_gran && wrote)
+		pd->drain_fn(); /* one fence makes the whole batch durable before it completes */
+#else
+	bool wrote = false;
+
+	for (rq = list; rq; rq = next) {
+		next = rq->rq_next;
+		if (rq->op != BLK_OP_READ)
+			wrote = true;
+		pmem_rq_execute(pd, rq);
+		blk_comp_add(cb, rq);
+	}
+	if (!pd->page_gran && wrote)
+		pd->drain_fn();
+#endif
+	return NULL;
+}
+
+/* ---- synchronous byte-addressed I/O for the slow path ---------------- */
+
+/* pread/pwrite all of it.  A read hitting EOF is -ENODATA (a truncated image). */
+static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
+                      uint64_t *failed_at)
+{
+	while (len) {
+		ssize_t n = write ? pwrite(pd->fd, buf, len, (off_t)pos)
+		                  : pread(pd->fd, buf, len, (off_t)pos);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			*failed_at = pos;
+			return -errno;
+		}
+		if (n == 0) {
+			*failed_at = pos;
+			return write ? -EIO : -ENODATA;
+		}
+		pos += (size_t)n;
+		buf = (char *)buf + n;
+		len -= (size_t)n;
+	}
+	if (write)
+		atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
+	return 0;
+}
+
+/* Copy through the mapping.  Returns 0, or 1 with @g describing the fault. */
+static int pmem_map_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
+                       struct blk_guard *g)
+{
+#if BLK_POISON_CHECKS
+	if (BLK_GUARD_FAULTED(g))
+		return 1;
+	blk_guard_arm(g, pd->addr, pd->map_size);
+#else
+	(void)g;
+#endif
+	if (!write)
+		memcpy(buf, pd->addr + pos, len);
+	else if (pd->page_gran)
+		memcpy(pd->addr + pos, buf, len);
+	else
+		pd->memcpy_fn(pd->addr + pos, buf, len, 0); /* flush and drain: durable now */
+#if BLK_POISON_CHECKS
+	blk_guard_disarm(g);
+#endif
+	if (write && pd->page_gran)
+		pmem_mark_dirty(pd, pos, len);
+	return 0;
+}
+
+/*
+ * Read or write [pos, pos + len).  Pages protected by the emulation go
+ * through the fd.  A fault that reveals poison records it and returns -EIO
+ * with *bad the first bad sector at or after @pos.
+ */
+static int pmem_sync_io(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, bool write,
+                        uint64_t *bad)
+{
+	struct pmem_dev *pd = dev->drv;
+	bool via_fd_once = false;
+#if BLK_POISON_CHECKS
+	unsigned retries = 0;
+#endif
+	int ret;
+
+	if (unlikely(pos > dev->size || len > dev->size - pos))
+		return -EINVAL;
+	if (unlikely(write && pd->ro))
+		return -EROFS;
+	while (len) {
+		size_t n = len;
+		bool via_fd = via_fd_once;
+		struct blk_guard g;
+		uint64_t failed_at;
+
+		if (pd->emulate) {
+			size_t page_end = (size_t)(((pos >> pd->page_shift) + 1) << pd->page_shift);
+
+			if (n > page_end - pos)
+				n = page_end - pos;
+			if (atomic_load_explicit(&pd->nr_prot, memory_order_relaxed) &&
+			    pmem_page_protected(pd, pos >> pd->page_shift))
+				via_fd = true;
+		}
+		if (via_fd) {
+			ret = pmem_fd_io(pd, pos, buf, n, write, &failed_at);
+			if (unlikely(ret == -EIO && !write)) {
+				/* The image's storage cannot read it: lost media, like poison. */
+				uint64_t s = failed_at >> BLK_SECTOR_SHIFT;
+
+				blk_poison_record(dev, s, 1);
+				*bad = s;
+				return -EIO;
+			}
+			if (unlikely(ret))
+				return ret;
+		} else if (unlikely(pmem_map_io(pd, pos, buf, n, write, &g))) {
+#if BLK_POISON_CHECKS
+			uint64_t sector, nr;
+
+			if (++retries > PMEM_MAX_RETRY || pmem_fault_is_poison(pd, &g, write)) {
+				if (!pmem_fault_sectors(dev, &g, &sector, &nr))
+					return -EIO;
+				blk_poison_record(dev, sector, nr);
+				*bad = sector > (pos >> BLK_SECTOR_SHIFT) ? sector
+				                                          : pos >> BLK_SECTOR_SHIFT;
+				return -EIO;
+			}
+			/*
+			 * Not poison: our own protection (the retry goes through
+			 * the fd) or a file error (SIGBUS: a hole on a full disk,
+			 * an I/O error) that the fd reports with its real errno.
+			 */
+			via_fd_once = g.fault_signo == SIGBUS;
+			continue;
+#endif
+		}
+		via_fd_once = false;
+		pos += n;
+		buf = (char *)buf + n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
+{
+	return pmem_sync_io(dev, pos, buf, len, false, bad);
+}
+
+static int pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
+{
+	uint64_t bad;
+
+	return pmem_sync_io(dev, pos, (void *)buf, len, true, &bad);
+}
+
+/* ---- poison ---------------------------------------------------------- */
+
+static int pmem_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	struct pmem_dev *pd = dev->drv;
+	struct pmem2_badblock_context *bbctx;
+	struct pmem2_badblock bb;
+	uint64_t lo = sector << BLK_SECTOR_SHIFT, hi = (sector + nr) << BLK_SECTOR_SHIFT;
+	int ret;
+
+	/* An image's poison is emulated: there is nothing on the media to clear. */
+	if (!pd->devdax)
+		return 0;
+	ret = pmem2_badblock_context_new(&bbctx, pd->src);
+	if (ret)
+		return -pmem_errno(ret);
+	while ((ret = pmem2_badblock_next(bbctx, &bb)) == 0) {
+		uint64_t b0 = bb.offset, b1 = bb.offset + bb.length;
+
+		if (b1 <= lo || b0 >= hi)
+			continue;
+		/* Clip: clearing outside the range would leave content undefined there. */
+		bb.offset = b0 > lo ? b0 : lo;
+		bb.length = (b1 < hi ? b1 : hi) - bb.offset;
+		ret = pmem2_badblock_clear(bbctx, &bb);
+		if (ret)
+			break;
+	}
+	pmem2_badblock_context_delete(&bbctx);
+	if (ret == PMEM2_E_NO_BAD_BLOCK_FOUND || ret == 0)
+		return 0;
+	return -pmem_errno(ret);
+}
+
+#if BLK_POISON_CHECKS
+/* Protect or unprotect pages [p0, p1) where their state differs.  Caller holds emul_lock. */
+static void pmem_set_pages(struct pmem_dev *pd, size_t p0, size_t p1, bool protect)
+{
+	size_t p = p0;
+
+	while (p < p1) {
+		size_t q, i;
+
+		if (pmem_page_protected(pd, p) == protect) {
+			p++;
+			continue;
+		}
+		for (q = p + 1; q < p1 && pmem_page_protected(pd, q) != protect; q++)
+			;
+		if (protect) {
+			/* bits first: a fault seen after mprotect must find them set */
+			for (i = p; i < q; i++)
+				atomic_fetch_or(&pd->prot[i >> 6], 1ull << (i & 63));
+			atomic_fetch_add(&pd->nr_prot, q - p);
+			if (mprotect(pd->addr + (p << pd->page_shift), (q - p) << pd->page_shift,
+			             PROT_NONE) < 0) {
+				/* Out of VMAs: the page stays readable; the table still guards it.
+				 */
+				for (i = p; i < q; i++)
+					atomic_fetch_and(&pd->prot[i >> 6], ~(1ull << (i & 63)));
+				atomic_fetch_sub(&pd->nr_prot, q - p);
+			}
+		} else if (mprotect(pd->addr + (p << pd->page_shift), (q - p) << pd->page_shift,
+		                    pd->prot_rw) == 0) {
+			for (i = p; i < q; i++)
+				atomic_fetch_and(&pd->prot[i >> 6], ~(1ull << (i & 63)));
+			atomic_fetch_sub(&pd->nr_prot, q - p);
+		}
+		p = q;
+	}
+}
+#endif
+
+/*
+ * The table changed over [sector, sector + nr): make every page touching the
+ * range inaccessible iff one of its sectors is poisoned (image files only).
+ */
+static void pmem_poison_changed(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+#if BLK_POISON_CHECKS
+	struct pmem_dev *pd = dev->drv;
+	unsigned spp_shift = pd->page_shift - BLK_SECTOR_SHIFT;
+	struct blk_range r[64];
+	uint64_t s0, s1, cur;
+	size_t p0, p1, p;
+
+	if (!pd->emulate || nr == 0 || sector >= dev->nr_sectors)
+		return;
+	if (nr > dev->nr_sectors - sector)
+		nr = dev->nr_sectors - sector;
+	p0 = sector >> spp_shift;
+	p1 = ((sector + nr - 1) >> spp_shift) + 1;
+	s0 = (uint64_t)p0 << spp_shift;
+	s1 = (uint64_t)p1 << spp_shift;
+	if (s1 > dev->nr_sectors)
+		s1 = dev->nr_sectors;
+
+	pthread_mutex_lock(&pd->emul_lock);
+	p = p0;
+	for (cur = s0; cur < s1;) {
+		unsigned n = blk_bb_lookup(&dev->bb, cur, s1 - cur, r, 64, NULL), i;
+
+		for (i = 0; i < n; i++) {
+			size_t rp0 = r[i].sector >> spp_shift;
+			size_t rp1 = ((r[i].sector + r[i].nr - 1) >> spp_shift) + 1;
+
+			if (rp0 > p)
+				pmem_set_pages(pd, p, rp0, false);
+			if (rp1 > p)
+				pmem_set_pages(pd, rp0 > p ? rp0 : p, rp1, true);
+			if (rp1 > p)
+				p = rp1;
+		}
+		if (n < 64)
+			break;
+		cur = r[n - 1].sector + r[n - 1].nr;
+	}
+	if (p < p1)
+		pmem_set_pages(pd, p, p1, false);
+	pthread_mutex_unlock(&pd->emul_lock);
+#else
+	/* No checks compiled in: nothing may fault, so nothing is protected. */
+	(void)dev, (void)sector, (void)nr;
+#endif
+}
+
+static void *pmem_direct_access(struct blk_dev *dev, uint64_t pos, size_t len)
+{
+	struct pmem_dev *pd = dev->drv;
+
+	if (unlikely(pos > pd->map_size || len > pd->map_size - pos))
+		return NULL;
+#if BLK_POISON_CHECKS
+	if (unlikely(!blk_bb_empty(&dev->bb)) && len) {
+		/* A poisoned page faults as a whole (hwpoison on devdax, PROT_NONE on an image). */
+		uint64_t page = ((uint64_t)1 << pd->page_shift) - 1;
+		uint64_t s0 = (pos & ~page) >> BLK_SECTOR_SHIFT;
+		uint64_t s1 = ((pos + len + page) & ~page) >> BLK_SECTOR_SHIFT;
+
+		if (s1 > dev->nr_sectors)
+			s1 = dev->nr_sectors;
+		if (pd->emulate ? pmem_range_protected(pd, pos, len)
+		                : blk_bb_check(&dev->bb, s0, s1 - s0, NULL))
+			return NULL;
+	}
+#endif
+	return pd->addr + pos;
+}
+
+/* ---- open / close ---------------------------------------------------- */
+
+static void pmem_free(struct pmem_dev *pd)
+{
+	if (pd->map)
+		pmem2_map_delete(&pd->map);
+	if (pd->src)
+		pmem2_source_delete(&pd->src);
+	if (pd->fd >= 0)
+		close(pd->fd);
+	free(pd->dirty);
+	free(pd->prot);
+	pthread_mutex_destroy(&pd->emul_lock);
+	free(pd);
+}
+
+static int pmem_err(char *err, size_t errlen, const char *path, int ret, const char *what)
+{
+	blk_err(err, errlen, "%s: %s: %s", path, what, pmem2_errormsg());
+	return -pmem_errno(ret);
+}
+
+static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
+                     size_t errlen)
+{
+	struct pmem_dev *pd;
+	struct pmem2_config *pcfg = NULL;
+	struct stat st;
+	size_t size;
+	long pagesz = sysconf(_SC_PAGESIZE);
+	int ret;
+
+	if (!cfg->path) {
+		blk_err(err, errlen, "pmem: no device path");
+		return -EINVAL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		blk_err(err, errlen, "%s: out of memory", cfg->path);
+		return -ENOMEM;
+	}
+	pd->fd = -1;
+	pthread_mutex_init(&pd->emul_lock, NULL);
+	pd->ro = cfg->flags & BLK_CFG_READONLY;
+	pd->prot_rw = pd->ro ? PROT_READ : PROT_READ | PROT_WRITE;
+	pd->page_shift = (unsigned)__builtin_ctzl((unsigned long)(pagesz > 0 ? pagesz : 4096));
+
+	pd->fd = open(cfg->path, (pd->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (pd->fd < 0) {
+		ret = -errno;
+		blk_err(err, errlen, "%s: cannot open: %s", cfg->path, strerror(-ret));
+		goto out_free;
+	}
+	if (fstat(pd->fd, &st) < 0) {
+		ret = -errno;
+		blk_err(err, errlen, "%s: cannot stat: %s", cfg->path, strerror(-ret));
+		goto out_free;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+		blk_err(err, errlen,
+		        "%s: the pmem backend needs a regular file or a devdax character device",
+		        cfg->path);
+		ret = -EINVAL;
+		goto out_free;
+	}
+	pd->devdax = S_ISCHR(st.st_mode);
+	pd->emulate = !pd->devdax && BLK_POISON_CHECKS;
+
+	ret = pmem2_source_from_fd(&pd->src, pd->fd);
+	if (ret) {
+		ret = pmem_err(err, errlen, cfg->path, ret,
+		               pd->devdax ? "not a devdax device" : "cannot use as a pmem source");
+		goto out_free;
+	}
+	ret = pmem2_source_size(pd->src, &size);
+	if (ret) {
+		ret = pmem_err(err, errlen, cfg->path, ret, "cannot get size");
+		goto out_free;
+	}
+	if (size < PMEM_MIN_SIZE) {
+		blk_err(err, errlen, "%s: too small for a device (%zu bytes, at least %u)",
+		        cfg->path, size, PMEM_MIN_SIZE);
+		ret = -EINVAL;
+		goto out_free;
+	}
+
+	ret = pmem2_config_new(&pcfg);
+	if (!ret)
+		/* PAGE: the weakest we accept, so that a plain file maps too (msync). */
+		ret = pmem2_config_set_required_store_granularity(pcfg, PMEM2_GRANULARITY_PAGE);
+	if (!ret && pd->ro)
+		ret = pmem2_config_set_protection(pcfg, PMEM2_PROT_READ);
+	if (ret) {
+		ret = pmem_err(err, errlen, cfg->path, ret, "cannot configure the mapping");
+		goto out_free;
+	}
+	ret = pmem2_map_new(&pd->map, pcfg, pd->src);
+	pmem2_config_delete(&pcfg);
+	if (ret) {
+		ret = pmem_err(err, errlen, cfg->path, ret, "cannot map");
+		goto out_free;
+	}
+	pd->addr = pmem2_map_get_address(pd->map);
+	pd->map_size = pmem2_map_get_size(pd->map);
+	if (pd->map_size > size)
+		pd->map_size = size;
+	pd->page_gran = pmem2_map_get_store_granularity(pd->map) == PMEM2_GRANULARITY_PAGE;
+	pd->memcpy_fn = pmem2_get_memcpy_fn(pd->map);
+	pd->memset_fn = pmem2_get_memset_fn(pd->map);
+	pd->drain_fn = pmem2_get_drain_fn(pd->map);
+
+	if (pd->page_gran) {
+		size_t chunks = ((pd->map_size - 1) >> PMEM_CHUNK_SHIFT) + 1;
+
+		pd->nr_dirty_words = (chunks + 63) / 64;
+		pd->dirty = calloc(pd->nr_dirty_words, sizeof(*pd->dirty));
+	}
+	pd->nr_pages = ((pd->map_size - 1) >> pd->page_shift) + 1;
+	if (pd->emulate)
+		pd->prot = calloc((pd->nr_pages + 63) / 64, sizeof(*pd->prot));
+	if ((pd->page_gran && !pd->dirty) || (pd->emulate && !pd->prot)) {
+		blk_err(err, errlen, "%s: out of memory", cfg->path);
+		ret = -ENOMEM;
+		goto out_free;
+	}
+#if BLK_POISON_CHECKS
+	ret = blk_guard_install();
+	if (ret) {
+		blk_err(err, errlen, "%s: cannot install the fault guard: %s", cfg->path,
+		        strerror(-ret));
+		goto out_free;
+	}
+#endif
+
+	dev->drv = pd;
+	dev->size = pd->map_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
+	dev->nr_sectors = dev->size >> BLK_SECTOR_SHIFT;
+	dev->byte_granular = true;
+	dev->lbs_mask = 0;
+	return 0;
+
+out_free:
+	pmem_free(pd);
+	return ret;
+}
+
+static void pmem_close(struct blk_dev *dev)
+{
+	struct pmem_dev *pd = dev->drv;
+
+	if (!pd)
+		return;
+	pmem_free(pd);
+	dev->drv = NULL;
+}
+
+/* Each queue reaches the device state in one load on the fast path. */
+static int pmem_init_hctx(struct blk_hw_queue *hctx)
+{
+	hctx->drv = hctx->dev->drv;
+	return 0;
+}
+
+static void pmem_exit_hctx(struct blk_hw_queue *hctx)
+{
+	hctx->drv = NULL;
+}
+
+const struct blk_backend_ops blk_pmem_ops = {
+        .name = "pmem",
+        .concurrent = true,
+        .async = false,
+        .open = pmem_open,
+        .close = pmem_close,
+        .init_hctx = pmem_init_hctx,
+        .exit_hctx = pmem_exit_hctx,
+        .queue_rqs = pmem_queue_rqs,
+        .read_sync = pmem_read_sync,
+        .write_sync = pmem_write_sync,
+        .clear_poison = pmem_clear_poison,
+        .poison_changed = pmem_poison_changed,
+        .direct_access = pmem_direct_access,
+        .flush_sync = pmem_flush_sync,
+};
