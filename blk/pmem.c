@@ -764,6 +764,14 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 	pd->page_shift = (unsigned)__builtin_ctzl((unsigned long)(pagesz > 0 ? pagesz : 4096));
 
 	pd->fd = open(cfg->path, (pd->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (pd->fd < 0 && errno == EISDIR) {
+		blk_err(err, errlen,
+		        "%s: is a directory; the pmem backend needs a regular file or a devdax "
+		        "character device",
+		        cfg->path);
+		ret = -EINVAL;
+		goto out_free;
+	}
 	if (pd->fd < 0) {
 		ret = -errno;
 		blk_err(err, errlen, "%s: cannot open: %s", cfg->path, strerror(-ret));
