@@ -224,6 +224,9 @@ int blk_bb_file_store(struct blk_badblocks *bb, const char *path);
  * block device.  Missing sources are not errors. */
 int blk_bb_load_sources(struct blk_badblocks *bb, int fd, const char *path, char *err,
 			size_t errlen);
+/* The sysfs part of blk_bb_load_sources(): @devdir is the block device's sysfs directory
+ * (/sys/dev/block/MAJ:MIN resolved; a disk or a partition).  Separate so tests can feed it. */
+int blk_bb_load_sysfs(struct blk_badblocks *bb, const char *devdir, char *err, size_t errlen);
 
 /* Backend operations. */
 struct blk_backend_ops {
