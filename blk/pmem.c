@@ -322,10 +322,16 @@ static bool pmem_fault_is_poison(struct pmem_dev *pd, const struct blk_guard *g,
 			poison = true;
 		} else {
 			blk_guard_arm(&probe, (const void *)p, (size_t)1 << pd->page_shift);
+			char v = *p;
+
+			/*
+			 * A write probe that cannot lose a concurrent store: compare
+			 * and exchange the byte with itself.  Not an idempotent RMW
+			 * (fetch_or 0), which compilers may lower to a plain load.
+			 */
 			if (write && !pd->ro)
-				__atomic_fetch_or(p, 0, __ATOMIC_RELAXED); /* needs write access */
-			else
-				(void)*p;
+				__atomic_compare_exchange_n(p, &v, v, false, __ATOMIC_RELAXED,
+				                            __ATOMIC_RELAXED);
 			blk_guard_disarm(&probe);
 			poison = false;
 		}

@@ -224,6 +224,8 @@ END_TEST
 START_TEST(test_clean_roundtrip)
 {
 	unsigned char buf[3 * PAGE];
+	struct blk_stats st;
+	struct blk_bio bio;
 	struct fix f;
 
 	fix_setup(&f, NULL);
@@ -231,7 +233,11 @@ START_TEST(test_clean_roundtrip)
 	ck_assert(memcmp(buf, f.pat + 8 * SECT, sizeof(buf)) == 0);
 	memset(buf, 0x3c, sizeof(buf));
 	ck_assert_int_eq(blk_write(f.dev, 8, buf, sizeof(buf), 0), 0);
+	ck_assert_int_eq(bio_io(f.dev, &bio, BLK_OP_WRITE, 8 * SECT + 1, buf, 1, BLK_BIO_FUA), 0);
 	ck_assert_int_eq(blk_flush(f.dev), 0);
+	get_stats(&f, &st);
+	ck_assert_uint_eq(st.errors, 0);
+	ck_assert_uint_eq(st.poison_hits, 0);
 	blk_dev_close(f.dev);
 	f.dev = NULL;
 	pread_image(&f, buf, sizeof(buf), 8 * SECT);
