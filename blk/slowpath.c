@@ -159,7 +159,7 @@ static enum blk_status slow_read(struct blk_hw_queue *hctx, struct blk_bio *bio,
 			}
 			if (ret) {
 				bio->done = (uint32_t)(c - pos);
-				return blk_errno_to_status(ret);
+				return blk_errno_to_status(-ret); /* takes a positive errno */
 			}
 			c = clean_end;
 			if (c == end)
@@ -261,7 +261,7 @@ static enum blk_status slow_write(struct blk_hw_queue *hctx, struct blk_bio *bio
 			bio->bad_sector = first;
 			return BLK_STS_MEDIA;
 		}
-		return blk_errno_to_status(ret);
+		return blk_errno_to_status(-ret); /* takes a positive errno */
 	}
 
 	/* Only now is the data in place: forget the poison. */

@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -905,6 +907,71 @@ static int in_child(void (*fn)(void *), void *arg)
 	return WIFSIGNALED(status) ? 1000 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+/*
+ * A sparse image on a full filesystem: a store into a hole faults with SIGBUS
+ * (not poison); the slow path's pwrite reports ENOSPC.  Runs in a child with
+ * its own mount namespace holding a 256 KiB tmpfs.  Exit codes name the check
+ * that failed.
+ */
+static void nospc_child(void *arg)
+{
+	const char *dir = arg;
+	static unsigned char buf[64 * 1024], back[64 * 1024];
+	struct blk_dev_config cfg = {0};
+	struct blk_dev *dev;
+	struct blk_stats st;
+	char img[128], err[256];
+	unsigned i, ok = 0, nospc = 0;
+	int fd, ret;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=256k") < 0)
+		_exit(10);
+	snprintf(img, sizeof(img), "%s/img", dir);
+	fd = open(img, O_RDWR | O_CREAT, 0644);
+	if (fd < 0 || ftruncate(fd, 1 << 20) < 0)
+		_exit(11);
+	close(fd);
+	cfg.backend = BLK_BACKEND_PMEM;
+	cfg.path = img;
+	cfg.flags = BLK_CFG_NO_POISON;
+	if (blk_dev_open(&cfg, &dev, err, sizeof(err)))
+		_exit(12);
+	for (i = 0; i < 16; i++) {
+		memset(buf, (int)(i + 1), sizeof(buf));
+		ret = blk_write(dev, i * 128, buf, sizeof(buf), 0);
+		if (ret == 0)
+			ok++;
+		else if (ret == -ENOSPC)
+			nospc++;
+		else
+			_exit(13);
+	}
+	if (!ok || !nospc)
+		_exit(14);
+	for (i = 0; i < ok; i++) {
+		if (blk_read(dev, i * 128, back, sizeof(back), 0) ||
+		    !all_bytes(back, sizeof(back), (unsigned char)(i + 1)))
+			_exit(15);
+	}
+	blk_dev_get_stats(dev, &st);
+	if (st.faults == 0 || blk_poison_count(dev) != 0)
+		_exit(16); /* the fault was seen, and not taken for poison */
+	blk_dev_close(dev);
+	umount(dir);
+	_exit(0);
+}
+
+START_TEST(test_sparse_image_full_disk)
+{
+	char dir[] = "/tmp/mendfs-nospc-XXXXXX";
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(in_child(nospc_child, dir), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static void fault_outside_armed(void *arg)
 {
 	struct blk_guard g;
@@ -1022,6 +1089,7 @@ static Suite *poison_suite(bool forking)
 	tcase_add_test(tc_emu, test_real_fault_read);
 	tcase_add_test(tc_emu, test_real_fault_in_slow_path);
 	tcase_add_test(tc_emu, test_real_fault_write);
+	tcase_add_test(tc_emu, test_sparse_image_full_disk);
 	suite_add_tcase(s, tc_emu);
 	tcase_add_test(tc_guard, test_guard_catches);
 	tcase_add_test(tc_guard, test_fault_outside_kills);
