@@ -169,25 +169,36 @@ static __thread struct blk_plug *blk_current_plug;
 static pthread_key_t blk_tls_key;
 static pthread_once_t blk_tls_once = PTHREAD_ONCE_INIT;
 
+/*
+ * Hand a cached context back for reuse by other threads.  The device may have
+ * been closed since (by another thread), so only touch the context if the
+ * device is still registered.
+ */
+static void blk_tls_put_slot(struct blk_tls_slot *slot)
+{
+	unsigned j;
+
+	pthread_mutex_lock(&blk_registry_lock);
+	for (j = 0; j < sizeof(blk_registry) / sizeof(blk_registry[0]); j++) {
+		if (blk_registry[j] && blk_registry[j]->id == slot->dev_id) {
+			atomic_store(&slot->ctx->owner, 0);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&blk_registry_lock);
+	slot->dev_id = 0;
+	slot->ctx = NULL;
+}
+
 /* Thread exit: hand this thread's contexts back so new threads reuse them. */
 static void blk_tls_release(void *unused)
 {
-	unsigned i, j;
+	unsigned i;
 
 	(void)unused;
-	pthread_mutex_lock(&blk_registry_lock);
-	for (i = 0; i < BLK_TLS_SLOTS; i++) {
-		if (!blk_tls[i].dev_id)
-			continue;
-		for (j = 0; j < sizeof(blk_registry) / sizeof(blk_registry[0]); j++) {
-			if (blk_registry[j] && blk_registry[j]->id == blk_tls[i].dev_id) {
-				atomic_store(&blk_tls[i].ctx->owner, 0);
-				break;
-			}
-		}
-		blk_tls[i].dev_id = 0;
-	}
-	pthread_mutex_unlock(&blk_registry_lock);
+	for (i = 0; i < BLK_TLS_SLOTS; i++)
+		if (blk_tls[i].dev_id)
+			blk_tls_put_slot(&blk_tls[i]);
 }
 
 static void blk_tls_key_init(void)
@@ -245,10 +256,8 @@ static __attribute__((noinline)) struct blk_ctx *blk_get_ctx_slow(struct blk_dev
 		pthread_setspecific(blk_tls_key, (void *)1);
 		slot.dev_id = dev->id;
 		slot.ctx = blk_ctx_alloc(dev, (pid_t)syscall(SYS_gettid));
-		if (blk_tls[BLK_TLS_SLOTS - 1].dev_id) {
-			/* evicted: give its context back */
-			atomic_store(&blk_tls[BLK_TLS_SLOTS - 1].ctx->owner, 0);
-		}
+		if (blk_tls[BLK_TLS_SLOTS - 1].dev_id)
+			blk_tls_put_slot(&blk_tls[BLK_TLS_SLOTS - 1]);
 		i = BLK_TLS_SLOTS - 1;
 	}
 	memmove(&blk_tls[1], &blk_tls[0], sizeof(blk_tls[0]) * i);
@@ -267,8 +276,13 @@ static inline struct blk_ctx *blk_get_ctx(struct blk_dev *dev)
 
 static inline void blk_bio_endio(struct blk_hw_queue *hctx, struct blk_bio *bio)
 {
-	if (unlikely(bio->flags & BLK_BIO_TRACKED))
-		hctx->dev->qos->done(hctx->dev->qos_priv, bio);
+	if (unlikely(bio->flags & BLK_BIO_TRACKED)) {
+		/* the policy may have been detached while the bio was in flight */
+		const struct blk_qos_ops *qos = __atomic_load_n(&hctx->dev->qos, __ATOMIC_ACQUIRE);
+
+		if (qos)
+			qos->done(hctx->dev->qos_priv, bio);
+	}
 	bio->end_io(bio);
 }
 
@@ -651,17 +665,28 @@ static void blk_plug_free_cached(struct blk_plug *plug)
 	plug->cached_rqs = NULL;
 }
 
+/*
+ * Flush until the plug stays empty: end_io callbacks that run during a flush
+ * (synchronous backends complete inline) may plug new bios, and a thread that
+ * is about to wait must not keep them.
+ */
+static void blk_flush_plug_all(struct blk_plug *plug)
+{
+	while (plug->head)
+		blk_flush_plug_list(plug);
+}
+
 void blk_flush_plug(void)
 {
 	if (blk_current_plug)
-		blk_flush_plug_list(blk_current_plug);
+		blk_flush_plug_all(blk_current_plug);
 }
 
 void blk_finish_plug(struct blk_plug *plug)
 {
 	if (plug != blk_current_plug)
 		return;
-	blk_flush_plug_list(plug);
+	blk_flush_plug_all(plug);
 	if (unlikely(plug->cached_rqs))
 		blk_plug_free_cached(plug);
 	blk_current_plug = NULL;
@@ -687,15 +712,22 @@ static __attribute__((noinline)) int blk_mq_wait_tag(struct blk_ctx *ctx)
 
 	ctx->stats.tag_waits++;
 	if (blk_current_plug)
-		blk_flush_plug_list(blk_current_plug);
+		blk_flush_plug_all(blk_current_plug);
 	for (;;) {
 		uint32_t seq;
 
 		tag = blk_tag_get(tags, &ctx->tag_hint);
 		if (tag >= 0)
 			return tag;
+		if (blk_current_plug && blk_current_plug->head) {
+			/* completions during the flush plugged new bios: they hold tags */
+			blk_flush_plug_all(blk_current_plug);
+			continue;
+		}
 		seq = atomic_load(&tags->wake_seq);
 		atomic_fetch_add(&tags->waiters, 1);
+		atomic_thread_fence(
+		        memory_order_seq_cst); /* order the retry after the announcement */
 		tag = blk_tag_get(tags, &ctx->tag_hint);
 		if (tag >= 0) {
 			atomic_fetch_sub(&tags->waiters, 1);
@@ -798,7 +830,8 @@ static inline bool blk_attempt_plug_merge(struct blk_dev *dev, struct blk_ctx *c
 	    (bio->flags & (BLK_BIO_NOMERGE | BLK_BIO_UNALIGNED)) || rq->op != bio->op ||
 	    ((rq->bio->flags ^ bio->flags) & BLK_BIO_MERGE_MASK))
 		return false;
-	if (rq->len + bio->len > dev->max_bytes || rq->nr_segs + bio->nr_segs > dev->max_segments)
+	if ((uint64_t)rq->len + bio->len > dev->max_bytes ||
+	    rq->nr_segs + bio->nr_segs > dev->max_segments)
 		return false;
 	if (back) {
 		rq->biotail->bi_next = bio;
@@ -835,8 +868,9 @@ static inline bool blk_bio_check(struct blk_dev *dev, struct blk_bio *bio)
 	} else if (unlikely(!bio->nr_segs || !bio->iov || bio->nr_segs > dev->max_segments)) {
 		goto fail;
 	}
-	if (unlikely(!bio->len || bio->byte_off >= BLK_SECTOR_SIZE ||
-	             bio->sector >= dev->nr_sectors ||
+	/* A bio above max_sectors is legal: it becomes one request that nothing merges into. */
+	if (unlikely(!bio->len || bio->len > BLK_BIO_MAX_BYTES ||
+	             bio->byte_off >= BLK_SECTOR_SIZE || bio->sector >= dev->nr_sectors ||
 	             (dev->nr_sectors - bio->sector) * BLK_SECTOR_SIZE <
 	                     (uint64_t)bio->byte_off + bio->len))
 		goto fail;
@@ -854,6 +888,7 @@ static inline bool blk_bio_check(struct blk_dev *dev, struct blk_bio *bio)
 	return true;
 fail:
 	bio->status = (uint8_t)sts;
+	blk_count_error(blk_get_ctx(dev)->hctx, sts);
 	bio->end_io(bio);
 	return false;
 }
@@ -991,7 +1026,7 @@ int blk_poll(struct blk_dev *dev, unsigned min)
 	if (!ctx->hctx->polled)
 		return 0;
 	if (blk_current_plug && min)
-		blk_flush_plug_list(blk_current_plug);
+		blk_flush_plug_all(blk_current_plug);
 	ret = ctx->hctx->ops->poll(ctx->hctx, min, &cb);
 	if (cb.head)
 		blk_mq_end_request_batch(&cb);
@@ -1151,8 +1186,7 @@ int blk_dev_set_scheduler(struct blk_dev *dev, const char *name)
 void blk_dev_set_qos(struct blk_dev *dev, const struct blk_qos_ops *ops, void *priv)
 {
 	dev->qos_priv = priv;
-	atomic_thread_fence(memory_order_release);
-	dev->qos = ops;
+	__atomic_store_n(&dev->qos, ops, __ATOMIC_RELEASE);
 }
 
 /* --- statistics and info -------------------------------------------------- */
@@ -1507,8 +1541,13 @@ void blk_dev_close(struct blk_dev *dev)
 
 	if (!dev)
 		return;
-	if (blk_current_plug)
-		blk_flush_plug_list(blk_current_plug);
+	if (blk_current_plug) {
+		struct blk_plug *plug = blk_current_plug;
+
+		blk_flush_plug_all(plug);
+		if (plug->cached_dev == dev)
+			blk_plug_free_cached(plug);
+	}
 	blk_dev_registry_del(dev);
 	for (i = 0; i < BLK_TLS_SLOTS; i++)
 		if (blk_tls[i].dev_id == dev->id)

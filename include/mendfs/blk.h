@@ -60,6 +60,10 @@ enum blk_status {
 /* Flags that must be equal for two bios to share a request. */
 #define BLK_BIO_MERGE_MASK (BLK_BIO_RECOVERY | BLK_BIO_FUA | BLK_BIO_NOMERGE | BLK_BIO_UNALIGNED)
 
+/* The largest bio (bytes).  Bios above the device's max_sectors are not split: they become
+ * one request each, which nothing merges into. */
+#define BLK_BIO_MAX_BYTES (1u << 30)
+
 struct blk_range {
 	uint64_t sector;
 	uint64_t nr; /* sectors */

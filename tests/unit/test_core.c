@@ -16,10 +16,10 @@
  * itself through blk_update_request() / blk_mq_end_request_batch(), exactly
  * as a backend would.  Internal headers are fair game here.
  *
- * The tests of the "core-bugs" case (each marked CORE BUG) fail on purpose
- * until the core is fixed; the comment above each names the defect, where it
- * is and a fix.  Two of them run the failing path on a helper thread and
- * give up after 5 s rather than hang.
+ * The tests of the "regressions" case each reproduce a core defect found
+ * while the engine was written (the comment above each says what it was and
+ * where); they now pass.  Two of them run the once-hanging path on a helper
+ * thread and give up after 5 s rather than hang.
  */
 #include <check.h>
 #include <errno.h>
@@ -445,7 +445,7 @@ END_TEST
 START_TEST(test_invalid_bios_counted_as_errors)
 {
 	/*
-	 * CORE BUG: blk_bio_check() (core.c:855-857) ends a rejected bio by calling
+	 * Regression (was a core bug): blk_bio_check()  ends a rejected bio by calling
 	 * end_io directly, without blk_count_error(), so BLK_STS_INVAL / BLK_STS_ROFS
 	 * endings never reach stats.errors.
 	 */
@@ -1007,12 +1007,11 @@ START_TEST(test_merge_refused)
 END_TEST
 
 /*
- * CORE BUG: blk_attempt_plug_merge() (core.c:801) checks
- * "rq->len + bio->len > dev->max_bytes" in 32-bit arithmetic; a bio near
- * 4 GiB wraps the sum to a small number, the merge is accepted and rq->len
- * wraps (here to 0), so the backend is handed a request that moves nothing and
- * completes OK.  Compare in 64 bits; a single bio above max_bytes should be
- * refused or split as well (it currently becomes a request above max_sectors).
+ * Regression (was a core bug): the merge size check ran in 32-bit arithmetic,
+ * so a bio near 4 GiB wrapped the sum, merged, and left rq->len wrapped.  Now
+ * the sum is compared in 64 bits, a bio above max_sectors (here 1 GiB, the
+ * largest allowed) becomes a request of its own, and a bio above
+ * BLK_BIO_MAX_BYTES is refused with BLK_STS_INVAL.
  */
 START_TEST(test_merge_len_overflow)
 {
@@ -1020,9 +1019,18 @@ START_TEST(test_merge_len_overflow)
 	struct tbio t[2];
 
 	tb_init(&t[0], BLK_OP_READ, 0, 8192);
-	tb_init(&t[1], BLK_OP_READ, 16, 0xFFFFE000u); /* 4 GiB - 8 KiB, never touched */
+	tb_init(&t[1], BLK_OP_READ, 16, BLK_BIO_MAX_BYTES); /* never touched by the capture */
 	ck_assert_uint_eq(plug_submit(dev, t, 2), 2);
 	ck_assert_uint_eq(cap_rq(0)->len, 8192);
+	ck_assert_uint_eq(cap_rq(1)->len, BLK_BIO_MAX_BYTES);
+	cap_complete_all(BLK_STS_OK);
+
+	tb_init(&t[0], BLK_OP_READ, 0, 8192);
+	tb_init(&t[1], BLK_OP_READ, 16, 0xFFFFE000u); /* 4 GiB - 8 KiB: above the limit */
+	ck_assert_uint_eq(plug_submit(dev, t, 2), 1);
+	ck_assert_uint_eq(t[1].ends, 1);
+	ck_assert_uint_eq(t[1].bio.status, BLK_STS_INVAL);
+	ck_assert_uint_eq(cap_rq(cap_nr() - 1)->len, 8192);
 	cap_complete_all(BLK_STS_OK);
 	blk_dev_close(dev);
 }
@@ -1297,7 +1305,7 @@ START_TEST(test_resubmit_from_end_io_depth1)
 END_TEST
 
 /*
- * CORE BUG: blk_finish_plug() (core.c:660-668) flushes while blk_current_plug
+ * Regression (was a core bug): blk_finish_plug()  flushes while blk_current_plug
  * still points at the plug, and clears it afterwards.  A bio submitted from an
  * end_io that runs during that final flush (synchronous backends complete
  * inside it) is added to the dying plug and never dispatched: its end_io is
@@ -1351,7 +1359,7 @@ static void *wait_resubmit_thread(void *p)
 }
 
 /*
- * CORE BUG (same root as the previous test): blk_mq_wait_tag() (core.c:689-690)
+ * Regression (was a core bug, same root as the previous test): blk_mq_wait_tag()
  * flushes the plug before sleeping; the flush completes t[0], whose end_io
  * submits t[1] into the still-installed plug, where it takes the tag that was
  * just freed.  The waiter then sleeps for a tag that only its own plug holds:
@@ -1785,7 +1793,7 @@ START_TEST(test_qos)
 END_TEST
 
 /*
- * CORE BUG: blk_bio_endio() (core.c:268-272) calls hctx->dev->qos->done() for
+ * Regression (was a core bug): blk_bio_endio()  calls hctx->dev->qos->done() for
  * a TRACKED bio, re-reading dev->qos at completion.  If the policy was detached
  * (blk_dev_set_qos(dev, NULL, NULL)) while the bio was in flight, dev->qos is
  * NULL and the completion dereferences it (SIGSEGV); if another policy was
@@ -2291,7 +2299,7 @@ START_TEST(test_close_under_plug)
 END_TEST
 
 /*
- * CORE BUG: blk_dev_close() (core.c:1510-1511) flushes the caller's plug but
+ * Regression (was a core bug): blk_dev_close()  flushes the caller's plug but
  * leaves the plug's batch-allocated requests (plug->cached_rqs, from
  * blk_start_plug_nr_ios()) holding their tags, so blk_dev_drain() waits
  * forever for tags that only blk_finish_plug() of this same thread would give
@@ -2340,10 +2348,10 @@ static void *tls_thread(void *p)
 }
 
 /*
- * CORE BUG (seen under AddressSanitizer): blk_dev_close() forgets the closed
- * device only in the calling thread's TLS context cache (core.c:1513-1515).
+ * Regression (was a core bug, seen under AddressSanitizer): blk_dev_close() forgets the closed
+ * device only in the calling thread's TLS context cache .
  * Another thread that used the device keeps a slot pointing at the freed
- * blk_ctx; when that slot is evicted, blk_get_ctx_slow() (core.c:248-251)
+ * blk_ctx; when that slot is evicted, blk_get_ctx_slow()
  * stores to the freed context's owner: a use-after-free write (and, if the
  * memory was reused for another device's context, that context is marked free
  * while still in use).  Fix: check the registry before touching an evicted
@@ -2470,7 +2478,7 @@ static Suite *core_suite(void)
 	TCase *tc_comp = tcase_create("completion");
 	TCase *tc_mt = tcase_create("threads");
 	TCase *tc_feat = tcase_create("features");
-	TCase *tc_bugs = tcase_create("core-bugs");
+	TCase *tc_bugs = tcase_create("regressions");
 
 	tcase_add_test(tc_basic, test_open_config);
 	tcase_add_test(tc_basic, test_status_names);
