@@ -113,8 +113,7 @@ static void pmem_mark_chunks(struct pmem_dev *pd, uint64_t c, uint64_t last)
 		_Atomic uint64_t *w = &pd->dirty[c >> 6];
 		uint64_t bit = 1ull << (c & 63);
 
-		/* Set only when clear: rewriting a set bit would bounce the line between writers.
-		 */
+		/* Set only when clear: rewriting a set bit would bounce its line. */
 		if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
 			atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
 	}
@@ -167,8 +166,8 @@ static int pmem_persist_all(struct pmem_dev *pd)
 	int ret = 0;
 
 	if (pd->page_gran) {
-		uint64_t run0 = 0,
-		         run1 = 0; /* pending run of chunks [run0, run1), merged across words */
+		/* the pending run of chunks [run0, run1), merged across words */
+		uint64_t run0 = 0, run1 = 0;
 		size_t i;
 
 		for (i = 0; i < pd->nr_dirty_words; i++) {
@@ -317,13 +316,13 @@ static bool pmem_fault_is_poison(struct pmem_dev *pd, const struct blk_guard *g,
 		 */
 		struct blk_guard probe;
 		volatile char *p = pd->addr + ((size_t)page << pd->page_shift);
+		char v;
 
 		if (BLK_GUARD_FAULTED(&probe)) {
 			poison = true;
 		} else {
 			blk_guard_arm(&probe, (const void *)p, (size_t)1 << pd->page_shift);
-			char v = *p;
-
+			v = *p;
 			/*
 			 * A write probe that cannot lose a concurrent store: compare
 			 * and exchange the byte with itself.  Not an idempotent RMW
@@ -629,8 +628,7 @@ static void pmem_set_pages(struct pmem_dev *pd, size_t p0, size_t p1, bool prote
 			atomic_fetch_add(&pd->nr_prot, q - p);
 			if (mprotect(pd->addr + (p << pd->page_shift), (q - p) << pd->page_shift,
 			             PROT_NONE) < 0) {
-				/* Out of VMAs: the page stays readable; the table still guards it.
-				 */
+				/* Out of VMAs: readable after all; the table still guards it. */
 				for (i = p; i < q; i++)
 					atomic_fetch_and(&pd->prot[i >> 6], ~(1ull << (i & 63)));
 				atomic_fetch_sub(&pd->nr_prot, q - p);
@@ -681,10 +679,10 @@ static void pmem_poison_changed(struct blk_dev *dev, uint64_t sector, uint64_t n
 
 			if (rp0 > p)
 				pmem_set_pages(pd, p, rp0, false);
-			if (rp1 > p)
+			if (rp1 > p) {
 				pmem_set_pages(pd, rp0 > p ? rp0 : p, rp1, true);
-			if (rp1 > p)
 				p = rp1;
+			}
 		}
 		if (n < 64)
 			break;
