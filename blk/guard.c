@@ -38,7 +38,11 @@ static void blk_guard_chain(int signo, siginfo_t *si, void *uctx)
 			prev->sa_sigaction(signo, si, uctx);
 			return;
 		}
-	} else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+	} else if (prev->sa_handler == SIG_IGN) {
+		/* A sent signal was ignored before us; a fault cannot be (the kernel forces it). */
+		if (si && si->si_code <= 0)
+			return;
+	} else if (prev->sa_handler != SIG_DFL) {
 		prev->sa_handler(signo);
 		return;
 	}

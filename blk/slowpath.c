@@ -146,8 +146,7 @@ static enum blk_status slow_read(struct blk_hw_queue *hctx, struct blk_bio *bio,
 		if (clean_end > c) {
 			ret = slow_read_into(dev, bio, c - pos, c, clean_end - c, &bad);
 			if (ret == -EIO) {
-				/* New poison: once it is in the table, redo from c with it known.
-				 */
+				/* New poison: once it is in the table, redo from c knowing it. */
 				if (bad < cs || bad << BLK_SECTOR_SHIFT >= clean_end)
 					bad = cs;
 				if (slow_note_new_poison(dev, bad))
@@ -165,24 +164,22 @@ static enum blk_status slow_read(struct blk_hw_queue *hctx, struct blk_bio *bio,
 			if (c == end)
 				break;
 		}
-		/* c is the first byte of poisoned sector r.sector (or inside it, for the bio's
-		 * start). */
+		/* c is where poisoned sector r.sector starts (or inside it: the bio's start) */
 		*met = true;
 		if (!recovery) {
 			bio->bad_sector = c >> BLK_SECTOR_SHIFT;
 			bio->done = (uint32_t)(c - pos);
 			return BLK_STS_MEDIA;
 		} else {
-			uint64_t zend = (r.sector + r.nr) << BLK_SECTOR_SHIFT;
-			uint64_t zs = c >> BLK_SECTOR_SHIFT;
+			uint64_t zend = (r.sector + r.nr) << BLK_SECTOR_SHIFT, zs, nz;
 
 			if (zend > end)
 				zend = end;
+			zs = c >> BLK_SECTOR_SHIFT; /* clipped to the bio */
+			nz = ((zend + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) - zs;
 			blk_bio_zero(bio, c - pos, zend - c);
-			slow_rec_add(bio, zs,
-			             ((zend + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) - zs);
-			slow_stat_add(&hctx->cq_stats.recovered_sectors,
-			              ((zend + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) - zs);
+			slow_rec_add(bio, zs, nz);
+			slow_stat_add(&hctx->cq_stats.recovered_sectors, nz);
 			c = zend;
 		}
 	}

@@ -1045,9 +1045,35 @@ static void chain_child(void *arg)
 	_exit(3);
 }
 
+/* SIGBUS ignored before the guard: a sent one stays ignored, a real fault still kills. */
+static void ignored_child(void *arg)
+{
+	char path[] = "/tmp/mendfs-guard-XXXXXX";
+	volatile char *map;
+	int fd;
+
+	signal(SIGBUS, SIG_IGN);
+	if (blk_guard_install())
+		_exit(5);
+	kill(getpid(), SIGBUS);
+	if (arg)
+		_exit(44); /* survived the sent signal */
+	fd = mkstemp(path);
+	if (fd < 0 || ftruncate(fd, 4096) < 0)
+		_exit(7);
+	map = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	unlink(path);
+	if (map == MAP_FAILED || ftruncate(fd, 0) < 0)
+		_exit(8);
+	(void)*map; /* past the end of the file: SIGBUS */
+	_exit(3);
+}
+
 /* Runs only in fork mode, where this test's process has not installed the guard yet. */
 START_TEST(test_guard_chains)
 {
+	ck_assert_int_eq(in_child(ignored_child, (void *)1), 44);
+	ck_assert_int_eq(in_child(ignored_child, NULL), 1000 + SIGBUS);
 	make_outside();
 	ck_assert_int_eq(in_child(chain_child, (void *)1), 42);
 	ck_assert_int_eq(in_child(chain_child, NULL), 43);
