@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -716,6 +717,80 @@ START_TEST(test_clean_sectors_share_page)
 }
 END_TEST
 
+/*
+ * Poison comes and goes on sector 21 while two threads read and write the
+ * clean sectors of the same page: their loads race with the page's
+ * protection changing under them.  No clean I/O may fail, no byte may be
+ * wrong, and no poison may be invented (the fault path must tell its own
+ * emulation from lost media).
+ */
+struct race {
+	struct fix *f;
+	atomic_bool stop;
+	_Atomic unsigned bad_io, bad_data, ios;
+};
+
+static void *race_reader(void *p)
+{
+	struct race *r = p;
+	unsigned char buf[5 * SECT];
+
+	while (!atomic_load(&r->stop)) {
+		if (blk_read(r->f->dev, 16, buf, sizeof(buf), 0))
+			atomic_fetch_add(&r->bad_io, 1);
+		else if (memcmp(buf, r->f->pat + 16 * SECT, sizeof(buf)))
+			atomic_fetch_add(&r->bad_data, 1);
+		atomic_fetch_add(&r->ios, 1);
+	}
+	return NULL;
+}
+
+static void *race_writer(void *p)
+{
+	struct race *r = p;
+	unsigned char buf[2 * SECT];
+
+	while (!atomic_load(&r->stop)) {
+		/* rewrite sectors 22..23 with what they hold */
+		if (blk_write(r->f->dev, 22, r->f->pat + 22 * SECT, sizeof(buf), 0) ||
+		    blk_read(r->f->dev, 22, buf, sizeof(buf), 0))
+			atomic_fetch_add(&r->bad_io, 1);
+		else if (memcmp(buf, r->f->pat + 22 * SECT, sizeof(buf)))
+			atomic_fetch_add(&r->bad_data, 1);
+		atomic_fetch_add(&r->ios, 1);
+	}
+	return NULL;
+}
+
+START_TEST(test_protection_races)
+{
+	struct race r = {0};
+	unsigned i, ios, bad_io, bad_data;
+	pthread_t t[2];
+	struct fix f;
+
+	fix_setup(&f, NULL);
+	r.f = &f;
+	ck_assert_int_eq(pthread_create(&t[0], NULL, race_reader, &r), 0);
+	ck_assert_int_eq(pthread_create(&t[1], NULL, race_writer, &r), 0);
+	for (i = 0; i < 150; i++) {
+		ck_assert_int_eq(blk_poison_add(f.dev, 21, 1), 0);
+		ck_assert_int_eq(blk_poison_clear(f.dev, 21, 1), 0);
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	ios = atomic_load(&r.ios);
+	bad_io = atomic_load(&r.bad_io);
+	bad_data = atomic_load(&r.bad_data);
+	ck_assert_uint_gt(ios, 0);
+	ck_assert_msg(bad_io == 0, "%u of %u clean I/Os failed", bad_io, ios);
+	ck_assert_msg(bad_data == 0, "%u of %u clean I/Os saw wrong data", bad_data, ios);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 0);
+	fix_teardown(&f);
+}
+END_TEST
+
 /* A page made inaccessible behind the engine's back: a real fault, caught. */
 START_TEST(test_real_fault_read)
 {
@@ -1112,6 +1187,7 @@ static Suite *poison_suite(bool forking)
 	tcase_add_test(tc_emu, test_emulated_pages_fault);
 	tcase_add_test(tc_emu, test_many_ranges);
 	tcase_add_test(tc_emu, test_clean_sectors_share_page);
+	tcase_add_test(tc_emu, test_protection_races);
 	tcase_add_test(tc_emu, test_real_fault_read);
 	tcase_add_test(tc_emu, test_real_fault_in_slow_path);
 	tcase_add_test(tc_emu, test_real_fault_write);
