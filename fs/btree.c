@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* btree.c: being written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* journal.c: being written. */

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mendfs filesystem library internals: the layers under the namespace
+ * operations, shared by the daemon, mkfs.mendfs and fsck.mendfs.
+ *
+ *   super.c    superblock: read (primary or backup, newest valid), validate, write both
+ *   meta.c     metadata buffer cache: verified reads with twin fallback and healing,
+ *              writes of both copies
+ *   journal.c  transactions, commit (ordered mode), checkpoint, replay
+ *   alloc.c    data/meta/inode allocators, quarantine of poisoned free extents
+ *   btree.c    B+trees of 64-bit keys (extents, directories, xattrs, quarantine, orphans)
+ *
+ * All device I/O goes through the block engine (include/mendfs/blk.h).
+ * Functions return 0 or -errno; a metadata block that fails its checks is
+ * -EUCLEAN, logged with its block number, and never trusted.
+ *
+ * Lock order (outer first): inode locks (by inode number, lower first) ->
+ * mfs.txn_lock (transaction membership) -> mfs_buf.lock -> mfs.alloc_lock ->
+ * mfs.cache_lock.
+ */
+#ifndef MENDFS_FS_MFS_H
+#define MENDFS_FS_MFS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mendfs/blk.h"
+#include "mendfs/format.h"
+
+struct mfs_txn;
+
+/* --- checksums (super.c) --------------------------------------------------- */
+
+/* XXH3-64 of a 4096-byte block with its header's csum field taken as zero. */
+uint64_t mfs_block_csum(const void *block, uint64_t seed);
+/* Fill hdr->csum. */
+void mfs_block_seal(void *block, uint64_t seed);
+/*
+ * Check a metadata block read from @where (the location it was read from:
+ * primary or twin): magic, type (@type, or any if 0), self-location (@blocknr),
+ * checksum.  Returns 0 or -EUCLEAN.
+ */
+int mfs_block_verify(const void *block, uint64_t seed, uint16_t type, uint64_t blocknr);
+
+/* --- the mounted filesystem --------------------------------------------------- */
+
+struct mfs_stats {
+	_Atomic uint64_t meta_reads, meta_writes;
+	_Atomic uint64_t meta_repairs;	/* bad copies rewritten from their twin */
+	_Atomic uint64_t meta_lost;	/* blocks whose both copies were bad */
+	_Atomic uint64_t commits, journal_blocks, checkpoints;
+};
+
+struct mfs_buf;
+
+struct mfs {
+	struct blk_dev *dev;
+	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
+	uint64_t seed;		  /* sb.csum_seed */
+	bool read_only;
+	bool dup;		  /* metadata_dup */
+
+	/* buffer cache (meta.c) */
+	pthread_mutex_t cache_lock;
+	struct mfs_buf **hash;
+	unsigned hash_size;
+	unsigned nr_bufs, max_bufs;
+	struct mfs_buf *lru_head, *lru_tail; /* clean, unreferenced buffers */
+
+	/* journal (journal.c) */
+	pthread_mutex_t txn_lock;
+	pthread_cond_t txn_cond;
+	struct mfs_txn *running; /* the transaction new handles join */
+	uint64_t next_txid;
+	uint64_t jhead; /* next free block offset in the journal */
+	uint64_t jtail; /* oldest block offset still needed by replay */
+	void *journal; /* journal.c private */
+
+	/* allocators (alloc.c) */
+	pthread_mutex_t alloc_lock;
+	void *alloc; /* alloc.c private */
+
+	struct mfs_stats stats;
+};
+
+/* --- superblock (super.c) ------------------------------------------------------- */
+
+/*
+ * Read the superblock: the primary at block 0 and the backup at the last
+ * block; take the valid one with the newest write_time (primary on a tie) and
+ * report in *repaired whether the other needs rewriting.  Checks magic,
+ * version, block size, feature bits (unknown incompat: -EOPNOTSUPP; unknown
+ * ro_compat: *force_ro = true), geometry against the device size.  @err gets
+ * a message naming the problem.
+ */
+int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro,
+		   bool *other_bad, char *err, size_t errlen);
+/* Seal and write both copies, then flush.  */
+int mfs_super_write(struct mfs *fs);
+
+/* --- metadata buffers (meta.c) ----------------------------------------------------- */
+
+struct mfs_buf {
+	uint64_t blocknr; /* primary location */
+	uint8_t *data;	  /* MFS_BLOCK_SIZE bytes, aligned */
+	_Atomic int ref;
+	pthread_mutex_t lock; /* content lock: held while reading or changing data */
+	uint16_t type;
+	bool uptodate;
+	bool dirty;	    /* changed since written in place */
+	struct mfs_txn *txn; /* transaction it belongs to, if dirty */
+	uint64_t jgen;	    /* last transaction that journaled it */
+	struct mfs_buf *hnext, *lru_prev, *lru_next, *txn_next;
+};
+
+/* Where the twin of metadata/journal block @blk lives (0 without metadata_dup). */
+uint64_t mfs_twin(const struct mfs *fs, uint64_t blk);
+
+int mfs_cache_init(struct mfs *fs, unsigned max_bufs);
+void mfs_cache_destroy(struct mfs *fs);
+/*
+ * Get a verified metadata block (type checked unless 0).  A copy that fails
+ * its checks or sits on poison is read from the twin, and the bad copy is
+ * rewritten from the good one (counted in stats.meta_repairs).  Both bad:
+ * -EIO (poison) or -EUCLEAN (corrupt), logged with the block number.
+ */
+int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp);
+/* A zeroed buffer for a freshly allocated metadata block (header filled in). */
+int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
+		 struct mfs_buf **bp);
+void mfs_buf_get(struct mfs_buf *b);
+void mfs_buf_put(struct mfs_buf *b);
+/* Write a sealed buffer in place: primary and twin.  Used by checkpoint and mkfs. */
+int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b);
+/* Forget a block (freed): drop it from the cache. */
+void mfs_meta_forget(struct mfs *fs, uint64_t blocknr);
+
+/* --- transactions (journal.c) ------------------------------------------------------ */
+
+/*
+ * A handle joins the running transaction; everything dirtied between
+ * mfs_txn_begin() and mfs_txn_end() commits atomically with it.  Commit
+ * happens when a caller asks (mfs_txn_commit, fsync), when the transaction
+ * grows large, or from the commit timer.  Ordered mode: data blocks a
+ * transaction points at reach the device before its commit record.
+ */
+int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp);
+/* Record that @b (content lock held by the caller) changed in @txn. */
+void mfs_txn_dirty(struct mfs_txn *txn, struct mfs_buf *b);
+/* Note a data range whose write must be durable before @txn commits. */
+void mfs_txn_ordered(struct mfs_txn *txn);
+int mfs_txn_end(struct mfs_txn *txn);
+/* Commit everything up to now and wait until it is durable. */
+int mfs_txn_commit(struct mfs *fs);
+/* Write committed blocks in place and free journal space. */
+int mfs_checkpoint(struct mfs *fs);
+
+int mfs_journal_init(struct mfs *fs);
+void mfs_journal_destroy(struct mfs *fs);
+/*
+ * Replay committed transactions from sb->journal_seq/journal_tail onto the
+ * device (both copies), advance the superblock.  Returns the number of
+ * transactions replayed or -errno.  With @dry_run nothing is written and the
+ * count says whether replay is needed.
+ */
+int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
+		       size_t errlen);
+
+/* --- allocation (alloc.c) ------------------------------------------------------------ */
+
+int mfs_alloc_init(struct mfs *fs);
+void mfs_alloc_destroy(struct mfs *fs);
+/* Up to @want contiguous data blocks near @goal; *got may be less.  -ENOSPC when none. */
+int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t want,
+		   uint64_t *start, uint64_t *got);
+/* Free data blocks; poisoned ones go to the quarantine tree instead. */
+int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
+int mfs_alloc_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t *blocknr);
+int mfs_free_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t blocknr);
+int mfs_alloc_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t *ino);
+int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
+/* Release quarantined blocks whose poison is gone (zero-init, fsck). */
+int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
+
+/* --- B+trees (btree.c) --------------------------------------------------------------- */
+
+/* A tree's root lives in its owner (inode or superblock); the caller stores it back. */
+struct mfs_btree {
+	uint64_t root;	/* 0: empty tree */
+	uint16_t depth; /* 0: root is a leaf */
+	uint16_t kind;	/* enum mfs_tree_kind */
+	uint64_t owner; /* inode number or 0 */
+};
+
+/* Value of @key into @val (at most *len bytes; *len becomes its size).  -ENOENT if absent. */
+int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,
+		  uint16_t *len);
+/* The entry with the greatest key <= @key.  -ENOENT if none. */
+int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
+		     void *val, uint16_t *len);
+int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
+		  const void *val, uint16_t len); /* -EEXIST */
+int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
+		  const void *val, uint16_t len); /* -ENOENT */
+int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key);
+/*
+ * Call @fn for each entry with key >= @start in key order until it returns
+ * non-zero (which is returned) or the tree ends (0).
+ */
+typedef int mfs_bt_iter_fn(void *arg, uint64_t key, const void *val, uint16_t len);
+int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, mfs_bt_iter_fn *fn,
+		   void *arg);
+/* Free every block of the tree. */
+int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt);
+
+#endif /* MENDFS_FS_MFS_H */

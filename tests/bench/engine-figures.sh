@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Reproduce the engine figures of docs/BENCHMARKS.md (issue: block engine).
+# Not part of the test suite: it takes a few minutes and needs root (zram).
+#
+#   tests/bench/engine-figures.sh [SECONDS] [ROUNDS]
+#
+# Builds two release trees (poison_checks=true and false), then runs, in this order:
+#  1. null backend, 1 thread pinned, randread 4 KiB, depth 128, batch 32:
+#     ROUNDS alternating runs of each build -> median IOPS/core and the ratio;
+#     callgrind instructions per I/O of each build (noise-free);
+#  2. knobs on the null backend: --nomerge, --sched deadline, --qos, --poison;
+#  3. scaling: 2 threads vs 1 thread on the null backend;
+#  4. pmem backend over an image on tmpfs: randread and randwrite vs the plain
+#     memcpy loop over the same mapping (--baseline memcpy);
+#  5. uring backend on /dev/zram0 vs fio --ioengine=io_uring --direct=1, same run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECS=${1:-3}
+ROUNDS=${2:-5}
+ON=build-bench-checks
+OFF=build-bench-nochecks
+
+[ -d $ON ] || meson setup $ON -Dbuildtype=release -Dpoison_checks=true >/dev/null
+[ -d $OFF ] || meson setup $OFF -Dbuildtype=release -Dpoison_checks=false >/dev/null
+ninja -C $ON tests/bench/mendblk-bench >/dev/null
+ninja -C $OFF tests/bench/mendblk-bench >/dev/null
+B_ON=$ON/tests/bench/mendblk-bench
+B_OFF=$OFF/tests/bench/mendblk-bench
+
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
+median() { python3 -c "import sys,statistics; print(int(statistics.median(float(x) for x in sys.argv[1:])))" "$@"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+echo
+echo "== 1. null backend, poison_checks on vs off (randread 4k, depth 128, batch 32, 1 thread pinned)"
+on=(); off=()
+for r in $(seq "$ROUNDS"); do
+	on+=("$($B_ON --backend null --seconds "$SECS" --json | field iops_per_core)")
+	off+=("$($B_OFF --backend null --seconds "$SECS" --json | field iops_per_core)")
+done
+m_on=$(median "${on[@]}"); m_off=$(median "${off[@]}")
+echo "checks on : IOPS/core runs ${on[*]} -> median $m_on"
+echo "checks off: IOPS/core runs ${off[*]} -> median $m_off"
+python3 -c "print('ratio on/off: %.4f' % ($m_on / $m_off))"
+if command -v valgrind >/dev/null; then
+	for b in $B_ON $B_OFF; do
+		ir=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null $b --backend null \
+			--ios 1000000 --no-pin 2>&1 | sed -n 's/.*Collected : //p')
+		echo "instructions per I/O ($b, whole program incl. benchmark loop): $(python3 -c "print('%.1f' % ($ir / 1e6))")"
+	done
+fi
+
+echo
+echo "== 2. knobs (null backend, checks on)"
+for k in "" "--nomerge" "--sched deadline" "--qos" "--poison"; do
+	# shellcheck disable=SC2086
+	v=$($B_ON --backend null --seconds "$SECS" --json $k | field iops_per_core)
+	echo "knob '${k:-default}': IOPS/core $v"
+done
+
+echo
+echo "== 3. scaling on the null backend"
+one=$($B_ON --backend null --seconds "$SECS" --threads 1 --json | field iops)
+two=$($B_ON --backend null --seconds "$SECS" --threads 2 --json | field iops)
+echo "1 thread: $one IOPS; 2 threads: $two IOPS"
+python3 -c "print('scaling 2T/1T: %.2fx' % ($two / $one))"
+
+echo
+echo "== 4. pmem backend on a tmpfs image vs memcpy over the same mapping"
+IMG=/dev/shm/mendblk-bench.img
+rm -f $IMG $IMG.badblocks
+truncate -s 1G $IMG
+dd if=/dev/zero of=$IMG bs=1M count=1024 conv=notrunc status=none
+for rw in randread randwrite; do
+	e=$($B_ON --backend pmem --path $IMG --rw $rw --seconds "$SECS" --json | field iops)
+	m=$($B_ON --backend pmem --path $IMG --rw $rw --seconds "$SECS" --baseline memcpy --json | field iops)
+	echo "$rw: engine $e IOPS, memcpy $m IOPS"
+	python3 -c "print('  engine/memcpy: %.3f' % ($e / $m))"
+done
+rm -f $IMG $IMG.badblocks
+
+echo
+echo "== 5. uring backend on zram vs fio io_uring (randread 4k, depth 128)"
+if [ -e /sys/block/zram0 ]; then
+	if [ "$(cat /sys/block/zram0/disksize)" = 0 ]; then
+		echo 1G >/sys/block/zram0/disksize
+	fi
+	dd if=/dev/urandom of=/dev/zram0 bs=1M count=256 oflag=direct status=none || true
+	if command -v fio >/dev/null; then
+		f=$(fio --name=r --filename=/dev/zram0 --ioengine=io_uring --direct=1 --rw=randread \
+			--bs=4k --iodepth=128 --iodepth_batch_submit=32 --iodepth_batch_complete_min=1 \
+			--size=256M --runtime="$SECS" --time_based --output-format=json |
+			python3 -c "import json,sys; print(int(json.load(sys.stdin)['jobs'][0]['read']['iops']))")
+	else
+		f=0
+		echo "fio not installed (apt-get install fio)"
+	fi
+	e=$($B_ON --backend uring --path /dev/zram0 --size 256M --rw randread --seconds "$SECS" --json | field iops)
+	echo "engine $e IOPS, fio $f IOPS"
+	[ "$f" != 0 ] && python3 -c "print('  engine/fio: %.3f' % ($e / $f))"
+else
+	echo "no /dev/zram0"
+fi
