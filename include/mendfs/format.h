@@ -125,6 +125,13 @@ struct mfs_superblock {
 };
 _Static_assert(sizeof(struct mfs_superblock) == MFS_BLOCK_SIZE, "superblock is one block");
 
+/*
+ * Allocation bitmaps: after the header, bit i (byte 48 + i / 8, bit i % 8, LSB
+ * first) of bitmap block k covers item k * MFS_BITMAP_BITS + i; 1 = in use.
+ * Bits past the end of the zone are 1.  hdr.nr_items = valid bits in the block.
+ */
+#define MFS_BITMAP_BITS ((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr)) * 8)
+
 /* Inodes */
 #define MFS_ROOT_INO	   1ull
 #define MFS_INODE_SIZE	   256u
