@@ -1,0 +1,760 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mkfs.mendfs: write an empty mendfs (format v1, docs/FORMAT.md) on a device
+ * or an image file.
+ *
+ *   mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] DEVICE [SIZE]
+ *
+ * Steps: parse; create or size the image (SIZE); open through the block
+ * engine; compute the layout (FORMAT.md "How mkfs sizes the areas"); refuse
+ * a device holding a recognisable signature (without -f) or poison under a
+ * fixed area; write the zeroed journal, bitmaps, inode table and root inode,
+ * each with its twin; write the backup then the primary superblock; flush.
+ * Exit 0 on success, 1 on any error, with "mkfs.mendfs: DEVICE: what" on
+ * stderr.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mfs.h"
+
+#define PROG  "mkfs.mendfs"
+#define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] DEVICE [SIZE]\n"
+
+#define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
+#define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
+#define MKFS_JOURNAL_MAX     ((128ull << 20) / MFS_BLOCK_SIZE)
+#define MKFS_BYTES_PER_INODE (16ull << 10)
+#define MKFS_MIN_INODES      16ull
+#define MKFS_MIN_DATA        256ull /* data zone blocks at the least */
+#define MKFS_CHUNK           256u   /* blocks per write */
+
+struct mkfs_opts {
+	bool force, quiet;
+	const char *label;
+	uint64_t inodes; /* 0: default */
+	const char *device;
+	uint64_t size; /* 0: not given */
+};
+
+struct mkfs_layout {
+	uint64_t nr_blocks;
+	uint64_t journal_start, journal_len, journal_twin;
+	uint64_t meta_start, meta_len, meta_twin;
+	uint64_t data_start, data_len;
+	uint64_t meta_bitmap_start, meta_bitmap_blocks;
+	uint64_t inode_bitmap_start, inode_bitmap_blocks;
+	uint64_t data_bitmap_start, data_bitmap_blocks;
+	uint64_t inode_table_start, inode_table_blocks;
+	uint64_t nr_inodes;
+	uint64_t meta_fixed; /* bitmaps + inode table: blocks used in the meta zone */
+};
+
+static const char *g_device = NULL;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g_device)
+		fprintf(stderr, PROG ": %s: ", g_device);
+	else
+		fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* "512M", "4G", "1048576", K/M/G/T (powers of 1024, optional "iB"/"B"). 0 on error. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
+		end += strlen(end);
+	if (*end || v == 0)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct mkfs_opts *o)
+{
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	opterr = 0;
+	while ((c = getopt(argc, argv, "+fqL:N:h")) != -1) {
+		switch (c) {
+		case 'f':
+			o->force = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'L':
+			if (strlen(optarg) > sizeof(((struct mfs_superblock *)0)->label) - 1) {
+				fail("label '%s' is longer than 63 bytes", optarg);
+				return -EINVAL;
+			}
+			o->label = optarg;
+			break;
+		case 'N': {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || optarg[0] < '0' || optarg[0] > '9') {
+				fail("invalid number of inodes '%s'", optarg);
+				return -EINVAL;
+			}
+			if (v < MKFS_MIN_INODES) {
+				fail("-N %s: at least %llu inodes are needed", optarg,
+				     (unsigned long long)MKFS_MIN_INODES);
+				return -EINVAL;
+			}
+			o->inodes = v;
+			break;
+		}
+		case 'h':
+			fputs(USAGE, stdout);
+			exit(0);
+		case '?':
+		default:
+			if (optopt == 'L' || optopt == 'N')
+				fail("option -%c needs an argument", optopt);
+			else
+				fail("unknown option -%c", optopt ? optopt : '?');
+			fputs(USAGE, stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind >= argc || argc - optind > 2) {
+		fail(optind >= argc ? "no DEVICE given" : "too many arguments");
+		fputs(USAGE, stderr);
+		return -EINVAL;
+	}
+	o->device = argv[optind];
+	g_device = o->device;
+	if (argc - optind == 2 && parse_size(argv[optind + 1], &o->size)) {
+		fail("invalid size '%s' (a number of bytes, or with K, M, G or T)",
+		     argv[optind + 1]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * SIZE given: create the image, or grow it, or shrink it (only an empty file,
+ * or with -f).  *created says whether the file is new (removed on failure).
+ */
+static int prepare_image(const struct mkfs_opts *o, bool *created)
+{
+	struct stat st;
+	int fd, ret = 0;
+
+	*created = false;
+	if (!o->size)
+		return 0;
+	if (o->size < MKFS_MIN_SIZE) {
+		/* before touching the file: a refused size must not have shrunk it */
+		fail("size %" PRIu64 " bytes is too small, the minimum is 16 MiB (%llu bytes)",
+		     o->size, (unsigned long long)MKFS_MIN_SIZE);
+		return -ENOSPC;
+	}
+	if (stat(o->device, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			fail("SIZE applies to image files only; this is not a regular file");
+			return -EINVAL;
+		}
+		if ((uint64_t)st.st_size == o->size)
+			return 0;
+		if ((uint64_t)st.st_size > o->size && st.st_size > 0 && !o->force) {
+			fail("would shrink the image from %lld to %" PRIu64
+			     " bytes; use -f to do it anyway",
+			     (long long)st.st_size, o->size);
+			return -EEXIST;
+		}
+		fd = open(o->device, O_WRONLY | O_CLOEXEC);
+	} else if (errno == ENOENT) {
+		fd = open(o->device, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			*created = true;
+	} else {
+		fail("%s", strerror(errno));
+		return -errno;
+	}
+	if (fd < 0) {
+		ret = -errno;
+		fail("cannot open: %s", strerror(errno));
+		return ret;
+	}
+	if (ftruncate(fd, (off_t)o->size) < 0) {
+		ret = -errno;
+		fail("cannot set the size to %" PRIu64 " bytes: %s", o->size, strerror(errno));
+	}
+	close(fd);
+	return ret;
+}
+
+/* Compute the layout for @nr_blocks; @inodes 0 means the default. */
+static int compute_layout(uint64_t nr_blocks, uint64_t inodes, struct mkfs_layout *l)
+{
+	uint64_t n = nr_blocks, want_meta, tree_room, bound, used;
+
+	memset(l, 0, sizeof(*l));
+	l->nr_blocks = n;
+	l->journal_len = n / 64;
+	if (l->journal_len < MKFS_JOURNAL_MIN)
+		l->journal_len = MKFS_JOURNAL_MIN;
+	if (l->journal_len > MKFS_JOURNAL_MAX)
+		l->journal_len = MKFS_JOURNAL_MAX;
+
+	if (!inodes)
+		inodes = n * MFS_BLOCK_SIZE / MKFS_BYTES_PER_INODE;
+	if (inodes < MKFS_MIN_INODES)
+		inodes = MKFS_MIN_INODES;
+	if (inodes > n * MFS_INODES_PER_BLOCK)
+		return -EFBIG;
+	l->inode_table_blocks = div_up(inodes, MFS_INODES_PER_BLOCK);
+	l->nr_inodes = l->inode_table_blocks * MFS_INODES_PER_BLOCK;
+	l->inode_bitmap_blocks = div_up(l->nr_inodes, MFS_BITMAP_BITS);
+
+	/* Bitmaps of the meta and data zones: bounded by one bit per device block. */
+	bound = div_up(n, MFS_BITMAP_BITS);
+	tree_room = div_up(l->nr_inodes, 16) + 64;
+	want_meta = l->inode_table_blocks + l->inode_bitmap_blocks + 2 * bound + tree_room;
+	l->meta_len = n / 16 > want_meta ? n / 16 : want_meta;
+
+	used = 2 + 2 * l->journal_len + 2 * l->meta_len;
+	if (used + MKFS_MIN_DATA > n)
+		return -EFBIG;
+	l->journal_start = 1;
+	l->meta_start = l->journal_start + l->journal_len;
+	l->data_start = l->meta_start + l->meta_len;
+	l->data_len = n - used;
+	l->journal_twin = l->data_start + l->data_len;
+	l->meta_twin = l->journal_twin + l->journal_len;
+
+	l->meta_bitmap_blocks = div_up(l->meta_len, MFS_BITMAP_BITS);
+	l->data_bitmap_blocks = div_up(l->data_len, MFS_BITMAP_BITS);
+	l->meta_bitmap_start = l->meta_start;
+	l->inode_bitmap_start = l->meta_bitmap_start + l->meta_bitmap_blocks;
+	l->data_bitmap_start = l->inode_bitmap_start + l->inode_bitmap_blocks;
+	l->inode_table_start = l->data_bitmap_start + l->data_bitmap_blocks;
+	l->meta_fixed = l->meta_bitmap_blocks + l->inode_bitmap_blocks + l->data_bitmap_blocks +
+	                l->inode_table_blocks;
+	return 0;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Name of the first recognisable signature on the device, or NULL. */
+static const char *find_signature(struct blk_dev *dev, uint64_t nr_blocks, uint8_t *buf,
+                                  size_t buflen, int *err)
+{
+	/* 17 blocks cover everything up to btrfs's magic at 65600. */
+	const size_t head = 17 * MFS_BLOCK_SIZE;
+	static const uint8_t luks[6] = {'L', 'U', 'K', 'S', 0xba, 0xbe};
+	const uint8_t *b = buf;
+
+	*err = 0;
+	if (buflen < head)
+		return NULL;
+	*err = blk_read(dev, 0, buf, head, BLK_BIO_RECOVERY);
+	if (*err)
+		return NULL;
+	if (le64(b + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
+		return "a mendfs filesystem (primary superblock)";
+	if (b[1080] == 0x53 && b[1081] == 0xef)
+		return "an ext2/ext3/ext4 filesystem";
+	if (!memcmp(b, "XFSB", 4))
+		return "an XFS filesystem";
+	if (!memcmp(b + 65600, "_BHRfS_M", 8))
+		return "a btrfs filesystem";
+	if (!memcmp(b + 4086, "SWAPSPACE2", 10))
+		return "a swap area";
+	if (!memcmp(b, luks, sizeof(luks)))
+		return "a LUKS header";
+	if (!memcmp(b + 512, "EFI PART", 8))
+		return "a partition table (GPT)";
+	if (b[510] == 0x55 && b[511] == 0xaa) {
+		for (int i = 0; i < 4; i++)
+			if (b[446 + 16 * i + 4] != 0)
+				return "a partition table (MBR)";
+	}
+	*err = blk_read(dev, (nr_blocks - 1) * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE,
+	                BLK_BIO_RECOVERY);
+	if (*err)
+		return NULL;
+	if (le64(b + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
+		return "a mendfs filesystem (backup superblock)";
+	return NULL;
+}
+
+/* Fixed areas: poison under any of them refuses the device. */
+static int check_poison(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t *data_poison)
+{
+	const struct {
+		const char *what;
+		uint64_t start, len;
+	} area[] = {
+	        {"the primary superblock", 0, 1},
+	        {"the backup superblock", l->nr_blocks - 1, 1},
+	        {"the journal", l->journal_start, l->journal_len},
+	        {"the journal twin", l->journal_twin, l->journal_len},
+	        {"the meta zone's bitmaps and inode table", l->meta_start, l->meta_fixed},
+	        {"the twin of the meta zone's bitmaps and inode table", l->meta_twin,
+	         l->meta_fixed},
+	};
+	struct blk_range r;
+	unsigned total;
+
+	for (size_t i = 0; i < sizeof(area) / sizeof(area[0]); i++) {
+		if (blk_poison_lookup(dev, area[i].start * MFS_SECTORS_PER_BLOCK,
+		                      area[i].len * MFS_SECTORS_PER_BLOCK, &r, 1, &total)) {
+			fail("poisoned sectors %" PRIu64 "-%" PRIu64
+			     " lie under %s (blocks %" PRIu64 "-%" PRIu64
+			     "); clear the poison or use another device",
+			     r.sector, r.sector + r.nr - 1, area[i].what, area[i].start,
+			     area[i].start + area[i].len - 1);
+			return -EIO;
+		}
+	}
+	*data_poison = 0;
+	blk_poison_lookup(dev, l->data_start * MFS_SECTORS_PER_BLOCK,
+	                  l->data_len * MFS_SECTORS_PER_BLOCK, &r, 0, &total);
+	*data_poison = total;
+	return 0;
+}
+
+static void hdr_init(void *block, uint16_t type, uint64_t blocknr, uint32_t nr_items)
+{
+	struct mfs_meta_hdr *h = block;
+
+	memset(block, 0, MFS_BLOCK_SIZE);
+	h->magic = htole32(MFS_META_MAGIC);
+	h->type = htole16(type);
+	h->blocknr = htole64(blocknr);
+	h->nr_items = htole32(nr_items);
+}
+
+/* Write @nr blocks at primary @blk and at its twin (@twin_off added, 0: none). */
+static int write_both(struct blk_dev *dev, uint64_t blk, uint64_t twin, const void *buf,
+                      uint64_t nr)
+{
+	int ret;
+
+	ret = blk_write(dev, blk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(nr * MFS_BLOCK_SIZE), 0);
+	if (!ret && twin)
+		ret = blk_write(dev, twin * MFS_SECTORS_PER_BLOCK, buf,
+		                (uint32_t)(nr * MFS_BLOCK_SIZE), 0);
+	if (ret)
+		fail("write at block %" PRIu64 ": %s", blk, strerror(-ret));
+	return ret;
+}
+
+static int zero_area(struct blk_dev *dev, uint64_t blk, uint64_t nr)
+{
+	struct blk_bio bio;
+	int ret;
+
+	/* One bio per 64 MiB (below BLK_BIO_MAX_BYTES). */
+	while (nr) {
+		uint64_t n = nr > 16384 ? 16384 : nr;
+
+		blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, blk * MFS_SECTORS_PER_BLOCK, NULL,
+		             (uint32_t)(n * MFS_BLOCK_SIZE), NULL, NULL);
+		ret = blk_submit_bio_wait(dev, &bio);
+		if (ret) {
+			fail("zeroing blocks %" PRIu64 "-%" PRIu64 ": %s", blk, blk + n - 1,
+			     strerror(-ret));
+			return ret;
+		}
+		blk += n;
+		nr -= n;
+	}
+	return 0;
+}
+
+static void bit_set(uint8_t *block, uint64_t bit)
+{
+	block[sizeof(struct mfs_meta_hdr) + bit / 8] |= (uint8_t)(1u << (bit % 8));
+}
+
+/*
+ * Write a bitmap of @items bits at @start (@nblocks blocks), the first @used
+ * bits set, padding bits set.
+ */
+static int write_bitmap(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t seed,
+                        uint8_t *buf, uint64_t start, uint64_t nblocks, uint64_t items,
+                        uint64_t used)
+{
+	for (uint64_t k = 0; k < nblocks;) {
+		uint64_t n = nblocks - k > MKFS_CHUNK ? MKFS_CHUNK : nblocks - k;
+
+		for (uint64_t j = 0; j < n; j++) {
+			uint8_t *b = buf + j * MFS_BLOCK_SIZE;
+			uint64_t first = (k + j) * MFS_BITMAP_BITS;
+			uint64_t valid =
+			        items - first < MFS_BITMAP_BITS ? items - first : MFS_BITMAP_BITS;
+
+			hdr_init(b, MFS_T_BITMAP, start + k + j, (uint32_t)valid);
+			for (uint64_t i = 0; i < MFS_BITMAP_BITS; i++)
+				if (i >= valid || first + i < used)
+					bit_set(b, i);
+			mfs_block_seal(b, seed);
+		}
+		if (write_both(dev, start + k, l->meta_twin + (start + k - l->meta_start), buf, n))
+			return -EIO;
+		k += n;
+	}
+	return 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t seed,
+                             uint8_t *buf, int64_t now, uint64_t generation)
+{
+	for (uint64_t k = 0; k < l->inode_table_blocks;) {
+		uint64_t n = l->inode_table_blocks - k > MKFS_CHUNK ? MKFS_CHUNK
+		                                                    : l->inode_table_blocks - k;
+
+		for (uint64_t j = 0; j < n; j++) {
+			uint8_t *b = buf + j * MFS_BLOCK_SIZE;
+
+			hdr_init(b, MFS_T_INODES, l->inode_table_start + k + j,
+			         MFS_INODES_PER_BLOCK);
+			if (k + j == 0) {
+				/* ino 1, the root: slot 0 of the first block */
+				struct mfs_inode *root =
+				        (struct mfs_inode *)(b + sizeof(struct mfs_meta_hdr));
+
+				root->mode = htole32(040755);
+				root->nlink = htole32(2);
+				root->uid = htole32((uint32_t)getuid());
+				root->gid = htole32((uint32_t)getgid());
+				root->atime_ns = root->mtime_ns = root->ctime_ns = root->btime_ns =
+				        (int64_t)htole64((uint64_t)now);
+				root->generation = htole64(generation);
+				root->parent = htole64(MFS_ROOT_INO);
+			}
+			mfs_block_seal(b, seed);
+		}
+		if (write_both(dev, l->inode_table_start + k,
+		               l->meta_twin + (l->inode_table_start + k - l->meta_start), buf, n))
+			return -EIO;
+		k += n;
+	}
+	return 0;
+}
+
+static void fill_super(struct mfs_superblock *sb, const struct mkfs_layout *l,
+                       const struct mkfs_opts *o, const uint64_t rnd[5], int64_t now)
+{
+	memset(sb, 0, sizeof(*sb));
+	hdr_init(sb, MFS_T_SUPER, 0, 0);
+	sb->magic = htole64(MFS_SB_MAGIC);
+	sb->version = htole32(MFS_FORMAT_VERSION);
+	sb->block_size = htole32(MFS_BLOCK_SIZE);
+	sb->feature_compat = htole32(0);
+	sb->feature_ro_compat = htole32(MFS_FEATURE_RO_COMPAT_METADATA_DUP);
+	sb->feature_incompat = htole32(0);
+	sb->state = htole32(MFS_STATE_CLEAN);
+	memcpy(sb->uuid, rnd, 16);
+	sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0f) | 0x40); /* version 4 */
+	sb->uuid[8] = (uint8_t)((sb->uuid[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	if (o->label)
+		memcpy(sb->label, o->label, strlen(o->label));
+	sb->csum_seed = htole64(rnd[2]);
+	sb->nr_blocks = htole64(l->nr_blocks);
+	sb->journal_start = htole64(l->journal_start);
+	sb->journal_len = htole64(l->journal_len);
+	sb->journal_twin = htole64(l->journal_twin);
+	sb->meta_start = htole64(l->meta_start);
+	sb->meta_len = htole64(l->meta_len);
+	sb->meta_twin = htole64(l->meta_twin);
+	sb->data_start = htole64(l->data_start);
+	sb->data_len = htole64(l->data_len);
+	sb->inode_table_start = htole64(l->inode_table_start);
+	sb->inode_table_blocks = htole64(l->inode_table_blocks);
+	sb->inode_bitmap_start = htole64(l->inode_bitmap_start);
+	sb->inode_bitmap_blocks = htole64(l->inode_bitmap_blocks);
+	sb->meta_bitmap_start = htole64(l->meta_bitmap_start);
+	sb->meta_bitmap_blocks = htole64(l->meta_bitmap_blocks);
+	sb->data_bitmap_start = htole64(l->data_bitmap_start);
+	sb->data_bitmap_blocks = htole64(l->data_bitmap_blocks);
+	sb->nr_inodes = htole64(l->nr_inodes);
+	sb->root_ino = htole64(MFS_ROOT_INO);
+	sb->free_blocks = htole64(l->data_len);
+	sb->free_inodes = htole64(l->nr_inodes - 1);
+	sb->free_meta = htole64(l->meta_len - l->meta_fixed);
+	sb->journal_seq = htole64(1);
+	sb->journal_tail = htole64(0);
+	sb->mkfs_time_ns = (int64_t)htole64((uint64_t)now);
+	sb->write_time_ns = (int64_t)htole64((uint64_t)now);
+	sb->dir_hash_seed = htole64(rnd[3]);
+}
+
+static int get_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void human(uint64_t bytes, char *out, size_t len)
+{
+	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void print_summary(const struct mkfs_opts *o, const struct blk_dev_info *info,
+                          const struct mkfs_layout *l, const struct mfs_superblock *sb,
+                          uint64_t data_poison)
+{
+	char h1[32], h2[32], h3[32], h4[32];
+	const uint8_t *u = sb->uuid;
+
+	human(info->size, h1, sizeof(h1));
+	human(l->journal_len * MFS_BLOCK_SIZE, h2, sizeof(h2));
+	human(l->meta_len * MFS_BLOCK_SIZE, h3, sizeof(h3));
+	human(l->data_len * MFS_BLOCK_SIZE, h4, sizeof(h4));
+	printf("device:       %s (%s backend)\n", o->device, info->backend_name);
+	printf("size:         %" PRIu64 " bytes (%s)\n", info->size, h1);
+	printf("blocks:       %" PRIu64 " of %u bytes\n", l->nr_blocks, MFS_BLOCK_SIZE);
+	printf("inodes:       %" PRIu64 "\n", l->nr_inodes);
+	printf("journal:      %" PRIu64 " blocks (%s) at %" PRIu64 ", twin at %" PRIu64 "\n",
+	       l->journal_len, h2, l->journal_start, l->journal_twin);
+	printf("meta zone:    %" PRIu64 " blocks (%s) at %" PRIu64 ", twin at %" PRIu64 "\n",
+	       l->meta_len, h3, l->meta_start, l->meta_twin);
+	printf("data blocks:  %" PRIu64 " (%s) at %" PRIu64 "\n", l->data_len, h4, l->data_start);
+	if (data_poison)
+		printf("poison:       %" PRIu64
+		       " poisoned ranges in the data zone (never allocated)\n",
+		       data_poison);
+	printf("uuid:         "
+	       "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n",
+	       u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+	       u[13], u[14], u[15]);
+	printf("label:        %s\n", o->label ? o->label : "");
+}
+
+static int mkfs_run(const struct mkfs_opts *o)
+{
+	struct blk_dev_config cfg = {
+	        .backend = BLK_BACKEND_AUTO, .path = o->device, .flags = BLK_CFG_EXCL};
+	struct blk_dev_info info;
+	struct blk_dev *dev = NULL;
+	struct mkfs_layout l;
+	struct mfs_superblock *sb = NULL;
+	uint8_t *buf = NULL;
+	const char *sig;
+	uint64_t rnd[5], seed, data_poison = 0;
+	int64_t now;
+	char err[256];
+	int ret;
+
+	ret = blk_dev_open(&cfg, &dev, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	blk_dev_get_info(dev, &info);
+	if (info.read_only) {
+		fail("device is read-only");
+		ret = -EROFS;
+		goto out;
+	}
+	if (info.size < MKFS_MIN_SIZE) {
+		fail("device too small: %" PRIu64 " bytes, the minimum is 16 MiB (%llu bytes)",
+		     info.size, (unsigned long long)MKFS_MIN_SIZE);
+		ret = -ENOSPC;
+		goto out;
+	}
+	ret = compute_layout(info.size / MFS_BLOCK_SIZE, o->inodes, &l);
+	if (ret) {
+		fail("%" PRIu64 " inodes do not fit on a device of %" PRIu64
+		     " bytes; use a smaller -N",
+		     o->inodes, info.size);
+		goto out;
+	}
+	buf = aligned_alloc(MFS_BLOCK_SIZE, (size_t)MKFS_CHUNK * MFS_BLOCK_SIZE);
+	sb = aligned_alloc(MFS_BLOCK_SIZE, sizeof(*sb));
+	if (!buf || !sb) {
+		fail("out of memory");
+		ret = -ENOMEM;
+		goto out;
+	}
+
+	sig = find_signature(dev, l.nr_blocks, buf, (size_t)MKFS_CHUNK * MFS_BLOCK_SIZE, &ret);
+	if (ret) {
+		fail("cannot read the device: %s", strerror(-ret));
+		goto out;
+	}
+	if (sig && !o->force) {
+		fail("contains %s; use -f to overwrite it", sig);
+		ret = -EEXIST;
+		goto out;
+	}
+	ret = check_poison(dev, &l, &data_poison);
+	if (ret)
+		goto out;
+
+	ret = get_random(rnd, sizeof(rnd));
+	if (ret) {
+		fail("getrandom: %s", strerror(-ret));
+		goto out;
+	}
+	seed = rnd[2];
+	now = now_ns();
+
+	/* Invalidate the old superblocks first: a crash in between leaves no half-made fs. */
+	memset(buf, 0, MFS_BLOCK_SIZE);
+	ret = write_both(dev, 0, l.nr_blocks - 1, buf, 1);
+	if (ret)
+		goto out;
+	ret = zero_area(dev, l.journal_start, l.journal_len);
+	if (!ret)
+		ret = zero_area(dev, l.journal_twin, l.journal_len);
+	if (ret)
+		goto out;
+	ret = write_bitmap(dev, &l, seed, buf, l.meta_bitmap_start, l.meta_bitmap_blocks,
+	                   l.meta_len, l.meta_fixed);
+	if (!ret)
+		ret = write_bitmap(dev, &l, seed, buf, l.inode_bitmap_start, l.inode_bitmap_blocks,
+		                   l.nr_inodes, 1);
+	if (!ret)
+		ret = write_bitmap(dev, &l, seed, buf, l.data_bitmap_start, l.data_bitmap_blocks,
+		                   l.data_len, 0);
+	if (!ret)
+		ret = write_inode_table(dev, &l, seed, buf, now, rnd[4]);
+	if (ret)
+		goto out;
+	ret = blk_flush(dev);
+	if (ret) {
+		fail("flush: %s", strerror(-ret));
+		goto out;
+	}
+
+	fill_super(sb, &l, o, rnd, now);
+	mfs_block_seal(sb, seed);
+	ret = write_both(dev, l.nr_blocks - 1, 0, sb, 1);
+	if (!ret)
+		ret = write_both(dev, 0, 0, sb, 1);
+	if (ret)
+		goto out;
+	ret = blk_flush(dev);
+	if (ret) {
+		fail("flush: %s", strerror(-ret));
+		goto out;
+	}
+	if (!o->quiet)
+		print_summary(o, &info, &l, sb, data_poison);
+out:
+	free(buf);
+	free(sb);
+	blk_dev_close(dev);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct mkfs_opts o;
+	bool created = false;
+	int ret;
+
+	if (parse_args(argc, argv, &o))
+		return 1;
+	if (prepare_image(&o, &created))
+		return 1;
+	ret = mkfs_run(&o);
+	if (ret && created)
+		unlink(o.device);
+	return ret ? 1 : 0;
+}
