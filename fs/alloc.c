@@ -1,2 +1,1125 @@
 /* SPDX-License-Identifier: MIT */
-/* alloc.c: being written. */
+/*
+ * Allocators: data zone extents, meta zone blocks, inode numbers, and the
+ * quarantine of poisoned free data extents (docs/FORMAT.md "Allocation
+ * bitmaps" and "Quarantine").
+ *
+ * The on-disk bitmaps are the persistent truth; at mount they are read into
+ * in-memory structures that answer allocations without touching the device:
+ *
+ *   data   an index of free extents, held twice by the same nodes: a treap by
+ *          start (augmented with the largest length in each subtree, so "the
+ *          first extent at or after goal with at least want blocks" is
+ *          O(log n)) and a treap by (length, start) for best fit.
+ *   meta   a copy of the meta zone bitmap, next-fit from a rotating hint.
+ *   inodes a copy of the inode bitmap, next-fit from a rotating hint.
+ *
+ * Free blocks that sit on poison (per blk_poison_lookup) at mount are left out
+ * of the in-memory structures: they stay free on disk and are never handed
+ * out.  A data extent freed while poisoned is not returned at all: it stays
+ * marked in the bitmap and goes to the quarantine B+tree (key pblk, value
+ * le64 len) until mfs_quarantine_release() sees the poison gone.
+ *
+ * Locking.  fs->alloc_lock protects the in-memory structures and the free
+ * counters in fs->sb; it is never held while a buffer is read or locked.  The
+ * on-disk bitmap bits change under their buffer's content lock, and in an
+ * order that keeps them equal to the in-memory state for any interleaving:
+ * allocation takes from memory first and sets the bits after; freeing clears
+ * the bits first and gives to memory after.  Bitmap buffer locks are leaves:
+ * nothing else is locked while one is held.  The quarantine tree has its own
+ * mutex (qlock), taken before any buffer lock and before alloc_lock.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mfs.h"
+
+#define BM_WORDS_PER_BLOCK (MFS_BITMAP_BITS / 64)
+_Static_assert(MFS_BITMAP_BITS % 64 == 0, "bitmap blocks hold whole 64-bit words");
+
+/* A free data extent, a node of both treaps. */
+struct mfs_fext {
+	uint64_t start, len;
+	uint64_t smax;            /* largest len in this node's by-start subtree */
+	struct mfs_fext *sl, *sr; /* by start */
+	struct mfs_fext *zl, *zr; /* by (len, start) */
+	uint32_t prio;
+};
+
+/* An in-memory copy of a bitmap (meta zone or inodes); bit set = unavailable. */
+struct mfs_bmap {
+	uint64_t *map;
+	uint64_t nbits;
+	uint64_t hint;   /* next bit to try */
+	uint64_t disk;   /* first on-disk bitmap block */
+	uint64_t blocks; /* on-disk bitmap blocks */
+};
+
+struct mfs_alloc {
+	struct mfs_fext *by_start, *by_size; /* protected by fs->alloc_lock */
+	uint64_t nr_ext;
+	uint32_t rnd;
+	struct mfs_bmap meta, ino;
+	pthread_mutex_t qlock; /* the quarantine tree and fs->sb.quarantine_root/depth */
+};
+
+static inline struct mfs_alloc *A(struct mfs *fs)
+{
+	return fs->alloc;
+}
+
+static uint64_t sb64(uint64_t v)
+{
+	return le64toh(v);
+}
+
+/* --- treap by start ------------------------------------------------------------------ */
+
+static uint64_t s_max(const struct mfs_fext *t)
+{
+	return t ? t->smax : 0;
+}
+
+static void s_upd(struct mfs_fext *t)
+{
+	uint64_t m = t->len;
+
+	if (s_max(t->sl) > m)
+		m = s_max(t->sl);
+	if (s_max(t->sr) > m)
+		m = s_max(t->sr);
+	t->smax = m;
+}
+
+/* Split @t into start < key (@l) and start >= key (@r). */
+static void s_split(struct mfs_fext *t, uint64_t key, struct mfs_fext **l, struct mfs_fext **r)
+{
+	if (!t) {
+		*l = *r = NULL;
+	} else if (t->start < key) {
+		s_split(t->sr, key, &t->sr, r);
+		s_upd(t);
+		*l = t;
+	} else {
+		s_split(t->sl, key, l, &t->sl);
+		s_upd(t);
+		*r = t;
+	}
+}
+
+static struct mfs_fext *s_merge(struct mfs_fext *l, struct mfs_fext *r)
+{
+	if (!l || !r)
+		return l ? l : r;
+	if (l->prio > r->prio) {
+		l->sr = s_merge(l->sr, r);
+		s_upd(l);
+		return l;
+	}
+	r->sl = s_merge(l, r->sl);
+	s_upd(r);
+	return r;
+}
+
+static struct mfs_fext *s_insert(struct mfs_fext *t, struct mfs_fext *x)
+{
+	if (!t) {
+		x->sl = x->sr = NULL;
+		s_upd(x);
+		return x;
+	}
+	if (x->prio > t->prio) {
+		s_split(t, x->start, &x->sl, &x->sr);
+		s_upd(x);
+		return x;
+	}
+	if (x->start < t->start)
+		t->sl = s_insert(t->sl, x);
+	else
+		t->sr = s_insert(t->sr, x);
+	s_upd(t);
+	return t;
+}
+
+static struct mfs_fext *s_erase(struct mfs_fext *t, const struct mfs_fext *x)
+{
+	if (t == x)
+		return s_merge(t->sl, t->sr);
+	if (x->start < t->start)
+		t->sl = s_erase(t->sl, x);
+	else
+		t->sr = s_erase(t->sr, x);
+	s_upd(t);
+	return t;
+}
+
+/* The extent with the greatest start <= key. */
+static struct mfs_fext *s_floor(struct mfs_fext *t, uint64_t key)
+{
+	struct mfs_fext *best = NULL;
+
+	while (t) {
+		if (t->start <= key) {
+			best = t;
+			t = t->sr;
+		} else {
+			t = t->sl;
+		}
+	}
+	return best;
+}
+
+/* The first extent (by start) with start >= key and len >= want. */
+static struct mfs_fext *s_first_fit(struct mfs_fext *t, uint64_t key, uint64_t want)
+{
+	struct mfs_fext *r;
+
+	if (!t || t->smax < want)
+		return NULL;
+	if (t->start < key)
+		return s_first_fit(t->sr, key, want);
+	r = s_first_fit(t->sl, key, want);
+	if (r)
+		return r;
+	if (t->len >= want)
+		return t;
+	return s_first_fit(t->sr, key, want);
+}
+
+/* --- treap by (len, start) ---------------------------------------------------------- */
+
+static bool z_less(const struct mfs_fext *a, const struct mfs_fext *b)
+{
+	return a->len < b->len || (a->len == b->len && a->start < b->start);
+}
+
+static void z_split(struct mfs_fext *t, const struct mfs_fext *x, struct mfs_fext **l,
+                    struct mfs_fext **r)
+{
+	if (!t) {
+		*l = *r = NULL;
+	} else if (z_less(t, x)) {
+		z_split(t->zr, x, &t->zr, r);
+		*l = t;
+	} else {
+		z_split(t->zl, x, l, &t->zl);
+		*r = t;
+	}
+}
+
+static struct mfs_fext *z_merge(struct mfs_fext *l, struct mfs_fext *r)
+{
+	if (!l || !r)
+		return l ? l : r;
+	if (l->prio > r->prio) {
+		l->zr = z_merge(l->zr, r);
+		return l;
+	}
+	r->zl = z_merge(l, r->zl);
+	return r;
+}
+
+static struct mfs_fext *z_insert(struct mfs_fext *t, struct mfs_fext *x)
+{
+	if (!t) {
+		x->zl = x->zr = NULL;
+		return x;
+	}
+	if (x->prio > t->prio) {
+		z_split(t, x, &x->zl, &x->zr);
+		return x;
+	}
+	if (z_less(x, t))
+		t->zl = z_insert(t->zl, x);
+	else
+		t->zr = z_insert(t->zr, x);
+	return t;
+}
+
+static struct mfs_fext *z_erase(struct mfs_fext *t, const struct mfs_fext *x)
+{
+	if (t == x)
+		return z_merge(t->zl, t->zr);
+	if (z_less(x, t))
+		t->zl = z_erase(t->zl, x);
+	else
+		t->zr = z_erase(t->zr, x);
+	return t;
+}
+
+/* The smallest extent with len >= want (best fit). */
+static struct mfs_fext *z_lower_bound(struct mfs_fext *t, uint64_t want)
+{
+	struct mfs_fext *best = NULL;
+
+	while (t) {
+		if (t->len >= want) {
+			best = t;
+			t = t->zl;
+		} else {
+			t = t->zr;
+		}
+	}
+	return best;
+}
+
+static struct mfs_fext *z_last(struct mfs_fext *t)
+{
+	while (t && t->zr)
+		t = t->zr;
+	return t;
+}
+
+/* --- the free extent index (fs->alloc_lock held) ------------------------------------- */
+
+static uint32_t fx_prio(struct mfs_alloc *a)
+{
+	/* xorshift32: priorities need to be spread, not unpredictable */
+	uint32_t x = a->rnd;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return a->rnd = x;
+}
+
+static void fx_link(struct mfs_alloc *a, struct mfs_fext *x)
+{
+	a->by_start = s_insert(a->by_start, x);
+	a->by_size = z_insert(a->by_size, x);
+	a->nr_ext++;
+}
+
+static void fx_unlink(struct mfs_alloc *a, struct mfs_fext *x)
+{
+	a->by_start = s_erase(a->by_start, x);
+	a->by_size = z_erase(a->by_size, x);
+	a->nr_ext--;
+}
+
+static int fx_new(struct mfs_alloc *a, uint64_t start, uint64_t len)
+{
+	struct mfs_fext *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return -ENOMEM;
+	x->start = start;
+	x->len = len;
+	x->prio = fx_prio(a);
+	fx_link(a, x);
+	return 0;
+}
+
+/* Does [start, start + len) overlap a free extent? */
+static bool fx_overlaps(struct mfs_alloc *a, uint64_t start, uint64_t len)
+{
+	struct mfs_fext *f = s_floor(a->by_start, start + len - 1);
+
+	return f && f->start + f->len > start;
+}
+
+/* Add a free range, merging with its neighbours. */
+static int fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
+{
+	struct mfs_fext *prev = start ? s_floor(a->by_start, start - 1) : NULL;
+	struct mfs_fext *next = s_floor(a->by_start, start + len);
+
+	if (next && next->start != start + len)
+		next = NULL;
+	if (prev && prev->start + prev->len != start)
+		prev = NULL;
+	if (prev) {
+		fx_unlink(a, prev);
+		prev->len += len;
+		if (next) {
+			fx_unlink(a, next);
+			prev->len += next->len;
+			free(next);
+		}
+		fx_link(a, prev);
+		return 0;
+	}
+	if (next) {
+		fx_unlink(a, next);
+		next->start = start;
+		next->len += len;
+		fx_link(a, next);
+		return 0;
+	}
+	return fx_new(a, start, len);
+}
+
+/* Take [start, start + n) out of free extent @f (which holds it). */
+static int fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_t n)
+{
+	uint64_t fend = f->start + f->len, end = start + n;
+
+	fx_unlink(a, f);
+	if (start > f->start && end < fend) {
+		f->len = start - f->start;
+		fx_link(a, f);
+		return fx_new(a, end, fend - end);
+	}
+	if (start > f->start) {
+		f->len = start - f->start;
+		fx_link(a, f);
+	} else if (end < fend) {
+		f->start = end;
+		f->len = fend - end;
+		fx_link(a, f);
+	} else {
+		free(f);
+	}
+	return 0;
+}
+
+/* Remove [start, start + len) from the index wherever it is free (mount: poison). */
+static int fx_carve(struct mfs_alloc *a, uint64_t start, uint64_t len, uint64_t *carved)
+{
+	uint64_t end = start + len;
+	int ret;
+
+	while (start < end) {
+		struct mfs_fext *f = s_floor(a->by_start, end - 1);
+		uint64_t s, e;
+
+		if (!f || f->start + f->len <= start)
+			break;
+		s = f->start > start ? f->start : start;
+		e = f->start + f->len < end ? f->start + f->len : end;
+		*carved += e - s;
+		ret = fx_take(a, f, s, e - s);
+		if (ret)
+			return ret;
+		end = s;
+	}
+	return 0;
+}
+
+static void fx_free_all(struct mfs_fext *t)
+{
+	if (!t)
+		return;
+	fx_free_all(t->sl);
+	fx_free_all(t->sr);
+	free(t);
+}
+
+/* --- on-disk bitmaps ---------------------------------------------------------------- */
+
+/*
+ * Set or clear bits [first, first + n) of the on-disk bitmap at @disk, each
+ * block under its content lock, recorded in @txn.  The bits must all be in the
+ * opposite state: anything else is corruption (-EUCLEAN).
+ */
+static int bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, uint64_t first,
+                          uint64_t n, bool set)
+{
+	while (n) {
+		uint64_t k = first / MFS_BITMAP_BITS, i = first % MFS_BITMAP_BITS;
+		uint64_t cnt = MFS_BITMAP_BITS - i < n ? MFS_BITMAP_BITS - i : n;
+		struct mfs_buf *b;
+		uint8_t *bits;
+		int ret;
+
+		ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&b->lock);
+		bits = b->data + sizeof(struct mfs_meta_hdr);
+		for (uint64_t j = i; j < i + cnt; j++) {
+			uint8_t m = (uint8_t)(1u << (j % 8));
+
+			if (!!(bits[j / 8] & m) == set) {
+				fprintf(stderr, "mendfs: bitmap block %llu: bit %llu already %s\n",
+				        (unsigned long long)(disk + k), (unsigned long long)j,
+				        set ? "set" : "clear");
+				ret = -EUCLEAN;
+				break;
+			}
+		}
+		if (!ret) {
+			for (uint64_t j = i; j < i + cnt; j++) {
+				if (set)
+					bits[j / 8] |= (uint8_t)(1u << (j % 8));
+				else
+					bits[j / 8] &= (uint8_t) ~(1u << (j % 8));
+			}
+			mfs_txn_dirty(txn, b);
+		}
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		if (ret)
+			return ret;
+		first += cnt;
+		n -= cnt;
+	}
+	return 0;
+}
+
+/* Read an on-disk bitmap into memory; bits past @nbits are set.  *nfree: clear bits. */
+static int bm_load(struct mfs *fs, struct mfs_bmap *m, uint64_t disk, uint64_t blocks,
+                   uint64_t nbits, uint64_t *nfree)
+{
+	uint64_t words = blocks * BM_WORDS_PER_BLOCK, free_bits = 0;
+
+	if (blocks * MFS_BITMAP_BITS < nbits)
+		return -EUCLEAN;
+	m->map = malloc(words * sizeof(uint64_t) + 8);
+	if (!m->map)
+		return -ENOMEM;
+	m->nbits = nbits;
+	m->hint = 0;
+	m->disk = disk;
+	m->blocks = blocks;
+	for (uint64_t k = 0; k < blocks; k++) {
+		struct mfs_buf *b;
+		const uint64_t *src;
+		int ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&b->lock);
+		src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
+		for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK; w++)
+			m->map[k * BM_WORDS_PER_BLOCK + w] = le64toh(src[w]);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+	}
+	for (uint64_t i = nbits; i < words * 64; i++)
+		m->map[i / 64] |= 1ull << (i % 64);
+	for (uint64_t w = 0; w < words; w++)
+		free_bits += 64 - (uint64_t)__builtin_popcountll(m->map[w]);
+	*nfree = free_bits;
+	return 0;
+}
+
+static bool bm_test(const struct mfs_bmap *m, uint64_t i)
+{
+	return m->map[i / 64] >> (i % 64) & 1;
+}
+
+static void bm_set(struct mfs_bmap *m, uint64_t i, bool v)
+{
+	if (v)
+		m->map[i / 64] |= 1ull << (i % 64);
+	else
+		m->map[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* First clear bit at or after the hint, wrapping; UINT64_MAX if none. */
+static uint64_t bm_find(const struct mfs_bmap *m)
+{
+	uint64_t words = (m->nbits + 63) / 64, h = m->hint < m->nbits ? m->hint : 0;
+	uint64_t w0 = h / 64;
+
+	for (uint64_t n = 0; n <= words; n++) {
+		uint64_t w = (w0 + n) % words, v = ~m->map[w];
+
+		if (n == 0)
+			v &= ~0ull << (h % 64);
+		if (v) {
+			uint64_t i = w * 64 + (uint64_t)__builtin_ctzll(v);
+
+			if (i < m->nbits)
+				return i;
+		}
+	}
+	return UINT64_MAX;
+}
+
+/* Mark in memory the blocks of [blk, blk + n) that are poisoned (mount). */
+static void bm_exclude_poison(struct mfs *fs, struct mfs_bmap *m, uint64_t zone_start,
+                              uint64_t zone_twin)
+{
+	struct blk_range r[64];
+	uint64_t zones[2] = {zone_start, zone_twin};
+
+	for (int z = 0; z < 2; z++) {
+		uint64_t sec, end;
+
+		if (!zones[z])
+			continue;
+		sec = zones[z] * MFS_SECTORS_PER_BLOCK;
+		end = sec + m->nbits * MFS_SECTORS_PER_BLOCK;
+		while (sec < end) {
+			unsigned n = blk_poison_lookup(fs->dev, sec, end - sec, r, 64, NULL);
+
+			if (!n)
+				break;
+			for (unsigned i = 0; i < n; i++) {
+				uint64_t b0 = r[i].sector / MFS_SECTORS_PER_BLOCK - zones[z];
+				uint64_t b1 = (r[i].sector + r[i].nr - 1) / MFS_SECTORS_PER_BLOCK -
+				              zones[z];
+
+				for (uint64_t b = b0; b <= b1 && b < m->nbits; b++)
+					bm_set(m, b, true);
+			}
+			sec = r[n - 1].sector + r[n - 1].nr;
+		}
+	}
+}
+
+/* --- poison of a data range ---------------------------------------------------------- */
+
+struct mfs_brange {
+	uint64_t start, len;
+};
+
+/*
+ * The poisoned blocks of [start, start + len), as merged block ranges in
+ * *out (malloc'ed, *nr entries).  Returns 0 or -ENOMEM.
+ */
+static int poisoned_blocks(struct mfs *fs, uint64_t start, uint64_t len, struct mfs_brange **out,
+                           unsigned *nr)
+{
+	uint64_t sec = start * MFS_SECTORS_PER_BLOCK, end = (start + len) * MFS_SECTORS_PER_BLOCK;
+	struct mfs_brange *v = NULL;
+	unsigned n = 0, cap = 0;
+	struct blk_range r[32];
+
+	while (sec < end) {
+		unsigned got = blk_poison_lookup(fs->dev, sec, end - sec, r, 32, NULL);
+
+		if (!got)
+			break;
+		for (unsigned i = 0; i < got; i++) {
+			uint64_t b0 = r[i].sector / MFS_SECTORS_PER_BLOCK;
+			uint64_t b1 = (r[i].sector + r[i].nr - 1) / MFS_SECTORS_PER_BLOCK + 1;
+
+			if (n && v[n - 1].start + v[n - 1].len >= b0) {
+				if (b1 > v[n - 1].start + v[n - 1].len)
+					v[n - 1].len = b1 - v[n - 1].start;
+				continue;
+			}
+			if (n == cap) {
+				struct mfs_brange *nv;
+
+				cap = cap ? cap * 2 : 8;
+				nv = realloc(v, cap * sizeof(*v));
+				if (!nv) {
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+			}
+			v[n].start = b0;
+			v[n].len = b1 - b0;
+			n++;
+		}
+		sec = r[got - 1].sector + r[got - 1].nr;
+	}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+/* --- init / destroy -------------------------------------------------------------------- */
+
+/* Build the free extent index from the on-disk data bitmap. */
+static int load_data(struct mfs *fs, struct mfs_alloc *a, uint64_t *nfree)
+{
+	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
+	uint64_t disk = sb64(fs->sb.data_bitmap_start), blocks = sb64(fs->sb.data_bitmap_blocks);
+	uint64_t run = UINT64_MAX, free_bits = 0, carved = 0;
+	struct mfs_brange *pz;
+	unsigned npz;
+	int ret;
+
+	if (blocks * MFS_BITMAP_BITS < data_len)
+		return -EUCLEAN;
+	for (uint64_t k = 0; k < blocks; k++) {
+		struct mfs_buf *b;
+		const uint64_t *src;
+
+		ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&b->lock);
+		src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
+		for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK && ret == 0; w++) {
+			uint64_t base = k * MFS_BITMAP_BITS + w * 64, v = le64toh(src[w]);
+
+			if (base >= data_len)
+				break;
+			if (base + 64 > data_len)
+				v |= ~0ull << (data_len - base);
+			if (v == ~0ull || v == 0) { /* the common cases, a word at a time */
+				if (v == 0 && run == UINT64_MAX)
+					run = base;
+				if (v == ~0ull && run != UINT64_MAX) {
+					ret = fx_new(a, data_start + run, base - run);
+					free_bits += base - run;
+					run = UINT64_MAX;
+				}
+				continue;
+			}
+			for (unsigned i = 0; i < 64 && ret == 0; i++) {
+				bool used = v >> i & 1;
+
+				if (!used && run == UINT64_MAX) {
+					run = base + i;
+				} else if (used && run != UINT64_MAX) {
+					ret = fx_new(a, data_start + run, base + i - run);
+					free_bits += base + i - run;
+					run = UINT64_MAX;
+				}
+			}
+		}
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		if (ret)
+			return ret;
+	}
+	if (run != UINT64_MAX) {
+		ret = fx_new(a, data_start + run, data_len - run);
+		if (ret)
+			return ret;
+		free_bits += data_len - run;
+	}
+	*nfree = free_bits;
+
+	/* Poisoned free blocks stay free on disk but are never handed out. */
+	ret = poisoned_blocks(fs, data_start, data_len, &pz, &npz);
+	for (unsigned i = 0; ret == 0 && i < npz; i++)
+		ret = fx_carve(a, pz[i].start, pz[i].len, &carved);
+	free(pz);
+	return ret;
+}
+
+int mfs_alloc_init(struct mfs *fs)
+{
+	struct mfs_alloc *a = calloc(1, sizeof(*a));
+	uint64_t nfree_data = 0, nfree_meta = 0, nfree_ino = 0;
+	uint64_t meta_start = sb64(fs->sb.meta_start);
+	int ret;
+
+	if (!a)
+		return -ENOMEM;
+	a->rnd = 0x9e3779b9u;
+	pthread_mutex_init(&fs->alloc_lock, NULL);
+	pthread_mutex_init(&a->qlock, NULL);
+	fs->alloc = a;
+
+	ret = load_data(fs, a, &nfree_data);
+	if (!ret)
+		ret = bm_load(fs, &a->meta, sb64(fs->sb.meta_bitmap_start),
+		              sb64(fs->sb.meta_bitmap_blocks), sb64(fs->sb.meta_len), &nfree_meta);
+	if (!ret)
+		ret = bm_load(fs, &a->ino, sb64(fs->sb.inode_bitmap_start),
+		              sb64(fs->sb.inode_bitmap_blocks), sb64(fs->sb.nr_inodes), &nfree_ino);
+	if (ret) {
+		fprintf(stderr, "mendfs: loading the allocation bitmaps: %s\n", strerror(-ret));
+		mfs_alloc_destroy(fs);
+		return ret;
+	}
+	/* The fixed part of the meta zone is never allocatable, whatever the bitmap says. */
+	for (uint64_t b = meta_start;
+	     b < sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) &&
+	     b - meta_start < a->meta.nbits;
+	     b++)
+		bm_set(&a->meta, b - meta_start, true);
+	bm_exclude_poison(fs, &a->meta, meta_start, fs->dup ? sb64(fs->sb.meta_twin) : 0);
+	a->meta.hint =
+	        sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) - meta_start;
+	bm_set(&a->ino, 0, true); /* ino 1, the root, always */
+
+	fs->sb.free_blocks = htole64(nfree_data);
+	fs->sb.free_meta = htole64(nfree_meta);
+	fs->sb.free_inodes = htole64(nfree_ino);
+	return 0;
+}
+
+void mfs_alloc_destroy(struct mfs *fs)
+{
+	struct mfs_alloc *a = A(fs);
+
+	if (!a)
+		return;
+	fx_free_all(a->by_start);
+	free(a->meta.map);
+	free(a->ino.map);
+	pthread_mutex_destroy(&a->qlock);
+	pthread_mutex_destroy(&fs->alloc_lock);
+	free(a);
+	fs->alloc = NULL;
+}
+
+/* --- data ------------------------------------------------------------------------------ */
+
+static void counter_add(uint64_t *le, int64_t d)
+{
+	*le = htole64(le64toh(*le) + (uint64_t)d);
+}
+
+int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t want,
+                   uint64_t *start, uint64_t *got)
+{
+	struct mfs_alloc *a = A(fs);
+	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
+	uint64_t s = 0, n = 0;
+	struct mfs_fext *f = NULL;
+	int ret;
+
+	if (!txn || !want)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->alloc_lock);
+	if (goal >= data_start && goal < data_start + data_len) {
+		/* At the goal itself (a file growing in place), else the first fit after it. */
+		f = s_floor(a->by_start, goal);
+		if (f && f->start + f->len > goal && f->start + f->len - goal >= want) {
+			s = goal;
+			n = want;
+		} else {
+			f = s_first_fit(a->by_start, goal, want);
+			if (f) {
+				s = f->start;
+				n = want;
+			}
+		}
+	}
+	if (!n) {
+		/* Best fit, else the largest extent there is. */
+		f = z_lower_bound(a->by_size, want);
+		if (!f)
+			f = z_last(a->by_size);
+		if (f) {
+			s = f->start;
+			n = f->len < want ? f->len : want;
+		}
+	}
+	if (!n) {
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return -ENOSPC;
+	}
+	ret = fx_take(a, f, s, n);
+	if (!ret)
+		counter_add(&fs->sb.free_blocks, -(int64_t)n);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	if (ret)
+		return ret;
+
+	ret = bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start), s - data_start, n, true);
+	if (ret) {
+		pthread_mutex_lock(&fs->alloc_lock);
+		if (fx_add(a, s, n) == 0)
+			counter_add(&fs->sb.free_blocks, (int64_t)n);
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return ret;
+	}
+	*start = s;
+	*got = n;
+	return 0;
+}
+
+/* Return clean blocks: bitmap first, then the index (see the top comment). */
+static int free_clean(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+{
+	int ret;
+
+	ret = bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start),
+	                     start - sb64(fs->sb.data_start), len, false);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->alloc_lock);
+	ret = fx_add(A(fs), start, len);
+	if (!ret)
+		counter_add(&fs->sb.free_blocks, (int64_t)len);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return ret;
+}
+
+static struct mfs_btree qtree(struct mfs *fs)
+{
+	struct mfs_btree bt = {.root = sb64(fs->sb.quarantine_root),
+	                       .depth = (uint16_t)le32toh(fs->sb.quarantine_depth),
+	                       .kind = MFS_TREE_QUARANTINE,
+	                       .owner = 0};
+	return bt;
+}
+
+static void qtree_store(struct mfs *fs, const struct mfs_btree *bt)
+{
+	fs->sb.quarantine_root = htole64(bt->root);
+	fs->sb.quarantine_depth = htole32(bt->depth);
+}
+
+/* qlock held: put [start, start + len) (marked used in the bitmap) in the quarantine tree. */
+static int quarantine_insert(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+{
+	struct mfs_btree bt = qtree(fs);
+	uint64_t v = htole64(len);
+	int ret;
+
+	ret = mfs_bt_insert(fs, txn, &bt, start, &v, sizeof(v));
+	qtree_store(fs, &bt);
+	if (!ret)
+		fprintf(stderr, "mendfs: data blocks %llu-%llu are poisoned: quarantined\n",
+		        (unsigned long long)start, (unsigned long long)(start + len - 1));
+	return ret;
+}
+
+int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+{
+	struct mfs_alloc *a = A(fs);
+	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
+	struct mfs_brange *pz;
+	unsigned npz;
+	uint64_t pos = start;
+	bool dup;
+	int ret;
+
+	if (!txn || !len || start < data_start || start + len > data_start + data_len ||
+	    start + len < start)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->alloc_lock);
+	dup = fx_overlaps(a, start, len);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	if (dup) {
+		fprintf(stderr, "mendfs: freeing data blocks %llu-%llu: some are already free\n",
+		        (unsigned long long)start, (unsigned long long)(start + len - 1));
+		return -EUCLEAN;
+	}
+
+	ret = poisoned_blocks(fs, start, len, &pz, &npz);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; ret == 0 && i <= npz; i++) {
+		uint64_t qs = i < npz ? pz[i].start : start + len;
+		uint64_t qe = i < npz ? pz[i].start + pz[i].len : start + len;
+
+		if (qs < start)
+			qs = start;
+		if (qe > start + len)
+			qe = start + len;
+		if (qs > pos)
+			ret = free_clean(fs, txn, pos, qs - pos);
+		if (!ret && qe > qs) {
+			pthread_mutex_lock(&a->qlock);
+			ret = quarantine_insert(fs, txn, qs, qe - qs);
+			pthread_mutex_unlock(&a->qlock);
+		}
+		if (qe > pos)
+			pos = qe;
+	}
+	free(pz);
+	return ret;
+}
+
+struct qcollect {
+	uint64_t end;
+	struct mfs_brange *v;
+	unsigned n, cap;
+	int err;
+};
+
+static int qcollect_add(struct qcollect *c, uint64_t key, uint64_t len)
+{
+	if (c->n == c->cap) {
+		unsigned cap = c->cap ? c->cap * 2 : 16;
+		struct mfs_brange *nv = realloc(c->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		c->v = nv;
+		c->cap = cap;
+	}
+	c->v[c->n].start = key;
+	c->v[c->n].len = len;
+	c->n++;
+	return 0;
+}
+
+static int qcollect_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct qcollect *c = arg;
+	uint64_t v;
+
+	if (key >= c->end)
+		return 1;
+	if (len != sizeof(v)) {
+		c->err = -EUCLEAN;
+		return 1;
+	}
+	memcpy(&v, val, sizeof(v));
+	c->err = qcollect_add(c, key, le64toh(v));
+	return c->err ? 1 : 0;
+}
+
+int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+{
+	struct mfs_alloc *a = A(fs);
+	struct qcollect c = {.end = start + len};
+	struct mfs_btree bt;
+	uint64_t key, v;
+	uint16_t vlen = sizeof(v);
+	int ret = 0;
+
+	if (!txn || !len || start + len < start)
+		return -EINVAL;
+	pthread_mutex_lock(&a->qlock);
+	bt = qtree(fs);
+	if (!bt.root)
+		goto out;
+	/* Entries that intersect [start, start + len): the one before start, and those in it. */
+	ret = mfs_bt_lookup_le(fs, &bt, start, &key, &v, &vlen);
+	if (ret == 0 && key < start && key + le64toh(v) > start)
+		ret = qcollect_add(&c, key, le64toh(v));
+	else if (ret == -ENOENT)
+		ret = 0;
+	if (!ret)
+		ret = mfs_bt_iterate(fs, &bt, start, qcollect_fn, &c);
+	if (ret == 1)
+		ret = 0;
+	if (!ret)
+		ret = c.err;
+
+	for (unsigned i = 0; ret == 0 && i < c.n; i++) {
+		uint64_t es = c.v[i].start, el = c.v[i].len, pos = es;
+		struct mfs_brange *pz;
+		unsigned npz;
+
+		ret = poisoned_blocks(fs, es, el, &pz, &npz);
+		if (ret)
+			break;
+		if (npz == 1 && pz[0].start <= es && pz[0].start + pz[0].len >= es + el) {
+			free(pz); /* still entirely poisoned */
+			continue;
+		}
+		ret = mfs_bt_delete(fs, txn, &bt, es);
+		qtree_store(fs, &bt);
+		/* Clean pieces go back to the free space, poisoned ones stay quarantined. */
+		for (unsigned j = 0; ret == 0 && j <= npz; j++) {
+			uint64_t qs = j < npz ? pz[j].start : es + el;
+			uint64_t qe = j < npz ? pz[j].start + pz[j].len : es + el;
+
+			if (qs < es)
+				qs = es;
+			if (qe > es + el)
+				qe = es + el;
+			if (qs > pos)
+				ret = free_clean(fs, txn, pos, qs - pos);
+			if (!ret && qe > qs) {
+				ret = mfs_bt_insert(fs, txn, &bt, qs, &(uint64_t){htole64(qe - qs)},
+				                    sizeof(uint64_t));
+				qtree_store(fs, &bt);
+			}
+			if (qe > pos)
+				pos = qe;
+		}
+		free(pz);
+	}
+out:
+	pthread_mutex_unlock(&a->qlock);
+	free(c.v);
+	return ret;
+}
+
+/* --- meta zone and inodes ------------------------------------------------------------ */
+
+static int bm_alloc(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint64_t *le_free,
+                    uint64_t *bit)
+{
+	uint64_t i;
+	int ret;
+
+	if (!txn)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->alloc_lock);
+	i = bm_find(m);
+	if (i == UINT64_MAX) {
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return -ENOSPC;
+	}
+	bm_set(m, i, true);
+	m->hint = i + 1;
+	counter_add(le_free, -1);
+	pthread_mutex_unlock(&fs->alloc_lock);
+
+	ret = bm_disk_update(fs, txn, m->disk, i, 1, true);
+	if (ret) {
+		pthread_mutex_lock(&fs->alloc_lock);
+		bm_set(m, i, false);
+		counter_add(le_free, 1);
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return ret;
+	}
+	*bit = i;
+	return 0;
+}
+
+static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint64_t *le_free,
+                   uint64_t i)
+{
+	bool used;
+	int ret;
+
+	if (!txn)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->alloc_lock);
+	used = bm_test(m, i);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	if (!used)
+		return -EUCLEAN;
+	ret = bm_disk_update(fs, txn, m->disk, i, 1, false);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->alloc_lock);
+	bm_set(m, i, false);
+	counter_add(le_free, 1);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return 0;
+}
+
+int mfs_alloc_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t *blocknr)
+{
+	uint64_t i;
+	int ret = bm_alloc(fs, txn, &A(fs)->meta, &fs->sb.free_meta, &i);
+
+	if (!ret)
+		*blocknr = sb64(fs->sb.meta_start) + i;
+	return ret;
+}
+
+int mfs_free_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t blocknr)
+{
+	uint64_t meta_start = sb64(fs->sb.meta_start);
+	uint64_t fixed_end = sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks);
+	int ret;
+
+	if (blocknr < fixed_end || blocknr >= meta_start + sb64(fs->sb.meta_len))
+		return -EINVAL;
+	ret = bm_free(fs, txn, &A(fs)->meta, &fs->sb.free_meta, blocknr - meta_start);
+	if (ret == -EUCLEAN)
+		fprintf(stderr, "mendfs: freeing meta block %llu: already free\n",
+		        (unsigned long long)blocknr);
+	if (!ret)
+		mfs_meta_forget(fs, blocknr);
+	return ret;
+}
+
+int mfs_alloc_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t *ino)
+{
+	uint64_t i;
+	int ret = bm_alloc(fs, txn, &A(fs)->ino, &fs->sb.free_inodes, &i);
+
+	if (!ret)
+		*ino = i + 1;
+	return ret;
+}
+
+int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino)
+{
+	int ret;
+
+	if (ino <= MFS_ROOT_INO || ino > sb64(fs->sb.nr_inodes))
+		return -EINVAL;
+	ret = bm_free(fs, txn, &A(fs)->ino, &fs->sb.free_inodes, ino - 1);
+	if (ret == -EUCLEAN)
+		fprintf(stderr, "mendfs: freeing inode %llu: already free\n",
+		        (unsigned long long)ino);
+	return ret;
+}
