@@ -1,2 +1,794 @@
 /* SPDX-License-Identifier: MIT */
-/* journal.c: being written. */
+/*
+ * The metadata journal: a physical block journal in the style of JBD2.
+ *
+ * Transactions are compound: handles (mfs_txn_begin .. mfs_txn_end) join the
+ * running transaction, and everything they dirty commits atomically.  Commit
+ * closes the running transaction (new handles wait while it drains), takes a
+ * sealed copy of every buffer it dirtied, and writes, in the journal area
+ * (and its twin with metadata_dup: every journal block goes to both):
+ *
+ *   flush (ordered mode: data written before reaches media first)
+ *   descriptor, images..., [descriptor, images...]   (both copies)
+ *   flush
+ *   commit block (both copies)
+ *   flush
+ *
+ * A transaction occupies consecutive journal blocks starting where the
+ * previous one ended, wrapping circularly at the end of the area, so replay
+ * knows where each one starts.  Descriptors carry gen = transaction id and up
+ * to MFS_JOURNAL_TAGS tags (primary block number, XXH3-64 of the image seeded
+ * with csum_seed); the commit carries the image count and XXH3-64 (seeded)
+ * over the tags of every descriptor in order.  After the images of a
+ * descriptor comes either another descriptor of the same transaction or its
+ * commit: replay goes by block type (next_desc is informative: offset 0 is a
+ * valid offset).  Transaction ids are consecutive; replay skips one id after
+ * it stops, so a torn transaction's id is never reused.
+ *
+ * Checkpoint is lazy: committed images wait in memory (their buffers pinned
+ * and dirty) until the journal lacks room for the next commit or
+ * mfs_checkpoint() is called; it writes them in place (both copies) in commit
+ * order, flushes, and persists journal_seq/journal_tail in the superblock.
+ * A transaction larger than the whole journal is refused with -ENOSPC before
+ * anything is written: its buffers are invalidated (re-read from the device).
+ * An I/O error while committing aborts the journal: later commits fail -EIO.
+ *
+ * Locking: j->commit_mutex serialises commit, checkpoint and the journal
+ * space (jhead, jtail, used, the checkpoint list); it is taken before
+ * fs->txn_lock.  txn_lock protects fs->running and each txn's updates and
+ * locked; txn->list_lock (a leaf) protects the txn's buffer list.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "mfs.h"
+
+struct mfs_txn {
+	struct mfs *fs;
+	unsigned updates; /* open handles (txn_lock) */
+	bool locked;      /* being closed by a commit: new handles wait (txn_lock) */
+	pthread_mutex_t list_lock;
+	struct mfs_buf *bufs; /* dirtied buffers, linked by txn_next, referenced (list_lock) */
+	unsigned nr_bufs;
+	unsigned nr_ordered; /* ordered data noted: covered by the commit's first flush */
+};
+
+/* A committed transaction whose images are not yet in place. */
+struct jrec {
+	struct jrec *next;
+	uint64_t id;
+	unsigned n;
+	struct mfs_buf **bufs; /* referenced: pinned until checkpointed */
+	uint8_t *jbuf;         /* descriptors and images as written to the journal */
+	uint32_t *slot;        /* image i is at jbuf + slot[i] * MFS_BLOCK_SIZE */
+};
+
+struct mfs_journal {
+	pthread_mutex_t commit_mutex;
+	struct jrec *ckpt_head, *ckpt_tail;
+	uint64_t used; /* journal blocks between jtail and jhead */
+	int aborted;   /* -errno after a failed commit */
+	uint8_t *cbuf; /* the commit block */
+};
+
+#define JTAGS ((unsigned)MFS_JOURNAL_TAGS)
+
+static inline struct mfs_journal *J(struct mfs *fs)
+{
+	return fs->journal;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void jerr(char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void jerr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Journal blocks a transaction of @n images takes: descriptors, images, commit. */
+static uint64_t txn_blocks(uint64_t n)
+{
+	return (n + JTAGS - 1) / JTAGS + n + 1;
+}
+
+static int write_block_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks)
+{
+	uint64_t twin = mfs_twin(fs, blk);
+	int ret;
+
+	ret = blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, buf,
+	                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
+	if (!ret && twin)
+		ret = blk_write(fs->dev, twin * MFS_SECTORS_PER_BLOCK, buf,
+		                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
+	return ret;
+}
+
+/* Write @nblocks journal blocks at journal offset @off (wrapping), both copies. */
+static int jwrite(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nblocks)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+	uint64_t first = nblocks < sb->journal_len - off ? nblocks : sb->journal_len - off;
+	int ret;
+
+	ret = write_block_both(fs, sb->journal_start + off, buf, first);
+	if (!ret && nblocks > first)
+		ret = write_block_both(fs, sb->journal_start, buf + first * MFS_BLOCK_SIZE,
+		                       nblocks - first);
+	return ret;
+}
+
+/* --- handles ------------------------------------------------------------------ */
+
+int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
+{
+	struct mfs_txn *t;
+	int ret = 0;
+
+	if (fs->read_only)
+		return -EROFS;
+	pthread_mutex_lock(&fs->txn_lock);
+	if (J(fs)->aborted) {
+		ret = J(fs)->aborted;
+		goto out;
+	}
+	while (fs->running && fs->running->locked)
+		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
+	t = fs->running;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		t->fs = fs;
+		pthread_mutex_init(&t->list_lock, NULL);
+		fs->running = t;
+	}
+	t->updates++;
+	*txnp = t;
+out:
+	pthread_mutex_unlock(&fs->txn_lock);
+	return ret;
+}
+
+void mfs_txn_dirty(struct mfs_txn *txn, struct mfs_buf *b)
+{
+	/* b->lock is held by the caller: b->txn is stable */
+	b->dirty = true;
+	if (b->txn == txn)
+		return;
+	b->txn = txn;
+	mfs_buf_get(b); /* the journal's reference: held until checkpoint */
+	pthread_mutex_lock(&txn->list_lock);
+	b->txn_next = txn->bufs;
+	txn->bufs = b;
+	txn->nr_bufs++;
+	pthread_mutex_unlock(&txn->list_lock);
+}
+
+void mfs_txn_ordered(struct mfs_txn *txn)
+{
+	pthread_mutex_lock(&txn->list_lock);
+	txn->nr_ordered++;
+	pthread_mutex_unlock(&txn->list_lock);
+}
+
+int mfs_txn_end(struct mfs_txn *txn)
+{
+	struct mfs *fs = txn->fs;
+	bool big;
+
+	pthread_mutex_lock(&fs->txn_lock);
+	if (--txn->updates == 0)
+		pthread_cond_broadcast(&fs->txn_cond);
+	pthread_mutex_lock(&txn->list_lock);
+	/* past half the journal: commit now, so that it fits after a checkpoint */
+	big = txn_blocks(txn->nr_bufs) * 2 > fs->sb.journal_len;
+	pthread_mutex_unlock(&txn->list_lock);
+	pthread_mutex_unlock(&fs->txn_lock);
+	return big ? mfs_txn_commit(fs) : 0;
+}
+
+/* --- checkpoint ---------------------------------------------------------------- */
+
+static void jrec_free(struct jrec *r)
+{
+	unsigned i;
+
+	for (i = 0; i < r->n; i++)
+		if (r->bufs[i])
+			mfs_buf_put(r->bufs[i]);
+	free(r->bufs);
+	free(r->slot);
+	free(r->jbuf);
+	free(r);
+}
+
+/* Release a checkpointed record: its buffers are clean unless journaled again since. */
+static void jrec_done(struct jrec *r)
+{
+	unsigned i;
+
+	for (i = 0; i < r->n; i++) {
+		struct mfs_buf *b = r->bufs[i];
+
+		pthread_mutex_lock(&b->lock);
+		if (!b->txn && b->jgen == r->id)
+			b->dirty = false;
+		pthread_mutex_unlock(&b->lock);
+	}
+	jrec_free(r);
+}
+
+/* commit_mutex held */
+static int __checkpoint(struct mfs *fs)
+{
+	struct mfs_journal *j = J(fs);
+	struct jrec *r;
+	unsigned i;
+	int ret;
+
+	if (!j->ckpt_head && fs->sb.journal_tail == fs->jhead &&
+	    fs->sb.journal_seq == fs->next_txid)
+		return 0;
+	for (r = j->ckpt_head; r; r = r->next) {
+		for (i = 0; i < r->n; i++) {
+			ret = write_block_both(fs, r->bufs[i]->blocknr,
+			                       r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE, 1);
+			if (ret) {
+				fprintf(stderr,
+				        "mendfs: checkpoint: writing metadata block %llu failed: "
+				        "%s\n",
+				        (unsigned long long)r->bufs[i]->blocknr, strerror(-ret));
+				return ret;
+			}
+			atomic_fetch_add(&fs->stats.meta_writes, 1);
+		}
+	}
+	ret = blk_flush(fs->dev);
+	if (ret)
+		return ret;
+	/* everything up to jhead is in place: the journal is empty */
+	fs->sb.journal_seq = fs->next_txid;
+	fs->sb.journal_tail = fs->jhead;
+	ret = mfs_super_write(fs);
+	if (ret)
+		return ret;
+	fs->jtail = fs->jhead;
+	j->used = 0;
+	while ((r = j->ckpt_head)) {
+		j->ckpt_head = r->next;
+		jrec_done(r);
+	}
+	j->ckpt_tail = NULL;
+	atomic_fetch_add(&fs->stats.checkpoints, 1);
+	return 0;
+}
+
+int mfs_checkpoint(struct mfs *fs)
+{
+	int ret;
+
+	if (fs->read_only)
+		return 0;
+	pthread_mutex_lock(&J(fs)->commit_mutex);
+	ret = __checkpoint(fs);
+	pthread_mutex_unlock(&J(fs)->commit_mutex);
+	return ret;
+}
+
+/* --- commit -------------------------------------------------------------------- */
+
+/*
+ * Refuse a closed transaction (txn_lock held): nothing of it reaches the
+ * device, and its buffers are re-read from the device on next use.
+ */
+static void __txn_discard(struct mfs_txn *t)
+{
+	struct mfs_buf *b, *next;
+
+	for (b = t->bufs; b; b = next) {
+		next = b->txn_next;
+		pthread_mutex_lock(&b->lock);
+		b->txn = NULL;
+		b->txn_next = NULL;
+		b->uptodate = false;
+		b->dirty = false;
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+	}
+	t->bufs = NULL;
+}
+
+static void txn_free(struct mfs_txn *t)
+{
+	pthread_mutex_destroy(&t->list_lock);
+	free(t);
+}
+
+/* Lay out and fill the journal image of @r (@n buffers of closed @t): txn_lock held. */
+static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, uint64_t id,
+                           uint64_t head)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+	uint64_t jlen = sb->journal_len;
+	struct mfs_journal_desc *d = NULL;
+	struct mfs_buf *b, *next;
+	unsigned i = 0, s = 0;
+
+	for (b = t->bufs; b; b = next, i++) {
+		uint8_t *img;
+		struct mfs_meta_hdr *hdr;
+
+		next = b->txn_next;
+		if (i % JTAGS == 0) {
+			/* a descriptor, then up to JTAGS images */
+			if (d)
+				d->next_desc = (head + s) % jlen;
+			d = (struct mfs_journal_desc *)(r->jbuf + (size_t)s * MFS_BLOCK_SIZE);
+			d->hdr.magic = MFS_META_MAGIC;
+			d->hdr.type = MFS_T_JOURNAL_DESC;
+			d->hdr.blocknr = sb->journal_start + (head + s) % jlen;
+			d->hdr.gen = id;
+			s++;
+		}
+		img = r->jbuf + (size_t)s * MFS_BLOCK_SIZE;
+		pthread_mutex_lock(&b->lock);
+		hdr = (struct mfs_meta_hdr *)b->data;
+		hdr->gen = id;
+		hdr->blocknr = b->blocknr;
+		mfs_block_seal(b->data, fs->seed);
+		memcpy(img, b->data, MFS_BLOCK_SIZE);
+		b->txn = NULL;
+		b->txn_next = NULL;
+		b->jgen = id;
+		pthread_mutex_unlock(&b->lock);
+		r->bufs[i] = b; /* the txn's reference moves to the record */
+		r->slot[i] = s;
+		d->tags[d->hdr.nr_items].blocknr = b->blocknr;
+		d->tags[d->hdr.nr_items].csum = XXH3_64bits_withSeed(img, MFS_BLOCK_SIZE, fs->seed);
+		d->hdr.nr_items++;
+		s++;
+	}
+	t->bufs = NULL;
+}
+
+/* Seal the descriptors of @r and fill the commit block.  Returns 0 or -ENOMEM. */
+static int build_commit(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t ndesc,
+                        uint8_t *cbuf)
+{
+	struct mfs_journal_commit *c = (struct mfs_journal_commit *)cbuf;
+	struct mfs_journal_tag *tags;
+	uint64_t k, nt = 0;
+
+	tags = malloc((size_t)r->n * sizeof(*tags));
+	if (!tags)
+		return -ENOMEM;
+	/* descriptor k sits at slot k * (JTAGS + 1), its images after it */
+	for (k = 0; k < ndesc; k++) {
+		struct mfs_journal_desc *d =
+		        (struct mfs_journal_desc *)(r->jbuf +
+		                                    (size_t)k * (JTAGS + 1) * MFS_BLOCK_SIZE);
+
+		memcpy(&tags[nt], d->tags, d->hdr.nr_items * sizeof(*tags));
+		nt += d->hdr.nr_items;
+		mfs_block_seal(d, fs->seed);
+	}
+	assert(nt == r->n);
+	memset(cbuf, 0, MFS_BLOCK_SIZE);
+	c->hdr.magic = MFS_META_MAGIC;
+	c->hdr.type = MFS_T_JOURNAL_COMMIT;
+	c->hdr.blocknr = fs->sb.journal_start + (head + ndesc + r->n) % fs->sb.journal_len;
+	c->hdr.gen = r->id;
+	c->nr_blocks = r->n;
+	c->txn_csum = XXH3_64bits_withSeed(tags, (size_t)r->n * sizeof(*tags), fs->seed);
+	c->commit_time_ns = now_ns();
+	mfs_block_seal(c, fs->seed);
+	free(tags);
+	return 0;
+}
+
+/* Write @r (prepared at @head) to the journal: the ordered-mode sequence. */
+static int commit_write(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t ndesc,
+                        const uint8_t *cbuf)
+{
+	int ret;
+
+	ret = blk_flush(fs->dev); /* ordered data first */
+	if (!ret)
+		ret = jwrite(fs, head, r->jbuf, ndesc + r->n);
+	if (!ret)
+		ret = blk_flush(fs->dev);
+	if (!ret)
+		ret = jwrite(fs, (head + ndesc + r->n) % fs->sb.journal_len, cbuf, 1);
+	if (!ret)
+		ret = blk_flush(fs->dev);
+	return ret;
+}
+
+int mfs_txn_commit(struct mfs *fs)
+{
+	struct mfs_journal *j = J(fs);
+	uint64_t n, ndesc, total, id, head;
+	struct mfs_txn *t;
+	struct jrec *r = NULL;
+	int ret = 0;
+
+	if (fs->read_only)
+		return 0;
+	pthread_mutex_lock(&j->commit_mutex);
+	pthread_mutex_lock(&fs->txn_lock);
+	t = fs->running;
+	if (!t)
+		goto unlock_txn;
+	/* close it: new handles wait until its content is copied */
+	t->locked = true;
+	while (t->updates)
+		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
+	fs->running = NULL;
+	n = t->nr_bufs;
+	if (n == 0)
+		goto done_txn;
+	if (j->aborted) {
+		ret = j->aborted;
+		__txn_discard(t);
+		goto done_txn;
+	}
+	ndesc = (n + JTAGS - 1) / JTAGS;
+	total = ndesc + n + 1;
+	if (total > fs->sb.journal_len) {
+		/* never fits: refuse it whole (splitting would break atomicity) */
+		fprintf(stderr,
+		        "mendfs: transaction of %llu blocks does not fit the journal (%llu "
+		        "blocks): refused\n",
+		        (unsigned long long)n, (unsigned long long)fs->sb.journal_len);
+		ret = __checkpoint(fs); /* so that re-reads see everything committed */
+		__txn_discard(t);
+		ret = ret ? ret : -ENOSPC;
+		goto done_txn;
+	}
+	if (j->used + total > fs->sb.journal_len) {
+		ret = __checkpoint(fs);
+		if (ret) {
+			fprintf(stderr, "mendfs: checkpoint failed (%s): journal aborted\n",
+			        strerror(-ret));
+			j->aborted = ret;
+			__txn_discard(t);
+			goto done_txn;
+		}
+	}
+	r = calloc(1, sizeof(*r));
+	if (r) {
+		r->bufs = calloc(n, sizeof(*r->bufs));
+		r->slot = calloc(n, sizeof(*r->slot));
+		if (posix_memalign((void **)&r->jbuf, MFS_BLOCK_SIZE,
+		                   (size_t)(ndesc + n) * MFS_BLOCK_SIZE))
+			r->jbuf = NULL;
+	}
+	if (!r || !r->bufs || !r->slot || !r->jbuf) {
+		if (r) {
+			r->n = 0;
+			jrec_free(r);
+			r = NULL;
+		}
+		ret = -ENOMEM;
+		__txn_discard(t);
+		goto done_txn;
+	}
+	memset(r->jbuf, 0, (size_t)(ndesc + n) * MFS_BLOCK_SIZE);
+	id = fs->next_txid;
+	head = fs->jhead;
+	r->id = id;
+	r->n = (unsigned)n;
+	__txn_snapshot(fs, t, r, id, head);
+done_txn:
+	pthread_cond_broadcast(&fs->txn_cond);
+	pthread_mutex_unlock(&fs->txn_lock);
+	txn_free(t);
+	if (!r)
+		goto out;
+
+	/* the I/O, from the copies: new handles already run */
+	ret = build_commit(fs, r, head, ndesc, j->cbuf);
+	if (!ret)
+		ret = commit_write(fs, r, head, ndesc, j->cbuf);
+	if (ret) {
+		fprintf(stderr, "mendfs: commit of transaction %llu failed (%s): journal aborted\n",
+		        (unsigned long long)id, strerror(-ret));
+		j->aborted = ret;
+		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
+		goto out;
+	}
+	fs->next_txid = id + 1;
+	fs->jhead = (head + total) % fs->sb.journal_len;
+	j->used += total;
+	if (j->ckpt_tail)
+		j->ckpt_tail->next = r;
+	else
+		j->ckpt_head = r;
+	j->ckpt_tail = r;
+	atomic_fetch_add(&fs->stats.commits, 1);
+	atomic_fetch_add(&fs->stats.journal_blocks, total);
+	goto out;
+unlock_txn:
+	pthread_mutex_unlock(&fs->txn_lock);
+out:
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+/* --- setup ------------------------------------------------------------------------ */
+
+int mfs_journal_init(struct mfs *fs)
+{
+	struct mfs_journal *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	if (posix_memalign((void **)&j->cbuf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE)) {
+		free(j);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&j->commit_mutex, NULL);
+	pthread_mutex_init(&fs->txn_lock, NULL);
+	pthread_cond_init(&fs->txn_cond, NULL);
+	fs->running = NULL;
+	/* the journal was replayed: it is empty from journal_tail on */
+	fs->next_txid = fs->sb.journal_seq;
+	fs->jhead = fs->jtail = fs->sb.journal_tail;
+	fs->journal = j;
+	return 0;
+}
+
+void mfs_journal_destroy(struct mfs *fs)
+{
+	struct mfs_journal *j = J(fs);
+	struct jrec *r;
+
+	if (!j)
+		return;
+	/* uncheckpointed transactions are in the journal: replay applies them */
+	while ((r = j->ckpt_head)) {
+		j->ckpt_head = r->next;
+		jrec_free(r);
+	}
+	if (fs->running) {
+		__txn_discard(fs->running);
+		txn_free(fs->running);
+		fs->running = NULL;
+	}
+	pthread_mutex_destroy(&j->commit_mutex);
+	pthread_mutex_destroy(&fs->txn_lock);
+	pthread_cond_destroy(&fs->txn_cond);
+	free(j->cbuf);
+	free(j);
+	fs->journal = NULL;
+}
+
+/* --- replay ------------------------------------------------------------------------ */
+
+/*
+ * Read journal block @off as a descriptor or commit of transaction @id: the
+ * primary, else its twin.  Returns the block's type, or 0 if neither copy is
+ * one (not written, torn, stale, poisoned).
+ */
+static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void *buf, bool *media)
+{
+	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
+	unsigned c;
+
+	for (c = 0; c < 2 && where[c]; c++) {
+		const struct mfs_meta_hdr *hdr = buf;
+
+		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
+			*media = true;
+			continue;
+		}
+		if (mfs_block_verify(buf, fs->seed, 0, blk) || hdr->gen != id)
+			continue;
+		if (hdr->type == MFS_T_JOURNAL_DESC &&
+		    (hdr->nr_items == 0 || hdr->nr_items > JTAGS))
+			continue;
+		if (hdr->type == MFS_T_JOURNAL_DESC || hdr->type == MFS_T_JOURNAL_COMMIT)
+			return hdr->type;
+	}
+	return 0;
+}
+
+/* Read the image at journal offset @off that must hash to @csum: primary, else twin. */
+static bool replay_read_image(struct mfs *fs, uint64_t off, uint64_t csum, void *buf, bool *media)
+{
+	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
+	unsigned c;
+
+	for (c = 0; c < 2 && where[c]; c++) {
+		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
+			*media = true;
+			continue;
+		}
+		if (XXH3_64bits_withSeed(buf, MFS_BLOCK_SIZE, fs->seed) == csum)
+			return true;
+	}
+	return false;
+}
+
+struct replay_txn {
+	uint64_t n, cap;              /* images */
+	struct mfs_journal_tag *tags; /* n of them, in order */
+	uint8_t *imgs;                /* n blocks */
+	uint64_t blocks;              /* journal blocks, commit included */
+};
+
+static int replay_grow(struct replay_txn *rt, uint64_t need)
+{
+	uint64_t cap = rt->cap ? rt->cap : 64;
+	void *p;
+
+	if (need <= rt->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(rt->tags, cap * sizeof(*rt->tags));
+	if (!p)
+		return -ENOMEM;
+	rt->tags = p;
+	p = realloc(rt->imgs, cap * MFS_BLOCK_SIZE);
+	if (!p)
+		return -ENOMEM;
+	rt->imgs = p;
+	rt->cap = cap;
+	return 0;
+}
+
+/*
+ * Parse transaction @id starting at journal offset @off, reading at most
+ * @room blocks.  Returns 1 if it is complete and intact, 0 if not (the crash
+ * point), -ENOMEM.
+ */
+static int replay_parse(struct mfs *fs, uint64_t off, uint64_t id, uint64_t room,
+                        struct replay_txn *rt, uint8_t *blk, bool *media, char *err, size_t errlen)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+	uint64_t jlen = sb->journal_len, pos = 0;
+	const struct mfs_journal_commit *c = (const void *)blk;
+	const struct mfs_journal_desc *d = (const void *)blk;
+	uint16_t type;
+	uint32_t i;
+
+	rt->n = 0;
+	for (;;) {
+		if (pos >= room)
+			return 0;
+		type = replay_read_ctl(fs, (off + pos) % jlen, id, blk, media);
+		pos++;
+		if (type == MFS_T_JOURNAL_COMMIT)
+			break;
+		if (type != MFS_T_JOURNAL_DESC || pos + d->hdr.nr_items > room)
+			return 0;
+		if (replay_grow(rt, rt->n + d->hdr.nr_items))
+			return -ENOMEM;
+		for (i = 0; i < d->hdr.nr_items; i++) {
+			const struct mfs_journal_tag *tag = &d->tags[i];
+
+			if (tag->blocknr < sb->meta_start ||
+			    tag->blocknr - sb->meta_start >= sb->meta_len) {
+				jerr(err, errlen,
+				     "journal transaction %llu targets block %llu outside the "
+				     "metadata zone: not replayed",
+				     (unsigned long long)id, (unsigned long long)tag->blocknr);
+				return 0;
+			}
+			rt->tags[rt->n + i] = *tag;
+		}
+		/* d lives in blk, which the image reads below do not touch */
+		for (i = 0; i < d->hdr.nr_items; i++) {
+			if (!replay_read_image(fs, (off + pos) % jlen, rt->tags[rt->n].csum,
+			                       rt->imgs + rt->n * MFS_BLOCK_SIZE, media))
+				return 0;
+			rt->n++;
+			pos++;
+		}
+	}
+	if (c->nr_blocks != rt->n || rt->n == 0 ||
+	    c->txn_csum != XXH3_64bits_withSeed(rt->tags, rt->n * sizeof(*rt->tags), fs->seed))
+		return 0;
+	rt->blocks = pos;
+	return 1;
+}
+
+int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
+                       size_t errlen)
+{
+	struct mfs fs = {.dev = dev, .sb = *sb, .seed = sb->csum_seed, .read_only = dry_run};
+	struct replay_txn rt = {0};
+	uint64_t jlen = sb->journal_len, off = sb->journal_tail, id = sb->journal_seq;
+	uint64_t scanned = 0, i;
+	bool media = false;
+	uint8_t *blk = NULL;
+	int count = 0, ret = 0;
+
+	if (err && errlen)
+		err[0] = '\0';
+	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
+	if (jlen < 3 || off >= jlen) {
+		jerr(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
+		     (unsigned long long)off, (unsigned long long)jlen);
+		return -EUCLEAN;
+	}
+	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	while (scanned < jlen) {
+		ret = replay_parse(&fs, off, id, jlen - scanned, &rt, blk, &media, err, errlen);
+		if (ret <= 0)
+			break;
+		if (!dry_run) {
+			for (i = 0; i < rt.n; i++) {
+				ret = write_block_both(&fs, rt.tags[i].blocknr,
+				                       rt.imgs + i * MFS_BLOCK_SIZE, 1);
+				if (ret) {
+					jerr(err, errlen,
+					     "journal replay: writing block %llu of transaction "
+					     "%llu failed: %s",
+					     (unsigned long long)rt.tags[i].blocknr,
+					     (unsigned long long)id, strerror(-ret));
+					goto out;
+				}
+			}
+		}
+		count++;
+		id++;
+		off = (off + rt.blocks) % jlen;
+		scanned += rt.blocks;
+	}
+	if (ret < 0)
+		goto out;
+	if (media && err && errlen && !err[0])
+		jerr(err, errlen,
+		     "journal replay stopped at transaction %llu (offset %llu): media errors in "
+		     "the journal",
+		     (unsigned long long)id, (unsigned long long)off);
+	ret = 0;
+	if (!dry_run && count > 0) {
+		ret = blk_flush(dev);
+		if (ret)
+			goto out;
+		/* skip one id: blocks of a torn transaction @id can never be taken for a later one
+		 */
+		fs.sb.journal_seq = id + 1;
+		fs.sb.journal_tail = off;
+		ret = mfs_super_write(&fs);
+		if (ret) {
+			jerr(err, errlen, "journal replay: writing the superblock failed: %s",
+			     strerror(-ret));
+			goto out;
+		}
+		*sb = fs.sb;
+	}
+out:
+	free(blk);
+	free(rt.tags);
+	free(rt.imgs);
+	return ret < 0 ? ret : count;
+}

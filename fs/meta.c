@@ -1,2 +1,417 @@
 /* SPDX-License-Identifier: MIT */
-/* meta.c: being written. */
+/*
+ * The metadata buffer cache: one buffer per metadata block, found by block
+ * number in a hash table, counted by references.  Clean unreferenced buffers
+ * sit on an LRU list and are evicted past max_bufs; buffers the journal holds
+ * (dirty: in a transaction or awaiting checkpoint) keep a reference and are
+ * never evicted.
+ *
+ * Reads are verified (magic, type, self-location, checksum).  With
+ * metadata_dup a copy that is corrupt or sits on poison is read from its twin,
+ * and the bad copy is rewritten in place from the good one: a whole-block
+ * write clears poison (the engine's slow path).  Both copies bad: -EIO if
+ * poison was met, else -EUCLEAN, logged with the block number.
+ *
+ * Locking: fs->cache_lock protects the hash, the LRU, nr_bufs and every
+ * reference count transition to or from zero; b->lock (the content lock)
+ * protects data, uptodate, dirty and txn.  Order: b->lock -> cache_lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mfs.h"
+
+uint64_t mfs_twin(const struct mfs *fs, uint64_t blk)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+
+	if (!fs->dup)
+		return 0;
+	if (blk >= sb->meta_start && blk - sb->meta_start < sb->meta_len)
+		return blk - sb->meta_start + sb->meta_twin;
+	if (blk >= sb->journal_start && blk - sb->journal_start < sb->journal_len)
+		return blk - sb->journal_start + sb->journal_twin;
+	return 0;
+}
+
+static inline unsigned hash_slot(const struct mfs *fs, uint64_t blocknr)
+{
+	return (unsigned)((blocknr * 0x9e3779b97f4a7c15ull) >> 32) & (fs->hash_size - 1);
+}
+
+int mfs_cache_init(struct mfs *fs, unsigned max_bufs)
+{
+	unsigned size = 64;
+
+	if (max_bufs < 16)
+		max_bufs = 16;
+	while (size < max_bufs && size < (1u << 24))
+		size <<= 1;
+	fs->hash = calloc(size, sizeof(*fs->hash));
+	if (!fs->hash)
+		return -ENOMEM;
+	fs->hash_size = size;
+	fs->nr_bufs = 0;
+	fs->max_bufs = max_bufs;
+	fs->lru_head = fs->lru_tail = NULL;
+	/* the cache is set up once the superblock is known */
+	fs->seed = fs->sb.csum_seed;
+	fs->dup = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
+	pthread_mutex_init(&fs->cache_lock, NULL);
+	return 0;
+}
+
+static void buf_free(struct mfs_buf *b)
+{
+	pthread_mutex_destroy(&b->lock);
+	free(b->data);
+	free(b);
+}
+
+void mfs_cache_destroy(struct mfs *fs)
+{
+	unsigned i;
+
+	if (!fs->hash)
+		return;
+	for (i = 0; i < fs->hash_size; i++) {
+		struct mfs_buf *b, *next;
+
+		for (b = fs->hash[i]; b; b = next) {
+			next = b->hnext;
+			buf_free(b);
+		}
+	}
+	free(fs->hash);
+	fs->hash = NULL;
+	fs->nr_bufs = 0;
+	fs->lru_head = fs->lru_tail = NULL;
+	pthread_mutex_destroy(&fs->cache_lock);
+}
+
+/* --- hash and LRU, cache_lock held --------------------------------------------- */
+
+static struct mfs_buf *__hash_find(struct mfs *fs, uint64_t blocknr)
+{
+	struct mfs_buf *b;
+
+	for (b = fs->hash[hash_slot(fs, blocknr)]; b; b = b->hnext)
+		if (b->blocknr == blocknr)
+			return b;
+	return NULL;
+}
+
+static void __hash_del(struct mfs *fs, struct mfs_buf *b)
+{
+	struct mfs_buf **pp = &fs->hash[hash_slot(fs, b->blocknr)];
+
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	b->hnext = NULL;
+	fs->nr_bufs--;
+}
+
+static bool __on_lru(struct mfs *fs, struct mfs_buf *b)
+{
+	return b->lru_prev || fs->lru_head == b;
+}
+
+static void __lru_del(struct mfs *fs, struct mfs_buf *b)
+{
+	if (!__on_lru(fs, b))
+		return;
+	if (b->lru_prev)
+		b->lru_prev->lru_next = b->lru_next;
+	else
+		fs->lru_head = b->lru_next;
+	if (b->lru_next)
+		b->lru_next->lru_prev = b->lru_prev;
+	else
+		fs->lru_tail = b->lru_prev;
+	b->lru_prev = b->lru_next = NULL;
+}
+
+static void __lru_add_tail(struct mfs *fs, struct mfs_buf *b)
+{
+	b->lru_next = NULL;
+	b->lru_prev = fs->lru_tail;
+	if (fs->lru_tail)
+		fs->lru_tail->lru_next = b;
+	else
+		fs->lru_head = b;
+	fs->lru_tail = b;
+}
+
+/* Evict clean unreferenced buffers, oldest first, until within max_bufs. */
+static struct mfs_buf *__evict(struct mfs *fs)
+{
+	struct mfs_buf *victims = NULL;
+
+	while (fs->nr_bufs > fs->max_bufs && fs->lru_head) {
+		struct mfs_buf *b = fs->lru_head;
+
+		__lru_del(fs, b);
+		__hash_del(fs, b);
+		b->hnext = victims;
+		victims = b;
+	}
+	return victims;
+}
+
+static void free_list(struct mfs_buf *b)
+{
+	struct mfs_buf *next;
+
+	for (; b; b = next) {
+		next = b->hnext;
+		buf_free(b);
+	}
+}
+
+static struct mfs_buf *buf_alloc(struct mfs *fs, uint64_t blocknr)
+{
+	struct mfs_buf *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	if (posix_memalign((void **)&b->data, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE)) {
+		free(b);
+		return NULL;
+	}
+	b->fs = fs;
+	b->blocknr = blocknr;
+	atomic_init(&b->ref, 1);
+	pthread_mutex_init(&b->lock, NULL);
+	return b;
+}
+
+/* Find or insert the buffer of @blocknr, referenced.  Not necessarily uptodate. */
+static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
+{
+	struct mfs_buf *b, *fresh = NULL, *victims;
+
+	pthread_mutex_lock(&fs->cache_lock);
+	b = __hash_find(fs, blocknr);
+	if (!b) {
+		/* allocate outside the lock, then look again */
+		pthread_mutex_unlock(&fs->cache_lock);
+		fresh = buf_alloc(fs, blocknr);
+		if (!fresh)
+			return -ENOMEM;
+		pthread_mutex_lock(&fs->cache_lock);
+		b = __hash_find(fs, blocknr);
+	}
+	if (b) {
+		__lru_del(fs, b);
+		atomic_fetch_add(&b->ref, 1);
+		victims = NULL;
+	} else {
+		b = fresh;
+		fresh = NULL;
+		b->hnext = fs->hash[hash_slot(fs, blocknr)];
+		fs->hash[hash_slot(fs, blocknr)] = b;
+		fs->nr_bufs++;
+		victims = __evict(fs);
+	}
+	pthread_mutex_unlock(&fs->cache_lock);
+	if (fresh)
+		buf_free(fresh);
+	free_list(victims);
+	*bp = b;
+	return 0;
+}
+
+void mfs_buf_get(struct mfs_buf *b)
+{
+	atomic_fetch_add(&b->ref, 1);
+}
+
+/*
+ * The last reference: a clean uptodate buffer goes to the LRU, one that never
+ * became uptodate (failed read) leaves the cache, a dirty one stays (the
+ * journal keeps its own reference while it needs the buffer).
+ */
+void mfs_buf_put(struct mfs_buf *b)
+{
+	struct mfs *fs = b->fs;
+	struct mfs_buf *victims = NULL;
+
+	pthread_mutex_lock(&fs->cache_lock);
+	if (atomic_fetch_sub(&b->ref, 1) == 1) {
+		if (!b->uptodate && !b->dirty) {
+			__hash_del(fs, b);
+			b->hnext = NULL;
+			victims = b;
+		} else if (!b->dirty) {
+			__lru_add_tail(fs, b);
+			victims = __evict(fs);
+		}
+	}
+	pthread_mutex_unlock(&fs->cache_lock);
+	free_list(victims);
+}
+
+/* --- verified reads with twin fallback ------------------------------------------ */
+
+enum copy_state {
+	COPY_OK,
+	COPY_MEDIA,   /* poison or another read error */
+	COPY_CORRUPT, /* read, but failed its checks */
+};
+
+static enum copy_state read_copy(struct mfs *fs, uint64_t where, uint64_t blocknr, uint16_t type,
+                                 void *buf)
+{
+	if (blk_read(fs->dev, where * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0))
+		return COPY_MEDIA;
+	if (mfs_block_verify(buf, fs->seed, type, blocknr))
+		return COPY_CORRUPT;
+	return COPY_OK;
+}
+
+static const char *copy_state_name(enum copy_state st)
+{
+	return st == COPY_MEDIA ? "media error" : st == COPY_CORRUPT ? "corrupt" : "valid";
+}
+
+/* Read @b's block into b->data (b->lock held).  Returns 0, -EIO or -EUCLEAN. */
+static int __buf_read(struct mfs *fs, struct mfs_buf *b, uint16_t type)
+{
+	uint64_t twin = mfs_twin(fs, b->blocknr);
+	enum copy_state p, t;
+
+	atomic_fetch_add(&fs->stats.meta_reads, 1);
+	p = read_copy(fs, b->blocknr, b->blocknr, type, b->data);
+	if (p == COPY_OK)
+		return 0;
+	if (!twin) {
+		fprintf(stderr, "mendfs: metadata block %llu: %s, no twin (metadata_dup off)\n",
+		        (unsigned long long)b->blocknr, copy_state_name(p));
+		atomic_fetch_add(&fs->stats.meta_lost, 1);
+		return p == COPY_MEDIA ? -EIO : -EUCLEAN;
+	}
+	t = read_copy(fs, twin, b->blocknr, type, b->data);
+	if (t != COPY_OK) {
+		fprintf(stderr,
+		        "mendfs: metadata block %llu lost: primary %s, twin (block %llu) %s\n",
+		        (unsigned long long)b->blocknr, copy_state_name(p),
+		        (unsigned long long)twin, copy_state_name(t));
+		atomic_fetch_add(&fs->stats.meta_lost, 1);
+		return p == COPY_MEDIA || t == COPY_MEDIA ? -EIO : -EUCLEAN;
+	}
+	/* heal: a whole-block write of the good copy replaces (and un-poisons) the bad one */
+	if (!fs->read_only) {
+		int ret = blk_write(fs->dev, b->blocknr * MFS_SECTORS_PER_BLOCK, b->data,
+		                    MFS_BLOCK_SIZE, 0);
+
+		if (ret) {
+			fprintf(stderr,
+			        "mendfs: metadata block %llu: %s, repair from twin %llu "
+			        "failed: %s\n",
+			        (unsigned long long)b->blocknr, copy_state_name(p),
+			        (unsigned long long)twin, strerror(-ret));
+		} else {
+			atomic_fetch_add(&fs->stats.meta_repairs, 1);
+			fprintf(stderr,
+			        "mendfs: metadata block %llu: %s, repaired from twin %llu\n",
+			        (unsigned long long)b->blocknr, copy_state_name(p),
+			        (unsigned long long)twin);
+		}
+	}
+	return 0;
+}
+
+int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp)
+{
+	struct mfs_buf *b;
+	int ret;
+
+	ret = buf_lookup(fs, blocknr, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	if (!b->uptodate) {
+		ret = __buf_read(fs, b, type);
+		if (!ret) {
+			b->uptodate = true;
+			b->type = ((struct mfs_meta_hdr *)b->data)->type;
+		}
+	} else if (type && b->type != type) {
+		fprintf(stderr, "mendfs: metadata block %llu is of type %u, expected %u\n",
+		        (unsigned long long)blocknr, b->type, type);
+		ret = -EUCLEAN;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (ret) {
+		mfs_buf_put(b);
+		return ret;
+	}
+	*bp = b;
+	return 0;
+}
+
+int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
+                 struct mfs_buf **bp)
+{
+	struct mfs_meta_hdr *hdr;
+	struct mfs_buf *b;
+	int ret;
+
+	ret = buf_lookup(fs, blocknr, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memset(b->data, 0, MFS_BLOCK_SIZE);
+	hdr = (struct mfs_meta_hdr *)b->data;
+	hdr->magic = MFS_META_MAGIC;
+	hdr->type = type;
+	hdr->blocknr = blocknr;
+	hdr->owner = owner;
+	b->type = type;
+	b->uptodate = true;
+	pthread_mutex_unlock(&b->lock);
+	*bp = b;
+	return 0;
+}
+
+int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b)
+{
+	uint64_t twin = mfs_twin(fs, b->blocknr);
+	int ret, ret2 = 0;
+
+	if (fs->read_only)
+		return -EROFS;
+	ret = blk_write(fs->dev, b->blocknr * MFS_SECTORS_PER_BLOCK, b->data, MFS_BLOCK_SIZE, 0);
+	if (twin)
+		ret2 = blk_write(fs->dev, twin * MFS_SECTORS_PER_BLOCK, b->data, MFS_BLOCK_SIZE, 0);
+	atomic_fetch_add(&fs->stats.meta_writes, 1);
+	if (ret || ret2) {
+		fprintf(stderr, "mendfs: writing metadata block %llu (twin %llu) failed: %s\n",
+		        (unsigned long long)b->blocknr, (unsigned long long)twin,
+		        strerror(-(ret ? ret : ret2)));
+		return ret ? ret : ret2;
+	}
+	if (!b->txn)
+		b->dirty = false;
+	return 0;
+}
+
+void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
+{
+	struct mfs_buf *b, *victim = NULL;
+
+	pthread_mutex_lock(&fs->cache_lock);
+	b = __hash_find(fs, blocknr);
+	/* a referenced buffer stays: its holder (or the journal) still uses it */
+	if (b && atomic_load(&b->ref) == 0) {
+		__lru_del(fs, b);
+		__hash_del(fs, b);
+		victim = b;
+	}
+	pthread_mutex_unlock(&fs->cache_lock);
+	if (victim)
+		buf_free(victim);
+}

@@ -103,6 +103,7 @@ int mfs_super_write(struct mfs *fs);
 /* --- metadata buffers (meta.c) ----------------------------------------------------- */
 
 struct mfs_buf {
+	struct mfs *fs;	  /* the cache it belongs to (for mfs_buf_put) */
 	uint64_t blocknr; /* primary location */
 	uint8_t *data;	  /* MFS_BLOCK_SIZE bytes, aligned */
 	_Atomic int ref;

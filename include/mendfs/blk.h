@@ -253,6 +253,16 @@ struct blk_qos_ops {
 };
 void blk_dev_set_qos(struct blk_dev *dev, const struct blk_qos_ops *ops, void *priv);
 
+/*
+ * Write tap (crash tests, like dm-log-writes): @fn is called for every WRITE,
+ * WRITE_ZEROES and FLUSH bio that completes successfully, in completion order,
+ * one call at a time, with the bio's data readable during the call.  NULL
+ * detaches.  Only while the device is idle and no other thread submits:
+ * -EBUSY otherwise.  Detached, it costs nothing.  Returns 0 or -errno.
+ */
+int blk_dev_set_write_tap(struct blk_dev *dev, void (*fn)(void *priv, const struct blk_bio *bio),
+			  void *priv);
+
 /* Statistics, summed over threads and queues when read. */
 struct blk_stats {
 	uint64_t ios[BLK_OP_MAX];   /* bios submitted per op */
