@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the allocators (fs/alloc.c) on an image made by the built
+ * mkfs.mendfs ($MKFS_MENDFS, else beside the test binary), opened the way the
+ * daemon does: superblock, buffer cache, journal, allocators.
+ *
+ * Data: one contiguous extent on an empty fs, the goal honoured (and the
+ * first fit after it), best fit among holes, ENOSPC exactly when full and
+ * recovery after frees, poisoned frees quarantined and not reallocated until
+ * released once clean, 4 threads never handed overlapping blocks.  Meta and
+ * inodes: ranges, reuse, double frees refused.  After each test the free
+ * counters equal a recount of the bitmaps.
+ */
+#include <check.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mfs.h"
+
+static char dir[64], img[128];
+static struct mfs *fs;
+static uint64_t data_start, data_len;
+
+static void mkfs_image(const char *size)
+{
+	const char *env = getenv("MKFS_MENDFS");
+	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2];
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(mkfs, sizeof(mkfs), "%s", env);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		ck_assert_int_gt(n, 0);
+		self[n] = 0;
+		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' %s", mkfs, img, size);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void mount_fs(void)
+{
+	struct blk_dev_config cfg = {.backend = BLK_BACKEND_AUTO, .path = img};
+	bool force_ro, other_bad;
+	char msg[256] = "";
+
+	fs = calloc(1, sizeof(*fs));
+	ck_assert_ptr_nonnull(fs);
+	ck_assert_msg(blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_msg(mfs_super_read(fs->dev, &fs->sb, &force_ro, &other_bad, msg, sizeof(msg)) ==
+	                      0,
+	              "%s", msg);
+	fs->seed = fs->sb.csum_seed;
+	fs->dup = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
+	ck_assert_int_eq(mfs_cache_init(fs, 4096), 0);
+	ck_assert_int_eq(mfs_journal_init(fs), 0);
+	ck_assert_int_eq(mfs_alloc_init(fs), 0);
+	data_start = fs->sb.data_start;
+	data_len = fs->sb.data_len;
+}
+
+static void umount_fs(void)
+{
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	ck_assert_int_eq(mfs_checkpoint(fs), 0);
+	mfs_alloc_destroy(fs);
+	mfs_journal_destroy(fs);
+	mfs_cache_destroy(fs);
+	blk_flush(fs->dev);
+	blk_dev_close(fs->dev);
+	free(fs);
+	fs = NULL;
+}
+
+static void setup_size(const char *size)
+{
+	snprintf(dir, sizeof(dir), "/tmp/mendfs-alloc-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/img", dir);
+	mkfs_image(size);
+	mount_fs();
+}
+
+static void setup(void)
+{
+	setup_size("64M");
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	if (fs)
+		umount_fs();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Clear bits among the first @nbits of the bitmap at @disk, read through the cache. */
+static uint64_t recount(uint64_t disk, uint64_t nbits)
+{
+	uint64_t free_bits = 0;
+
+	for (uint64_t i = 0; i < nbits; i += MFS_BITMAP_BITS) {
+		struct mfs_buf *b;
+		const uint8_t *bits;
+
+		ck_assert_int_eq(mfs_meta_read(fs, disk + i / MFS_BITMAP_BITS, MFS_T_BITMAP, &b),
+		                 0);
+		bits = b->data + sizeof(struct mfs_meta_hdr);
+		for (uint64_t j = 0; j < MFS_BITMAP_BITS && i + j < nbits; j++)
+			free_bits += !(bits[j / 8] & (1u << (j % 8)));
+		mfs_buf_put(b);
+	}
+	return free_bits;
+}
+
+static void check_counters(void)
+{
+	ck_assert_uint_eq(recount(fs->sb.data_bitmap_start, fs->sb.data_len), fs->sb.free_blocks);
+	ck_assert_uint_eq(recount(fs->sb.meta_bitmap_start, fs->sb.meta_len), fs->sb.free_meta);
+	ck_assert_uint_eq(recount(fs->sb.inode_bitmap_start, fs->sb.nr_inodes), fs->sb.free_inodes);
+}
+
+static bool data_bit(uint64_t pblk)
+{
+	uint64_t i = pblk - data_start;
+	struct mfs_buf *b;
+	bool set;
+
+	ck_assert_int_eq(
+	        mfs_meta_read(fs, fs->sb.data_bitmap_start + i / MFS_BITMAP_BITS, MFS_T_BITMAP, &b),
+	        0);
+	i %= MFS_BITMAP_BITS;
+	set = b->data[sizeof(struct mfs_meta_hdr) + i / 8] & (1u << (i % 8));
+	mfs_buf_put(b);
+	return set;
+}
+
+static int alloc(uint64_t goal, uint64_t want, uint64_t *start, uint64_t *got)
+{
+	struct mfs_txn *txn;
+	int ret;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ret = mfs_alloc_data(fs, txn, goal, want, start, got);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	return ret;
+}
+
+static int dfree(uint64_t start, uint64_t len)
+{
+	struct mfs_txn *txn;
+	int ret;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ret = mfs_free_data(fs, txn, start, len);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	return ret;
+}
+
+START_TEST(test_contiguous)
+{
+	uint64_t s, n, before = fs->sb.free_blocks;
+
+	ck_assert_uint_eq(before, data_len);
+	ck_assert_int_eq(alloc(0, 100, &s, &n), 0);
+	ck_assert_uint_eq(n, 100);
+	ck_assert_uint_eq(s, data_start);
+	ck_assert(data_bit(s) && data_bit(s + 99) && !data_bit(s + 100));
+	ck_assert_uint_eq(fs->sb.free_blocks, before - 100);
+	check_counters();
+	ck_assert_int_eq(dfree(s, 100), 0);
+	ck_assert_uint_eq(fs->sb.free_blocks, before);
+	ck_assert(!data_bit(s));
+	/* double free refused */
+	ck_assert_int_eq(dfree(s, 1), -EUCLEAN);
+	ck_assert_int_eq(dfree(data_start - 1, 1), -EINVAL);
+	ck_assert_int_eq(dfree(data_start + data_len - 1, 2), -EINVAL);
+	check_counters();
+	/* the state survives a remount */
+	ck_assert_int_eq(alloc(0, 7, &s, &n), 0);
+	umount_fs();
+	mount_fs();
+	ck_assert_uint_eq(fs->sb.free_blocks, data_len - 7);
+	ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
+	ck_assert_uint_eq(s, data_start + 7);
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_goal)
+{
+	uint64_t s, n, goal = data_start + 5000;
+
+	ck_assert_int_eq(alloc(goal, 10, &s, &n), 0);
+	ck_assert_uint_eq(s, goal);
+	ck_assert_uint_eq(n, 10);
+	/* the goal is taken: the first fit after it */
+	ck_assert_int_eq(alloc(goal, 10, &s, &n), 0);
+	ck_assert_uint_eq(s, goal + 10);
+	/* a goal inside a too-small hole: the first fit after it */
+	ck_assert_int_eq(alloc(goal + 30, 1, &s, &n), 0);
+	ck_assert_int_eq(alloc(goal + 25, 10, &s, &n), 0);
+	ck_assert_uint_eq(s, goal + 31);
+	/* a goal out of the zone: best fit */
+	ck_assert_int_eq(alloc(3, 10, &s, &n), 0);
+	ck_assert_uint_eq(s, goal + 20); /* the 10-block hole: smallest that fits */
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_best_fit)
+{
+	uint64_t s, n, h[3], sz[3] = {10, 30, 20}, x;
+
+	/* spacer, hole 10, spacer, hole 30, spacer, hole 20, spacer: then free the holes */
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
+		ck_assert_int_eq(alloc(0, sz[i], &h[i], &n), 0);
+		ck_assert_uint_eq(h[i], s + 1);
+	}
+	ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(dfree(h[i], sz[i]), 0);
+	ck_assert_int_eq(alloc(0, 15, &s, &n), 0);
+	ck_assert_uint_eq(s, h[2]); /* 20 is the best fit for 15 */
+	ck_assert_int_eq(alloc(0, 25, &s, &n), 0);
+	ck_assert_uint_eq(s, h[1]);
+	ck_assert_int_eq(alloc(0, 10, &s, &n), 0);
+	ck_assert_uint_eq(s, h[0]);
+	ck_assert_int_eq(alloc(0, 5, &s, &n), 0);
+	ck_assert_uint_eq(s, h[1] + 25); /* two holes of 5 left: the lower one */
+
+	/* 50 extents of 8, every other one freed: small requests go to the holes */
+	ck_assert_int_eq(alloc(0, 400, &x, &n), 0);
+	ck_assert_uint_eq(n, 400);
+	for (int i = 0; i < 50; i += 2)
+		ck_assert_int_eq(dfree(x + 8 * i, 8), 0);
+	ck_assert_int_eq(alloc(0, 8, &s, &n), 0);
+	ck_assert_uint_eq(s, x);
+	ck_assert_int_eq(alloc(0, 100, &s, &n), 0);
+	ck_assert_uint_eq(n, 100);
+	ck_assert_uint_ge(s, x + 400); /* the big one comes from the free tail */
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_enospc)
+{
+	uint64_t s, n, total = 0, calls = 0, keep_s = 0, keep_n = 0;
+
+	while (alloc(0, 1000, &s, &n) == 0) {
+		total += n;
+		if (++calls == 3) {
+			keep_s = s;
+			keep_n = n;
+		}
+	}
+	ck_assert_uint_eq(total, data_len);
+	ck_assert_uint_eq(fs->sb.free_blocks, 0);
+	ck_assert_int_eq(alloc(0, 1, &s, &n), -ENOSPC);
+	ck_assert_int_eq(alloc(data_start + 10, 1, &s, &n), -ENOSPC);
+	check_counters();
+	ck_assert_int_eq(dfree(keep_s + 10, 20), 0);
+	ck_assert_int_eq(alloc(0, 100, &s, &n), 0);
+	ck_assert_uint_eq(s, keep_s + 10);
+	ck_assert_uint_eq(n, 20); /* less than wanted: all there is */
+	ck_assert_int_eq(alloc(0, 1, &s, &n), -ENOSPC);
+	ck_assert_int_eq(dfree(keep_s, keep_n), 0);
+	ck_assert_uint_eq(fs->sb.free_blocks, keep_n);
+	check_counters();
+}
+END_TEST
+
+static bool in_quarantine(uint64_t pblk, uint64_t *len)
+{
+	struct mfs_btree bt = {.root = fs->sb.quarantine_root,
+	                       .depth = (uint16_t)fs->sb.quarantine_depth,
+	                       .kind = MFS_TREE_QUARANTINE};
+	uint64_t key, v;
+	uint16_t vlen = sizeof(v);
+
+	if (!bt.root)
+		return false;
+	if (mfs_bt_lookup_le(fs, &bt, pblk, &key, &v, &vlen))
+		return false;
+	ck_assert_uint_eq(vlen, sizeof(v));
+	if (key + v <= pblk)
+		return false;
+	*len = v;
+	return true;
+}
+
+START_TEST(test_quarantine)
+{
+	uint64_t x, s, n, free0, qlen, bad;
+	struct mfs_txn *txn;
+
+	ck_assert_int_eq(alloc(0, 4, &x, &n), 0);
+	bad = x + 1;
+	/* one sector of block x + 1 */
+	ck_assert_int_eq(blk_poison_add(fs->dev, bad * MFS_SECTORS_PER_BLOCK + 3, 1), 0);
+	free0 = fs->sb.free_blocks;
+	ck_assert_int_eq(dfree(x, 4), 0);
+	ck_assert_uint_eq(fs->sb.free_blocks, free0 + 3);
+	ck_assert(in_quarantine(bad, &qlen));
+	ck_assert_uint_eq(qlen, 1);
+	ck_assert(data_bit(bad));
+	ck_assert(!data_bit(x) && !data_bit(x + 2));
+	check_counters();
+
+	/* never handed out: not at its goal, not when everything is taken */
+	ck_assert_int_eq(alloc(bad, 1, &s, &n), 0);
+	ck_assert_uint_ne(s, bad);
+	ck_assert_int_eq(dfree(s, 1), 0);
+	while (alloc(0, 1000, &s, &n) == 0)
+		ck_assert(bad < s || bad >= s + n);
+	ck_assert_uint_eq(fs->sb.free_blocks, 0);
+
+	/* release while still poisoned: nothing happens */
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_quarantine_release(fs, txn, data_start, data_len), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert(in_quarantine(bad, &qlen));
+	ck_assert_int_eq(alloc(0, 1, &s, &n), -ENOSPC);
+
+	/* cleared: released and reusable */
+	ck_assert_int_eq(blk_poison_clear(fs->dev, bad * MFS_SECTORS_PER_BLOCK, 8), 0);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_quarantine_release(fs, txn, bad, 1), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert(!in_quarantine(bad, &qlen));
+	ck_assert_uint_eq(fs->sb.free_blocks, 1);
+	ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
+	ck_assert_uint_eq(s, bad);
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_poison_at_mount)
+{
+	uint64_t s, n, bad = data_start + 3;
+
+	/* poison on a free block at mount: left out of the free space */
+	ck_assert_int_eq(blk_poison_add(fs->dev, bad * MFS_SECTORS_PER_BLOCK, 8), 0);
+	umount_fs();
+	mount_fs();
+	ck_assert_int_eq(alloc(data_start, 10, &s, &n), 0);
+	ck_assert_uint_ge(s, bad + 1);
+	ck_assert_int_eq(alloc(0, 3, &s, &n), 0);
+	ck_assert_uint_eq(s, data_start);
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_meta_and_inodes)
+{
+	uint64_t fixed_end = fs->sb.inode_table_start + fs->sb.inode_table_blocks;
+	uint64_t b1, b2, i1, i2, free_meta = fs->sb.free_meta, free_ino = fs->sb.free_inodes;
+	struct mfs_txn *txn;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_meta(fs, txn, &b1), 0);
+	ck_assert_int_eq(mfs_alloc_meta(fs, txn, &b2), 0);
+	ck_assert_uint_ge(b1, fixed_end);
+	ck_assert_uint_lt(b2, fs->sb.meta_start + fs->sb.meta_len);
+	ck_assert_uint_ne(b1, b2);
+	ck_assert_uint_eq(fs->sb.free_meta, free_meta - 2);
+	ck_assert_int_eq(mfs_free_meta(fs, txn, b1), 0);
+	ck_assert_int_eq(mfs_free_meta(fs, txn, b1), -EUCLEAN);
+	ck_assert_int_eq(mfs_free_meta(fs, txn, fs->sb.inode_table_start), -EINVAL);
+
+	ck_assert_int_eq(mfs_alloc_ino(fs, txn, &i1), 0);
+	ck_assert_uint_eq(i1, 2); /* 1 is the root */
+	ck_assert_int_eq(mfs_alloc_ino(fs, txn, &i2), 0);
+	ck_assert_uint_eq(i2, 3);
+	ck_assert_uint_eq(fs->sb.free_inodes, free_ino - 2);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, i1), 0);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, i1), -EUCLEAN);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, MFS_ROOT_INO), -EINVAL);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, fs->sb.nr_inodes + 1), -EINVAL);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	check_counters();
+}
+END_TEST
+
+START_TEST(test_inodes_full)
+{
+	uint64_t ino, count = 0;
+	struct mfs_txn *txn;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	while (mfs_alloc_ino(fs, txn, &ino) == 0) {
+		ck_assert_uint_ge(ino, 2);
+		ck_assert_uint_le(ino, fs->sb.nr_inodes);
+		count++;
+	}
+	ck_assert_uint_eq(count, fs->sb.nr_inodes - 1);
+	ck_assert_uint_eq(fs->sb.free_inodes, 0);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, 77), 0);
+	ck_assert_int_eq(mfs_alloc_ino(fs, txn, &ino), 0);
+	ck_assert_uint_eq(ino, 77);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	check_counters();
+}
+END_TEST
+
+#define NTHREADS 4
+#define NALLOCS  300
+
+struct ext {
+	uint64_t s, n;
+};
+
+struct worker {
+	struct ext ext[NALLOCS];
+	unsigned nr;
+	unsigned seed;
+	int err;
+};
+
+static void *worker_fn(void *arg)
+{
+	struct worker *w = arg;
+
+	for (unsigned i = 0; i < NALLOCS; i++) {
+		uint64_t want = 1 + rand_r(&w->seed) % 16, goal = 0, s, n;
+		struct mfs_txn *txn;
+		int ret;
+
+		if (w->nr && rand_r(&w->seed) % 2)
+			goal = w->ext[w->nr - 1].s + w->ext[w->nr - 1].n;
+		ret = mfs_txn_begin(fs, &txn);
+		if (ret) {
+			w->err = ret;
+			break;
+		}
+		ret = mfs_alloc_data(fs, txn, goal, want, &s, &n);
+		if (!ret) {
+			w->ext[w->nr].s = s;
+			w->ext[w->nr].n = n;
+			w->nr++;
+			/* free some back, so frees and allocations interleave */
+			if (rand_r(&w->seed) % 4 == 0) {
+				w->nr--;
+				ret = mfs_free_data(fs, txn, s, n);
+			}
+		}
+		mfs_txn_end(txn);
+		if (ret) {
+			w->err = ret;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int ext_cmp(const void *a, const void *b)
+{
+	const struct ext *x = a, *y = b;
+
+	return x->s < y->s ? -1 : x->s > y->s;
+}
+
+START_TEST(test_threads)
+{
+	static struct worker w[NTHREADS];
+	pthread_t th[NTHREADS];
+	struct ext *all;
+	unsigned total = 0;
+	uint64_t used = 0;
+
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].seed = 1234u + (unsigned)i;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_fn, &w[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].err, 0);
+		total += w[i].nr;
+	}
+	all = calloc(total, sizeof(*all));
+	ck_assert_ptr_nonnull(all);
+	total = 0;
+	for (int i = 0; i < NTHREADS; i++)
+		for (unsigned j = 0; j < w[i].nr; j++) {
+			all[total++] = w[i].ext[j];
+			used += w[i].ext[j].n;
+		}
+	qsort(all, total, sizeof(*all), ext_cmp);
+	for (unsigned i = 0; i < total; i++) {
+		ck_assert_uint_ge(all[i].s, data_start);
+		ck_assert_uint_le(all[i].s + all[i].n, data_start + data_len);
+		if (i)
+			ck_assert_msg(all[i - 1].s + all[i - 1].n <= all[i].s,
+			              "extents %llu+%llu and %llu+%llu overlap",
+			              (unsigned long long)all[i - 1].s,
+			              (unsigned long long)all[i - 1].n,
+			              (unsigned long long)all[i].s, (unsigned long long)all[i].n);
+		ck_assert(data_bit(all[i].s) && data_bit(all[i].s + all[i].n - 1));
+	}
+	ck_assert_uint_eq(fs->sb.free_blocks, data_len - used);
+	check_counters();
+	free(all);
+}
+END_TEST
+
+static Suite *alloc_suite(void)
+{
+	Suite *s = suite_create("alloc");
+	TCase *tc = tcase_create("alloc");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_contiguous);
+	tcase_add_test(tc, test_goal);
+	tcase_add_test(tc, test_best_fit);
+	tcase_add_test(tc, test_enospc);
+	tcase_add_test(tc, test_quarantine);
+	tcase_add_test(tc, test_poison_at_mount);
+	tcase_add_test(tc, test_meta_and_inodes);
+	tcase_add_test(tc, test_inodes_full);
+	tcase_add_test(tc, test_threads);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(alloc_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
