@@ -45,8 +45,8 @@ int mfs_cache_init(struct mfs *fs, unsigned max_bufs)
 {
 	unsigned size = 64;
 
-	if (max_bufs < 16)
-		max_bufs = 16;
+	if (max_bufs == 0)
+		return -EINVAL;
 	while (size < max_bufs && size < (1u << 24))
 		size <<= 1;
 	fs->hash = calloc(size, sizeof(*fs->hash));
