@@ -62,7 +62,7 @@ enum mfs_block_type {
  * csum is XXH3-64 (seeded with the superblock's csum_seed) over the whole
  * 4096-byte block with the csum field set to zero.  blocknr is the block's own
  * primary location: a block read from elsewhere (a misdirected write, a twin
- * read back) is recognised.
+ * read back) is recognised.  The superblock is sealed with its own csum_seed.
  */
 struct mfs_meta_hdr {
 	uint32_t magic;	  /* MFS_META_MAGIC */
@@ -220,10 +220,19 @@ struct mfs_xattr {
 	uint8_t data[]; /* name then value */
 };
 
-/* Journal: descriptor, the images of the blocks it lists, commit. */
+/*
+ * Journal: descriptor, the images of the blocks it lists, commit.  A
+ * transaction takes consecutive journal blocks (offsets modulo journal_len:
+ * it may wrap) starting where the previous one ended: desc, its images,
+ * [desc, images ...], commit.  Every csum below is XXH3-64 seeded with
+ * csum_seed.  Replay goes by block type after each descriptor's images
+ * (another descriptor of the same id, or the commit); next_desc is
+ * informative only, since offset 0 is a valid offset.  Ids are consecutive;
+ * after a replay journal_seq skips one id past the last transaction applied.
+ */
 struct mfs_journal_tag {
 	uint64_t blocknr; /* primary location of the image that follows */
-	uint64_t csum;	  /* XXH3-64 of the image */
+	uint64_t csum;	  /* XXH3-64 (seeded) of the image, 4096 bytes as written */
 };
 #define MFS_JOURNAL_TAGS ((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr) - 16) / sizeof(struct mfs_journal_tag))
 
