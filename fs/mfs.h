@@ -82,6 +82,13 @@ struct mfs {
 	pthread_mutex_t alloc_lock;
 	void *alloc; /* alloc.c private */
 
+	/* inodes and namespace (inode.c, namei.c: see fs/mfs_ops.h) */
+	pthread_mutex_t icache_lock;
+	void *icache;		      /* inode.c private */
+	pthread_mutex_t rename_lock;  /* serialises renames (cycle checks) */
+	pthread_mutex_t super_lock;   /* in-memory sb fields changed outside transactions */
+	char *device;
+
 	struct mfs_stats stats;
 };
 
