@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* file.c: being written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* mount.c: being written. */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* xattr.c: being written. */
