@@ -42,14 +42,14 @@
 
 #include "mfs.h"
 
-#define BT_HDR	     ((unsigned)sizeof(struct mfs_meta_hdr))
-#define BT_SPACE     (MFS_BLOCK_SIZE - BT_HDR)			       /* bytes after the header */
-#define BT_SLOT	     ((unsigned)sizeof(struct mfs_bt_slot))
-#define BT_LEAF_MAX  (BT_SPACE / BT_SLOT)			       /* slots in a leaf */
-#define BT_LEAF_MIN  (BT_SPACE / 4)				       /* bytes used, non-root leaf */
+#define BT_HDR       ((unsigned)sizeof(struct mfs_meta_hdr))
+#define BT_SPACE     (MFS_BLOCK_SIZE - BT_HDR) /* bytes after the header */
+#define BT_SLOT      ((unsigned)sizeof(struct mfs_bt_slot))
+#define BT_LEAF_MAX  (BT_SPACE / BT_SLOT) /* slots in a leaf */
+#define BT_LEAF_MIN  (BT_SPACE / 4)       /* bytes used, non-root leaf */
 #define BT_NODE_MAX  ((unsigned)MFS_BT_NODE_MAX)
-#define BT_NODE_MIN  (BT_NODE_MAX / 4)				       /* children, non-root node */
-#define BT_MAX_DEPTH 12 /* far beyond any meta zone: 63^12 leaves */
+#define BT_NODE_MIN  (BT_NODE_MAX / 4) /* children, non-root node */
+#define BT_MAX_DEPTH 12                /* far beyond any meta zone: 63^12 leaves */
 
 _Static_assert(BT_SLOT + MFS_BT_MAX_VALUE <= BT_SPACE / 3, "a split leaf halves fit one block");
 _Static_assert(BT_LEAF_MAX <= 0xffff && MFS_BLOCK_SIZE <= 0xffff, "slot fields are 16-bit");
@@ -70,9 +70,9 @@ struct bt_bounds {
 /* The nodes from the root (position 0) down to a leaf (position depth). */
 struct bt_path {
 	unsigned depth;
-	unsigned nr;				/* positions holding a reference */
+	unsigned nr; /* positions holding a reference */
 	struct mfs_buf *b[BT_MAX_DEPTH + 1];
-	unsigned idx[BT_MAX_DEPTH + 1];		/* child taken, or the leaf's slot */
+	unsigned idx[BT_MAX_DEPTH + 1]; /* child taken, or the leaf's slot */
 	struct bt_bounds bd[BT_MAX_DEPTH + 1];
 };
 
@@ -152,7 +152,7 @@ bt_corrupt(const struct mfs_btree *bt, uint64_t blocknr, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "mendfs: btree block %llu (owner %llu, tree %u): %s\n",
-		(unsigned long long)blocknr, (unsigned long long)bt->owner, bt->kind, msg);
+	        (unsigned long long)blocknr, (unsigned long long)bt->owner, bt->kind, msg);
 }
 
 static bool in_meta_zone(const struct mfs *fs, uint64_t blocknr)
@@ -164,8 +164,8 @@ static bool in_meta_zone(const struct mfs *fs, uint64_t blocknr)
  * Check a node before anything in it is used.  @level is where the tree says
  * it is, @bd the key range its parent gives it (none for the root).
  */
-static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr,
-		      uint8_t *blk, unsigned level, const struct bt_bounds *bd)
+static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr, uint8_t *blk,
+                      unsigned level, const struct bt_bounds *bd)
 {
 	struct mfs_meta_hdr *hdr = node_hdr(blk);
 	unsigned nr = node_nr(blk), i;
@@ -173,12 +173,12 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 
 	if (le16toh(hdr->type) != type || le16toh(hdr->level) != level) {
 		bt_corrupt(bt, blocknr, "type %u level %u, expected type %u level %u",
-			   le16toh(hdr->type), le16toh(hdr->level), type, level);
+		           le16toh(hdr->type), le16toh(hdr->level), type, level);
 		return -EUCLEAN;
 	}
 	if (le64toh(hdr->owner) != bt->owner || le32toh(hdr->tree) != bt->kind) {
 		bt_corrupt(bt, blocknr, "belongs to owner %llu tree %u",
-			   (unsigned long long)le64toh(hdr->owner), le32toh(hdr->tree));
+		           (unsigned long long)le64toh(hdr->owner), le32toh(hdr->tree));
 		return -EUCLEAN;
 	}
 	if (level) {
@@ -191,7 +191,7 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 
 			if (!in_meta_zone(fs, child) || child == blocknr) {
 				bt_corrupt(bt, blocknr, "child %u points to block %llu", i,
-					   (unsigned long long)child);
+				           (unsigned long long)child);
 				return -EUCLEAN;
 			}
 			if (i && ptr_key(blk, i) <= ptr_key(blk, i - 1)) {
@@ -212,7 +212,7 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 			if (len > MFS_BT_MAX_VALUE || off + len > MFS_BLOCK_SIZE ||
 			    (len && off < slot_end)) {
 				bt_corrupt(bt, blocknr, "slot %u: value at %u length %u", i, off,
-					   len);
+				           len);
 				return -EUCLEAN;
 			}
 			if (i && slot_key(blk, i) <= slot_key(blk, i - 1)) {
@@ -223,7 +223,7 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 		}
 		if (slot_end + used > MFS_BLOCK_SIZE) {
 			bt_corrupt(bt, blocknr, "values overlap (%u bytes in %u)", used,
-				   MFS_BLOCK_SIZE - slot_end);
+			           MFS_BLOCK_SIZE - slot_end);
 			return -EUCLEAN;
 		}
 	}
@@ -233,7 +233,7 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 
 		if ((bd->has_lo && first != bd->lo) || (bd->has_hi && last >= bd->hi)) {
 			bt_corrupt(bt, blocknr, "keys %llu..%llu outside the parent's range",
-				   (unsigned long long)first, (unsigned long long)last);
+			           (unsigned long long)first, (unsigned long long)last);
 			return -EUCLEAN;
 		}
 	}
@@ -245,7 +245,7 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
  * content lock held.  @bd NULL: the root.
  */
 static int node_get(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr, unsigned level,
-		    const struct bt_bounds *bd, struct mfs_buf **bp)
+                    const struct bt_bounds *bd, struct mfs_buf **bp)
 {
 	struct mfs_buf *b;
 	int ret;
@@ -313,7 +313,7 @@ static unsigned node_child(uint8_t *blk, uint64_t key)
 
 /* Range of child @i of @blk, a node whose own range is @bd. */
 static void child_bounds(uint8_t *blk, unsigned i, const struct bt_bounds *bd,
-			 struct bt_bounds *cbd)
+                         struct bt_bounds *cbd)
 {
 	cbd->lo = ptr_key(blk, i);
 	cbd->has_lo = true;
@@ -512,8 +512,8 @@ static int node_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_buf *b)
 }
 
 /* Allocate @n empty nodes: nb[0] at @level0, the rest interior (level set on use). */
-static int nodes_alloc(struct mfs *fs, struct mfs_txn *txn, const struct mfs_btree *bt,
-		       unsigned n, unsigned level0, struct mfs_buf **nb)
+static int nodes_alloc(struct mfs *fs, struct mfs_txn *txn, const struct mfs_btree *bt, unsigned n,
+                       unsigned level0, struct mfs_buf **nb)
 {
 	unsigned i;
 	int ret = 0;
@@ -553,8 +553,7 @@ static void path_release(struct bt_path *path)
  * Walk from the root to the leaf whose range holds @key, checking every node.
  * References stay in @path, locks do not.
  */
-static int path_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key,
-		     struct bt_path *path)
+static int path_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, struct bt_path *path)
 {
 	uint64_t blocknr = bt->root;
 	unsigned p;
@@ -632,7 +631,7 @@ static void path_fix_keys(struct mfs_txn *txn, struct bt_path *path, unsigned p)
  * new root above it.
  */
 static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
-		      struct bt_path *path, const struct bt_ent *e, unsigned n)
+                      struct bt_path *path, const struct bt_ent *e, unsigned n)
 {
 	struct mfs_buf *nb[BT_MAX_DEPTH + 2];
 	struct mfs_bt_ptr tmp[BT_NODE_MAX + 1];
@@ -744,7 +743,7 @@ static bool node_underfull(uint8_t *blk, unsigned level)
  * their items evenly.
  */
 static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned li,
-			     struct mfs_buf *lb, struct mfs_buf *rb, unsigned level, bool *merged)
+                             struct mfs_buf *lb, struct mfs_buf *rb, unsigned level, bool *merged)
 {
 	uint8_t lcopy[MFS_BLOCK_SIZE], rcopy[MFS_BLOCK_SIZE];
 	uint64_t lmin, rmin = 0;
@@ -824,7 +823,7 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
  * redistribute underfull nodes, shrink the root.
  */
 static int path_rebalance(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
-			  struct bt_path *path)
+                          struct bt_path *path)
 {
 	unsigned depth = path->depth, p;
 	int ret = 0, ret2;
@@ -946,7 +945,7 @@ static void leaf_copy_out(uint8_t *blk, unsigned i, void *val, uint16_t *len)
  * greatest key <= @key.
  */
 static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, bool le,
-		   uint64_t *found, void *val, uint16_t *len)
+                   uint64_t *found, void *val, uint16_t *len)
 {
 	struct bt_bounds bd = {0}, cbd;
 	uint64_t blocknr = bt->root;
@@ -1001,13 +1000,13 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, boo
 }
 
 int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,
-		  uint16_t *len)
+                  uint16_t *len)
 {
 	return bt_find(fs, bt, key, false, NULL, val, len);
 }
 
 int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
-		     void *val, uint16_t *len)
+                     void *val, uint16_t *len)
 {
 	return bt_find(fs, bt, key, true, found, val, len);
 }
@@ -1015,7 +1014,7 @@ int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, u
 /* --- modifications ----------------------------------------------------------------- */
 
 int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
-		  const void *val, uint16_t len)
+                  const void *val, uint16_t len)
 {
 	uint8_t copy[MFS_BLOCK_SIZE];
 	struct bt_ent e[BT_LEAF_MAX + 1];
@@ -1074,7 +1073,7 @@ out:
 }
 
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
-		  const void *val, uint16_t len)
+                  const void *val, uint16_t len)
 {
 	uint8_t copy[MFS_BLOCK_SIZE];
 	struct bt_ent e[BT_LEAF_MAX];
@@ -1158,7 +1157,7 @@ out:
 /* --- iteration --------------------------------------------------------------------- */
 
 int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, mfs_bt_iter_fn *fn,
-		   void *arg)
+                   void *arg)
 {
 	uint8_t copy[MFS_BLOCK_SIZE];
 	struct bt_path path;
@@ -1193,7 +1192,7 @@ int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, m
 		nr = node_nr(copy);
 		for (; i < nr; i++) {
 			ret = fn(arg, slot_key(copy, i), copy + slot_off(copy, i),
-				 slot_len(copy, i));
+			         slot_len(copy, i));
 			if (ret)
 				return ret;
 		}
@@ -1212,7 +1211,7 @@ struct bt_blocks {
 
 /* Check the subtree at @blocknr and list its blocks (children first). */
 static int subtree_collect(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr,
-			   unsigned level, const struct bt_bounds *bd, struct bt_blocks *list)
+                           unsigned level, const struct bt_bounds *bd, struct bt_blocks *list)
 {
 	struct mfs_bt_ptr *ptrs = NULL;
 	struct bt_bounds self = {0};
