@@ -1,2 +1,1460 @@
 /* SPDX-License-Identifier: MIT */
-/* file.c: being written. */
+/*
+ * File data: the extent map, read/write, truncate, fallocate,
+ * SEEK_DATA/SEEK_HOLE and fsync (docs/FORMAT.md §6.2, §6.3).
+ *
+ * Extent map.  Up to MFS_INLINE_EXTENTS extents live in the inode
+ * (di.u.ext[0 .. nr_inline), sorted by lblk); the fifth converts the map to
+ * an extent B+tree (MFS_TREE_EXTENTS, key lblk, value struct mfs_extent,
+ * root di.ext_root/ext_depth, flag MFS_IFL_EXTENT_TREE).  A tree whose root
+ * leaf is back to at most four extents after a punch returns inline.
+ * Adjacent extents (contiguous in lblk and pblk, same flags) are merged.
+ * Everything goes through five primitives (map_find_le, map_find_ge,
+ * map_insert, map_update, map_delete) and two range operations built on
+ * them: map_punch (unmap a range, optionally freeing its blocks) and map_add
+ * (map an empty range, merging with its neighbours).
+ *
+ * Data moves in bios through the block engine, straight between the device
+ * and the caller's buffer; only partial edge blocks go through a bounce
+ * block.  Each call submits its bios under one plug (in batches of
+ * FIO_BATCH) so that contiguous blocks merge.
+ *
+ * Ordered mode: a write allocates blocks inside a transaction handle, writes
+ * the data, waits for it, and only then maps the blocks and ends the handle;
+ * the journal's commit flushes before its commit record, so a committed
+ * mapping never points at unwritten data.  Writes are cut into chunks of at
+ * most CHUNK_BLOCKS, one handle each, to bound the transaction.
+ *
+ * Recovery contract (ARCHITECTURE §4): a partial-block write into a block
+ * whose read fails with a media error fails with -EIO (never silently
+ * zero-filled); whole blocks are overwritten in place (the engine clears
+ * their poison); ZERO_RANGE zeroes in place with BLK_OP_WRITE_ZEROES.
+ *
+ * Unwritten extents read as zeros and count as holes for SEEK_DATA and
+ * SEEK_HOLE (ext4 without page-cache checks reports them as data; mendfs has
+ * no page cache, and "unwritten = hole" lets cp --sparse skip them).
+ *
+ * Locking: ip->lock shared for reads, lseek and bmap; exclusive for writes,
+ * truncate and fallocate (a write updates size and timestamps and may change
+ * the map, and partial-block read-modify-write must not interleave).
+ * mfs_truncate, mfs_bmap and mfs_file_release_blocks expect the caller to
+ * hold the lock.  No plug is open while metadata is read or locks are taken.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mfs_ops.h"
+
+#define BS              MFS_BLOCK_SIZE
+#define MAX_FILE_SIZE   (1ull << 50) /* 1 PiB */
+#define MAX_FILE_BLOCKS (MAX_FILE_SIZE / BS)
+#define EXT_MAX_LEN     (1u << 30) /* blocks in one extent */
+#define CHUNK_BLOCKS    1024u      /* blocks per write transaction */
+#define CHUNK_SEGS      64u        /* mapping segments per write transaction */
+#define PUNCH_BUDGET    256u       /* extents unmapped per transaction (fallocate) */
+#define BIO_MAX_BLOCKS  256u       /* 1 MiB per bio */
+#define FIO_BATCH       128u
+
+/* An extent in host order. */
+struct fx {
+	uint64_t lblk, pblk, len;
+	uint32_t flags;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* --- inode fields (the on-disk copy is little-endian) -------------------------------- */
+
+static uint64_t di_size(const struct mfs_ino *ip)
+{
+	return le64toh(ip->di.size);
+}
+
+static void di_set_size(struct mfs_ino *ip, uint64_t size)
+{
+	ip->di.size = htole64(size);
+}
+
+static void di_add_blocks(struct mfs_ino *ip, int64_t d)
+{
+	ip->di.blocks = htole64(le64toh(ip->di.blocks) + (uint64_t)d);
+}
+
+static void di_touch(struct mfs_ino *ip, bool mtime)
+{
+	int64_t t = (int64_t)htole64((uint64_t)now_ns());
+
+	ip->di.ctime_ns = t;
+	if (mtime)
+		ip->di.mtime_ns = t;
+}
+
+static bool is_tree(const struct mfs_ino *ip)
+{
+	return le32toh(ip->di.iflags) & MFS_IFL_EXTENT_TREE;
+}
+
+static struct mfs_btree ext_tree(const struct mfs_ino *ip)
+{
+	struct mfs_btree bt = {.root = le64toh(ip->di.ext_root),
+	                       .depth = le16toh(ip->di.ext_depth),
+	                       .kind = MFS_TREE_EXTENTS,
+	                       .owner = ip->ino};
+	return bt;
+}
+
+static void ext_tree_store(struct mfs_ino *ip, const struct mfs_btree *bt)
+{
+	ip->di.ext_root = htole64(bt->root);
+	ip->di.ext_depth = htole16(bt->depth);
+}
+
+static void fx_load(struct fx *x, const struct mfs_extent *e)
+{
+	x->lblk = le64toh(e->lblk);
+	x->pblk = le64toh(e->pblk);
+	x->len = le32toh(e->len);
+	x->flags = le32toh(e->flags);
+}
+
+static void fx_store(struct mfs_extent *e, const struct fx *x)
+{
+	e->lblk = htole64(x->lblk);
+	e->pblk = htole64(x->pblk);
+	e->len = htole32((uint32_t)x->len);
+	e->flags = htole32(x->flags);
+}
+
+/* An extent read from the inode or its tree must lie in the data zone. */
+static int fx_check(struct mfs *fs, const struct mfs_ino *ip, const struct fx *x)
+{
+	uint64_t ds = le64toh(fs->sb.data_start), dl = le64toh(fs->sb.data_len);
+
+	if (x->len == 0 || x->pblk < ds || x->pblk + x->len > ds + dl ||
+	    x->lblk + x->len > MAX_FILE_BLOCKS || (x->flags & ~MFS_EXT_UNWRITTEN)) {
+		fprintf(stderr,
+		        "mendfs: inode %llu: bad extent lblk %llu pblk %llu len %llu flags %#x\n",
+		        (unsigned long long)ip->ino, (unsigned long long)x->lblk,
+		        (unsigned long long)x->pblk, (unsigned long long)x->len, x->flags);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static unsigned nr_inline(const struct mfs_ino *ip)
+{
+	return le16toh(ip->di.nr_inline);
+}
+
+/* --- the five map primitives ------------------------------------------------------- */
+
+/* The extent with the greatest lblk <= @lblk.  -ENOENT if none. */
+static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct fx *x)
+{
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip), i;
+
+		if (n > MFS_INLINE_EXTENTS)
+			return -EUCLEAN;
+		for (i = n; i-- > 0;) {
+			fx_load(x, &ip->di.u.ext[i]);
+			if (x->lblk <= lblk)
+				return fx_check(fs, ip, x);
+		}
+		return -ENOENT;
+	}
+	struct mfs_btree bt = ext_tree(ip);
+	struct mfs_extent e;
+	uint16_t len = sizeof(e);
+	uint64_t key;
+	int ret = mfs_bt_lookup_le(fs, &bt, lblk, &key, &e, &len);
+
+	if (ret)
+		return ret;
+	fx_load(x, &e);
+	if (len != sizeof(e) || x->lblk != key)
+		return -EUCLEAN;
+	return fx_check(fs, ip, x);
+}
+
+struct ge_arg {
+	struct fx *x;
+	bool found;
+	bool bad;
+};
+
+static int ge_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct ge_arg *a = arg;
+	struct mfs_extent e;
+
+	if (len != sizeof(e)) {
+		a->bad = true;
+		return 1;
+	}
+	memcpy(&e, val, sizeof(e));
+	fx_load(a->x, &e);
+	a->bad = a->x->lblk != key;
+	a->found = true;
+	return 1;
+}
+
+/* The extent with the smallest lblk >= @lblk.  -ENOENT if none. */
+static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct fx *x)
+{
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip), i;
+
+		if (n > MFS_INLINE_EXTENTS)
+			return -EUCLEAN;
+		for (i = 0; i < n; i++) {
+			fx_load(x, &ip->di.u.ext[i]);
+			if (x->lblk >= lblk)
+				return fx_check(fs, ip, x);
+		}
+		return -ENOENT;
+	}
+	struct mfs_btree bt = ext_tree(ip);
+	struct ge_arg a = {.x = x};
+	int ret = mfs_bt_iterate(fs, &bt, lblk, ge_fn, &a);
+
+	if (ret < 0)
+		return ret;
+	if (!a.found)
+		return -ENOENT;
+	if (a.bad)
+		return -EUCLEAN;
+	return fx_check(fs, ip, x);
+}
+
+/* Move the inline extents into a new B+tree.  On failure the inline map is unchanged. */
+static int map_to_tree(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_btree bt = {.kind = MFS_TREE_EXTENTS, .owner = ip->ino};
+	unsigned n = nr_inline(ip), i;
+	int ret = 0;
+
+	for (i = 0; i < n && !ret; i++)
+		ret = mfs_bt_insert(fs, txn, &bt, le64toh(ip->di.u.ext[i].lblk), &ip->di.u.ext[i],
+		                    sizeof(struct mfs_extent));
+	if (ret) {
+		mfs_bt_destroy(fs, txn, &bt);
+		return ret;
+	}
+	memset(&ip->di.u, 0, sizeof(ip->di.u));
+	ip->di.nr_inline = 0;
+	ip->di.iflags = htole32(le32toh(ip->di.iflags) | MFS_IFL_EXTENT_TREE);
+	ext_tree_store(ip, &bt);
+	return 0;
+}
+
+static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x)
+{
+	struct mfs_extent e;
+	int ret;
+
+	fx_store(&e, x);
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip), i;
+
+		if (n < MFS_INLINE_EXTENTS) {
+			for (i = n; i > 0 && le64toh(ip->di.u.ext[i - 1].lblk) > x->lblk; i--)
+				ip->di.u.ext[i] = ip->di.u.ext[i - 1];
+			ip->di.u.ext[i] = e;
+			ip->di.nr_inline = htole16((uint16_t)(n + 1));
+			return 0;
+		}
+		ret = map_to_tree(fs, txn, ip);
+		if (ret)
+			return ret;
+	}
+	struct mfs_btree bt = ext_tree(ip);
+
+	ret = mfs_bt_insert(fs, txn, &bt, x->lblk, &e, sizeof(e));
+	ext_tree_store(ip, &bt);
+	return ret;
+}
+
+/* Replace the extent keyed x->lblk. */
+static int map_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x)
+{
+	struct mfs_extent e;
+	int ret;
+
+	fx_store(&e, x);
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip), i;
+
+		for (i = 0; i < n; i++) {
+			if (le64toh(ip->di.u.ext[i].lblk) == x->lblk) {
+				ip->di.u.ext[i] = e;
+				return 0;
+			}
+		}
+		return -ENOENT;
+	}
+	struct mfs_btree bt = ext_tree(ip);
+
+	ret = mfs_bt_update(fs, txn, &bt, x->lblk, &e, sizeof(e));
+	ext_tree_store(ip, &bt);
+	return ret;
+}
+
+static int map_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk)
+{
+	int ret;
+
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip), i;
+
+		for (i = 0; i < n; i++) {
+			if (le64toh(ip->di.u.ext[i].lblk) == lblk) {
+				memmove(&ip->di.u.ext[i], &ip->di.u.ext[i + 1],
+				        (n - i - 1) * sizeof(struct mfs_extent));
+				memset(&ip->di.u.ext[n - 1], 0, sizeof(struct mfs_extent));
+				ip->di.nr_inline = htole16((uint16_t)(n - 1));
+				return 0;
+			}
+		}
+		return -ENOENT;
+	}
+	struct mfs_btree bt = ext_tree(ip);
+
+	ret = mfs_bt_delete(fs, txn, &bt, lblk);
+	ext_tree_store(ip, &bt);
+	return ret;
+}
+
+struct collect_arg {
+	struct mfs_extent e[MFS_INLINE_EXTENTS];
+	unsigned n;
+	bool too_many;
+};
+
+static int collect_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct collect_arg *a = arg;
+
+	(void)key;
+	if (a->n == MFS_INLINE_EXTENTS || len != sizeof(struct mfs_extent)) {
+		a->too_many = true;
+		return 1;
+	}
+	memcpy(&a->e[a->n++], val, sizeof(struct mfs_extent));
+	return 0;
+}
+
+/* A tree that is a single leaf of at most MFS_INLINE_EXTENTS extents goes back inline. */
+static int map_maybe_inline(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_btree bt = ext_tree(ip);
+	struct collect_arg a = {.n = 0};
+	int ret;
+
+	if (!is_tree(ip) || bt.depth > 0)
+		return 0;
+	ret = mfs_bt_iterate(fs, &bt, 0, collect_fn, &a);
+	if (ret < 0)
+		return ret;
+	if (a.too_many)
+		return 0;
+	ret = mfs_bt_destroy(fs, txn, &bt);
+	if (ret)
+		return ret;
+	memset(&ip->di.u, 0, sizeof(ip->di.u));
+	memcpy(ip->di.u.ext, a.e, a.n * sizeof(struct mfs_extent));
+	ip->di.nr_inline = htole16((uint16_t)a.n);
+	ip->di.iflags = htole32(le32toh(ip->di.iflags) & ~MFS_IFL_EXTENT_TREE);
+	ext_tree_store(ip, &bt);
+	return 0;
+}
+
+/* --- range operations -------------------------------------------------------------- */
+
+/* The mapping of @lblk: *pblk 0 for a hole; *count blocks share it. */
+static int map_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk,
+                      uint64_t *count, bool *unwritten)
+{
+	struct fx x;
+	int ret;
+
+	*pblk = 0;
+	*unwritten = false;
+	if (lblk >= MAX_FILE_BLOCKS) {
+		*count = 1;
+		return 0;
+	}
+	ret = map_find_le(fs, ip, lblk, &x);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!ret && x.lblk + x.len > lblk) {
+		*pblk = x.pblk + (lblk - x.lblk);
+		*count = x.lblk + x.len - lblk;
+		*unwritten = x.flags & MFS_EXT_UNWRITTEN;
+		return 0;
+	}
+	ret = map_find_ge(fs, ip, lblk, &x);
+	if (ret == -ENOENT) {
+		*count = MAX_FILE_BLOCKS - lblk;
+		return 0;
+	}
+	if (ret)
+		return ret;
+	*count = x.lblk - lblk;
+	return 0;
+}
+
+/*
+ * Unmap [lblk, end), splitting extents that straddle its edges; with @free
+ * the blocks are freed (poisoned ones quarantined) and di.blocks drops.
+ * Handles at most @budget extents (0: no limit).  Returns 0 when the range
+ * is empty, 1 when the budget ran out first, or -errno.
+ */
+static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
+                     uint64_t end, bool release, unsigned budget)
+{
+	unsigned done = 0;
+	int ret;
+
+	while (lblk < end) {
+		struct fx x, piece;
+		uint64_t os, oe;
+
+		if (budget && done == budget)
+			return 1;
+		ret = map_find_le(fs, ip, lblk, &x);
+		if (ret && ret != -ENOENT)
+			return ret;
+		if (ret || x.lblk + x.len <= lblk) {
+			ret = map_find_ge(fs, ip, lblk, &x);
+			if (ret == -ENOENT)
+				break;
+			if (ret)
+				return ret;
+			if (x.lblk >= end)
+				break;
+		}
+		os = x.lblk > lblk ? x.lblk : lblk;
+		oe = x.lblk + x.len < end ? x.lblk + x.len : end;
+		if (x.lblk < lblk) {
+			piece = x;
+			piece.len = lblk - x.lblk;
+			ret = map_update(fs, txn, ip, &piece);
+		} else {
+			ret = map_delete(fs, txn, ip, x.lblk);
+		}
+		if (!ret && x.lblk + x.len > end) {
+			piece = x;
+			piece.lblk = end;
+			piece.pblk = x.pblk + (end - x.lblk);
+			piece.len = x.lblk + x.len - end;
+			ret = map_insert(fs, txn, ip, &piece);
+		}
+		if (ret)
+			return ret;
+		if (release) {
+			ret = mfs_free_data(fs, txn, x.pblk + (os - x.lblk), oe - os);
+			di_add_blocks(ip, -(int64_t)(oe - os));
+			if (ret)
+				return ret;
+		}
+		lblk = oe;
+		done++;
+	}
+	return map_maybe_inline(fs, txn, ip);
+}
+
+/* Map the empty range [lblk, lblk + len) to @pblk, merging with neighbours. */
+static int map_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
+                   uint64_t len, uint64_t pblk, uint32_t flags)
+{
+	struct fx nx = {.lblk = lblk, .pblk = pblk, .len = len, .flags = flags}, l, r;
+	bool left = false, right = false;
+	int ret;
+
+	while (len > EXT_MAX_LEN) {
+		/* only allocations of up to a chunk reach here; stay general anyway */
+		ret = map_add(fs, txn, ip, lblk, EXT_MAX_LEN, pblk, flags);
+		if (ret)
+			return ret;
+		lblk += EXT_MAX_LEN;
+		pblk += EXT_MAX_LEN;
+		len -= EXT_MAX_LEN;
+		nx = (struct fx){.lblk = lblk, .pblk = pblk, .len = len, .flags = flags};
+	}
+	if (lblk > 0) {
+		ret = map_find_le(fs, ip, lblk - 1, &l);
+		if (ret && ret != -ENOENT)
+			return ret;
+		left = !ret && l.lblk + l.len == lblk && l.pblk + l.len == pblk &&
+		       l.flags == flags && l.len + len <= EXT_MAX_LEN;
+	}
+	ret = map_find_ge(fs, ip, lblk + len, &r);
+	if (ret && ret != -ENOENT)
+		return ret;
+	right = !ret && r.lblk == lblk + len && r.pblk == pblk + len && r.flags == flags &&
+	        (left ? l.len : 0) + len + r.len <= EXT_MAX_LEN;
+	if (left) {
+		l.len += len + (right ? r.len : 0);
+		ret = map_update(fs, txn, ip, &l);
+		if (!ret && right)
+			ret = map_delete(fs, txn, ip, r.lblk);
+		return ret;
+	}
+	if (right) {
+		nx.len += r.len;
+		if (!is_tree(ip)) {
+			/* inline: make room first, nothing there can fail */
+			ret = map_delete(fs, txn, ip, r.lblk);
+			if (!ret)
+				ret = map_insert(fs, txn, ip, &nx);
+			return ret;
+		}
+		ret = map_insert(fs, txn, ip, &nx);
+		if (!ret)
+			ret = map_delete(fs, txn, ip, r.lblk);
+		return ret;
+	}
+	return map_insert(fs, txn, ip, &nx);
+}
+
+/* Where to allocate file block @lblk: after the block mapping @lblk - 1's extent. */
+static uint64_t alloc_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
+{
+	struct fx x;
+
+	if (lblk == 0 || map_find_le(fs, ip, lblk - 1, &x))
+		return 0;
+	return x.pblk + (lblk - x.lblk);
+}
+
+int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
+             bool *unwritten)
+{
+	return map_lookup(fs, ip, lblk, pblk, count, unwritten);
+}
+
+/* --- bios ------------------------------------------------------------------------------ */
+
+/* A batch of bios in flight under one plug. */
+struct fio {
+	struct blk_dev *dev;
+	struct blk_plug plug;
+	bool plugged;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned pending; /* lock */
+	int err;          /* lock: first error */
+	unsigned nr;
+	struct blk_bio bio[FIO_BATCH];
+};
+
+static struct fio *fio_new(struct mfs *fs)
+{
+	struct fio *io = malloc(sizeof(*io));
+
+	if (!io)
+		return NULL;
+	io->dev = fs->dev;
+	io->plugged = false;
+	pthread_mutex_init(&io->lock, NULL);
+	pthread_cond_init(&io->cond, NULL);
+	io->pending = 0;
+	io->err = 0;
+	io->nr = 0;
+	return io;
+}
+
+static void fio_end_io(struct blk_bio *bio)
+{
+	struct fio *io = bio->private;
+
+	pthread_mutex_lock(&io->lock);
+	if (bio->status != BLK_STS_OK && !io->err)
+		io->err = blk_status_to_errno((enum blk_status)bio->status);
+	if (--io->pending == 0)
+		pthread_cond_broadcast(&io->cond);
+	pthread_mutex_unlock(&io->lock);
+}
+
+/* Unplug and wait for every bio submitted so far.  Returns the first error. */
+static int fio_wait(struct fio *io)
+{
+	int err;
+
+	if (io->plugged) {
+		blk_finish_plug(&io->plug);
+		io->plugged = false;
+	}
+	pthread_mutex_lock(&io->lock);
+	while (io->pending)
+		pthread_cond_wait(&io->cond, &io->lock);
+	err = io->err;
+	pthread_mutex_unlock(&io->lock);
+	io->nr = 0;
+	return err;
+}
+
+static int fio_free(struct fio *io)
+{
+	int err = fio_wait(io);
+
+	pthread_mutex_destroy(&io->lock);
+	pthread_cond_destroy(&io->cond);
+	free(io);
+	return err;
+}
+
+/* Queue one op over @nblk device blocks from @pblk (@buf NULL for WRITE_ZEROES). */
+static void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, void *buf, uint64_t nblk,
+                       unsigned flags, struct blk_recovery *rec)
+{
+	while (nblk) {
+		uint64_t n = nblk < BIO_MAX_BLOCKS ? nblk : BIO_MAX_BLOCKS;
+		struct blk_bio *bio;
+
+		if (io->nr == FIO_BATCH)
+			fio_wait(io); /* keeps io->err */
+		if (!io->plugged) {
+			blk_start_plug(&io->plug);
+			io->plugged = true;
+		}
+		bio = &io->bio[io->nr++];
+		blk_bio_init(bio, op, pblk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(n * BS),
+		             fio_end_io, io);
+		bio->flags = (uint8_t)flags;
+		bio->rec = rec;
+		pthread_mutex_lock(&io->lock);
+		io->pending++;
+		pthread_mutex_unlock(&io->lock);
+		blk_submit_bio(io->dev, bio);
+		pblk += n;
+		if (buf)
+			buf = (uint8_t *)buf + n * BS;
+		nblk -= n;
+	}
+}
+
+static void *bounce_alloc(void)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, BS, BS))
+		return NULL;
+	return p;
+}
+
+/*
+ * Zero bytes [from, to) of device block @pblk in place: read-modify-write of
+ * the block; if the read meets poison, whole sectors of the range are zeroed
+ * with WRITE_ZEROES (which clears their poison) and only partial sectors are
+ * read back, so -EIO means a partial sector of the range is poisoned.
+ */
+static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned to)
+{
+	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
+	uint8_t *buf;
+	unsigned s;
+	int ret;
+
+	if (from >= to)
+		return 0;
+	buf = bounce_alloc();
+	if (!buf)
+		return -ENOMEM;
+	ret = blk_read(fs->dev, sec, buf, BS, 0);
+	if (!ret) {
+		memset(buf + from, 0, to - from);
+		ret = blk_write(fs->dev, sec, buf, BS, 0);
+		goto out;
+	}
+	if (ret != -EIO)
+		goto out;
+	ret = 0;
+	for (s = from / BLK_SECTOR_SIZE; s * BLK_SECTOR_SIZE < to && !ret; s++) {
+		unsigned a = s * BLK_SECTOR_SIZE, b = a + BLK_SECTOR_SIZE;
+		unsigned zf = from > a ? from : a, zt = to < b ? to : b;
+		struct blk_bio bio;
+
+		if (zf == a && zt == b) {
+			blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, sec + s, NULL, BLK_SECTOR_SIZE,
+			             NULL, NULL);
+			ret = blk_submit_bio_wait(fs->dev, &bio);
+			continue;
+		}
+		ret = blk_read(fs->dev, sec + s, buf, BLK_SECTOR_SIZE, 0);
+		if (!ret) {
+			memset(buf + (zf - a), 0, zt - zf);
+			ret = blk_write(fs->dev, sec + s, buf, BLK_SECTOR_SIZE, 0);
+		}
+	}
+out:
+	free(buf);
+	return ret;
+}
+
+/* Zero bytes [from, to) of file block @lblk where it holds written data. */
+static int zero_file_partial(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, unsigned from,
+                             unsigned to)
+{
+	uint64_t pblk, count;
+	bool unwritten;
+	int ret;
+
+	if (from >= to)
+		return 0;
+	ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+	if (ret || !pblk || unwritten)
+		return ret;
+	return zero_in_block(fs, pblk, from, to);
+}
+
+/* --- read ------------------------------------------------------------------------------ */
+
+/*
+ * Read file bytes [off, off + len) into @buf: holes and unwritten extents as
+ * zeros, data with bios flagged @bio_flags (BLK_BIO_RECOVERY reports
+ * zero-filled sectors in @rec).  The caller holds ip->lock and has clipped
+ * the range to the file size.  Returns @len or -errno (-EIO: media error).
+ */
+ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
+                             uint64_t off, unsigned bio_flags, struct blk_recovery *rec);
+
+ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
+                             uint64_t off, unsigned bio_flags, struct blk_recovery *rec)
+{
+	uint64_t end = off + len, first = off / BS, last = (end + BS - 1) / BS, lblk;
+	uint8_t *edge[2] = {NULL, NULL}, *out = buf;
+	uint64_t edge_lblk[2] = {0, 0};
+	bool edge_read[2] = {false, false};
+	struct fio *io;
+	int ret = 0, err;
+	unsigned e;
+
+	if (!len)
+		return 0;
+	io = fio_new(fs);
+	if (!io)
+		return -ENOMEM;
+	for (lblk = first; lblk < last && !ret;) {
+		uint64_t pblk, count, n, i;
+		bool unwritten;
+
+		ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			break;
+		n = count < last - lblk ? count : last - lblk;
+		for (i = 0; i < n;) {
+			uint64_t b = lblk + i, bstart = b * BS;
+			uint64_t from = bstart > off ? bstart : off;
+			bool partial = bstart < off || bstart + BS > end;
+			uint64_t run;
+
+			if (!pblk || unwritten) {
+				uint64_t to = (lblk + n) * BS < end ? (lblk + n) * BS : end;
+
+				memset(out + (from - off), 0, to - from);
+				break;
+			}
+			if (partial) {
+				e = b == first ? 0 : 1;
+				edge[e] = bounce_alloc();
+				if (!edge[e]) {
+					ret = -ENOMEM;
+					break;
+				}
+				edge_lblk[e] = b;
+				edge_read[e] = true;
+				fio_submit(io, BLK_OP_READ, pblk + i, edge[e], 1, bio_flags, rec);
+				i++;
+				continue;
+			}
+			/* whole blocks straight into the caller's buffer, up to a partial one */
+			run = n - i;
+			if ((b + run) * BS > end)
+				run = (end - bstart) / BS;
+			fio_submit(io, BLK_OP_READ, pblk + i, out + (bstart - off), run, bio_flags,
+			           rec);
+			i += run;
+		}
+		lblk += n;
+	}
+	err = fio_free(io);
+	if (!ret)
+		ret = err;
+	for (e = 0; e < 2; e++) {
+		if (edge[e] && !ret && edge_read[e]) {
+			uint64_t bstart = edge_lblk[e] * BS;
+			uint64_t from = bstart > off ? bstart : off;
+			uint64_t to = bstart + BS < end ? bstart + BS : end;
+
+			memcpy(out + (from - off), edge[e] + (from - bstart), to - from);
+		}
+		free(edge[e]);
+	}
+	return ret ? ret : (ssize_t)len;
+}
+
+/* Get a regular file's inode. */
+static int file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
+{
+	uint32_t mode;
+	int ret = mfs_iget(fs, ino, ipp);
+
+	if (ret)
+		return ret;
+	mode = le32toh((*ipp)->di.mode);
+	if (S_ISREG(mode))
+		return 0;
+	mfs_iput(fs, *ipp);
+	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
+}
+
+ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
+{
+	struct mfs_ino *ip;
+	ssize_t ret;
+	uint64_t size;
+
+	if (off < 0)
+		return -EINVAL;
+	ret = file_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = di_size(ip);
+	if ((uint64_t)off >= size) {
+		ret = 0;
+	} else {
+		if (len > size - (uint64_t)off)
+			len = (size_t)(size - (uint64_t)off);
+		ret = mfs_file_read_blocks(fs, ip, buf, len, (uint64_t)off, 0, NULL);
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+/* --- write ----------------------------------------------------------------------------- */
+
+enum seg_kind { SEG_MAPPED, SEG_UNWRITTEN, SEG_NEW };
+
+struct wseg {
+	uint64_t lblk, pblk, len;
+	enum seg_kind kind;
+};
+
+/* Free the blocks of the SEG_NEW segments from @from on (not mapped). */
+static void free_new_segs(struct mfs *fs, struct mfs_txn *txn, struct wseg *seg, unsigned from,
+                          unsigned nseg)
+{
+	for (unsigned i = from; i < nseg; i++)
+		if (seg[i].kind == SEG_NEW)
+			mfs_free_data(fs, txn, seg[i].pblk, seg[i].len);
+}
+
+static struct wseg *seg_of(struct wseg *seg, unsigned nseg, uint64_t lblk)
+{
+	for (unsigned i = 0; i < nseg; i++)
+		if (lblk >= seg[i].lblk && lblk < seg[i].lblk + seg[i].len)
+			return &seg[i];
+	return NULL;
+}
+
+/*
+ * One transaction of a write: bytes [pos, end) of the file, at most
+ * CHUNK_BLOCKS blocks.  Returns the bytes written (maybe fewer on ENOSPC) or
+ * -errno; *stop says not to go on.
+ */
+static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
+                           uint64_t end, bool *stop)
+{
+	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
+	struct wseg seg[CHUNK_SEGS];
+	uint8_t *edge[2] = {NULL, NULL};
+	uint64_t edge_lblk[2];
+	unsigned nseg = 0, i, e, nedge = 0;
+	struct mfs_txn *txn;
+	struct fio *io = NULL;
+	ssize_t ret;
+	int err;
+
+	if (b1 - b0 > CHUNK_BLOCKS) {
+		b1 = b0 + CHUNK_BLOCKS;
+		end = b1 * BS;
+	}
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		return ret;
+
+	/* plan: existing mappings, and fresh blocks for the holes */
+	for (lblk = b0; lblk < b1 && nseg < CHUNK_SEGS;) {
+		uint64_t pblk, count, n, got, start;
+		bool unwritten;
+
+		ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			goto fail_free;
+		n = count < b1 - lblk ? count : b1 - lblk;
+		if (pblk) {
+			seg[nseg++] = (struct wseg){lblk, pblk, n,
+			                            unwritten ? SEG_UNWRITTEN : SEG_MAPPED};
+		} else {
+			if (!goal)
+				goal = alloc_goal(fs, ip, lblk);
+			ret = mfs_alloc_data(fs, txn, goal, n, &start, &got);
+			if (ret == -ENOSPC) {
+				*stop = true;
+				break;
+			}
+			if (ret)
+				goto fail_free;
+			n = got;
+			seg[nseg++] = (struct wseg){lblk, start, n, SEG_NEW};
+		}
+		goal = seg[nseg - 1].pblk + n;
+		lblk += n;
+	}
+	if (lblk < b1) {
+		b1 = lblk;
+		if (end > b1 * BS)
+			end = b1 * BS;
+	}
+	if (nseg == 0 || end <= pos) {
+		ret = -ENOSPC;
+		goto fail;
+	}
+
+	/* partial edge blocks: read-modify-write, or zeros around the data for fresh ones */
+	for (e = 0; e < 2; e++) {
+		uint64_t b = e == 0 ? b0 : b1 - 1, bstart = b * BS;
+		uint64_t from = bstart > pos ? bstart : pos,
+		         to = bstart + BS < end ? bstart + BS : end;
+		struct wseg *s;
+
+		if (e == 1 && b1 - 1 == b0)
+			break;
+		if (from == bstart && to == bstart + BS)
+			continue;
+		s = seg_of(seg, nseg, b);
+		edge[nedge] = bounce_alloc();
+		if (!edge[nedge]) {
+			ret = -ENOMEM;
+			goto fail_free;
+		}
+		edge_lblk[nedge] = b;
+		if (s->kind == SEG_MAPPED) {
+			ret = blk_read(fs->dev, (s->pblk + (b - s->lblk)) * MFS_SECTORS_PER_BLOCK,
+			               edge[nedge], BS, 0);
+			if (ret) {
+				nedge++;
+				goto fail_free;
+			}
+		} else {
+			memset(edge[nedge], 0, BS);
+		}
+		memcpy(edge[nedge] + (from - bstart), src + (from - pos), to - from);
+		nedge++;
+	}
+
+	/* the data, under one plug */
+	io = fio_new(fs);
+	if (!io) {
+		ret = -ENOMEM;
+		goto fail_free;
+	}
+	for (i = 0; i < nseg; i++) {
+		uint64_t j = 0;
+
+		while (j < seg[i].len) {
+			uint64_t b = seg[i].lblk + j, run;
+
+			for (e = 0; e < nedge && edge_lblk[e] != b; e++)
+				;
+			if (e < nedge) {
+				fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0, NULL);
+				j++;
+				continue;
+			}
+			for (run = 1; j + run < seg[i].len; run++) {
+				for (e = 0; e < nedge && edge_lblk[e] != b + run; e++)
+					;
+				if (e < nedge)
+					break;
+			}
+			fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j,
+			           (void *)(src + (b * BS - pos)), run, 0, NULL);
+			j += run;
+		}
+	}
+	err = fio_free(io);
+	if (err) {
+		ret = err;
+		goto fail_free;
+	}
+
+	/* map what was written (data is on the device: ordered mode) */
+	for (i = 0; i < nseg; i++) {
+		if (seg[i].kind == SEG_NEW) {
+			err = map_add(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk, 0);
+			if (!err)
+				di_add_blocks(ip, (int64_t)seg[i].len);
+		} else if (seg[i].kind == SEG_UNWRITTEN) {
+			err = map_punch(fs, txn, ip, seg[i].lblk, seg[i].lblk + seg[i].len, false,
+			                0);
+			if (!err)
+				err = map_add(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk, 0);
+		} else {
+			err = 0;
+		}
+		if (err) {
+			free_new_segs(fs, txn, seg, seg[i].kind == SEG_NEW ? i : i + 1, nseg);
+			*stop = true;
+			if (seg[i].lblk * BS <= pos) {
+				ret = err;
+				goto fail_inode;
+			}
+			end = seg[i].lblk * BS;
+			break;
+		}
+	}
+	if (end > di_size(ip))
+		di_set_size(ip, end);
+	di_touch(ip, true);
+	ret = (ssize_t)(end - pos);
+	err = mfs_inode_write(fs, txn, ip);
+	if (err)
+		ret = err;
+	goto out;
+
+fail_free:
+	free_new_segs(fs, txn, seg, 0, nseg);
+fail_inode:
+	*stop = true;
+	mfs_inode_write(fs, txn, ip);
+	goto out;
+fail:
+	*stop = true;
+out:
+	err = mfs_txn_end(txn);
+	if (err && ret >= 0)
+		ret = err;
+	for (e = 0; e < nedge; e++)
+		free(edge[e]);
+	return ret;
+}
+
+ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *src = buf;
+	struct mfs_ino *ip;
+	uint64_t pos, end;
+	ssize_t done = 0, ret;
+	bool stop = false;
+
+	if (off < 0)
+		return -EINVAL;
+	if (!len)
+		return 0;
+	if ((uint64_t)off >= MAX_FILE_SIZE)
+		return -EFBIG;
+	if (len > MAX_FILE_SIZE - (uint64_t)off)
+		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	ret = file_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	pos = (uint64_t)off;
+	end = pos + len;
+	while (pos < end && !stop) {
+		ret = write_chunk(fs, ip, src + (pos - (uint64_t)off), pos, end, &stop);
+		if (ret < 0)
+			break;
+		pos += (uint64_t)ret;
+		done += ret;
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return done ? done : ret;
+}
+
+/* --- truncate, release ----------------------------------------------------------------- */
+
+int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t size)
+{
+	uint64_t old = di_size(ip);
+	int ret;
+
+	if (size > MAX_FILE_SIZE)
+		return -EFBIG;
+	if (size < old) {
+		if (size % BS) {
+			/* the tail of the last block reads as zeros if the file grows again */
+			ret = zero_file_partial(fs, ip, size / BS, size % BS, BS);
+			if (ret)
+				return ret;
+		}
+		ret = map_punch(fs, txn, ip, (size + BS - 1) / BS, MAX_FILE_BLOCKS, true, 0);
+		if (ret)
+			return ret;
+	}
+	if (size != old) {
+		di_set_size(ip, size);
+		di_touch(ip, true);
+	}
+	return mfs_inode_write(fs, txn, ip);
+}
+
+struct release_arg {
+	struct mfs_extent *v;
+	size_t nr, cap;
+	int err;
+};
+
+static int release_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct release_arg *a = arg;
+
+	(void)key;
+	if (len != sizeof(struct mfs_extent)) {
+		a->err = -EUCLEAN;
+		return 1;
+	}
+	if (a->nr == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		struct mfs_extent *v = realloc(a->v, cap * sizeof(*v));
+
+		if (!v) {
+			a->err = -ENOMEM;
+			return 1;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	memcpy(&a->v[a->nr++], val, sizeof(struct mfs_extent));
+	return 0;
+}
+
+int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct release_arg a = {0};
+	struct mfs_btree bt;
+	struct fx x;
+	size_t i;
+	int ret = 0;
+
+	if (le32toh(ip->di.iflags) & MFS_IFL_INLINE_DATA)
+		return 0; /* a symlink's target, not extents */
+	if (!is_tree(ip)) {
+		unsigned n = nr_inline(ip);
+
+		if (n > MFS_INLINE_EXTENTS)
+			return -EUCLEAN;
+		for (i = 0; i < n; i++) {
+			fx_load(&x, &ip->di.u.ext[i]);
+			ret = fx_check(fs, ip, &x);
+			if (!ret)
+				ret = mfs_free_data(fs, txn, x.pblk, x.len);
+			if (ret)
+				return ret;
+		}
+		memset(&ip->di.u, 0, sizeof(ip->di.u));
+		ip->di.nr_inline = 0;
+		ip->di.blocks = 0;
+		return 0;
+	}
+	bt = ext_tree(ip);
+	ret = mfs_bt_iterate(fs, &bt, 0, release_fn, &a);
+	if (!ret)
+		ret = a.err;
+	for (i = 0; i < a.nr && !ret; i++) {
+		fx_load(&x, &a.v[i]);
+		ret = fx_check(fs, ip, &x);
+		if (!ret)
+			ret = mfs_free_data(fs, txn, x.pblk, x.len);
+	}
+	free(a.v);
+	if (ret)
+		return ret;
+	ret = mfs_bt_destroy(fs, txn, &bt);
+	if (ret)
+		return ret;
+	ext_tree_store(ip, &bt);
+	ip->di.iflags = htole32(le32toh(ip->di.iflags) & ~MFS_IFL_EXTENT_TREE);
+	memset(&ip->di.u, 0, sizeof(ip->di.u));
+	ip->di.nr_inline = 0;
+	ip->di.blocks = 0;
+	return 0;
+}
+
+/* --- fallocate ------------------------------------------------------------------------- */
+
+/* Unwritten extents over the holes of [first, last), one transaction per chunk. */
+static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
+{
+	uint64_t lblk = first;
+	int ret = 0;
+
+	while (lblk < last && !ret) {
+		uint64_t stop = last - lblk > CHUNK_BLOCKS ? lblk + CHUNK_BLOCKS : last;
+		struct mfs_txn *txn;
+		int err;
+
+		ret = mfs_txn_begin(fs, &txn);
+		if (ret)
+			return ret;
+		while (lblk < stop && !ret) {
+			uint64_t pblk, count, n, start, got;
+			bool unwritten;
+
+			ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+			if (ret)
+				break;
+			n = count < stop - lblk ? count : stop - lblk;
+			if (!pblk) {
+				ret = mfs_alloc_data(fs, txn, alloc_goal(fs, ip, lblk), n, &start,
+				                     &got);
+				if (ret)
+					break;
+				n = got;
+				ret = map_add(fs, txn, ip, lblk, n, start, MFS_EXT_UNWRITTEN);
+				if (ret) {
+					mfs_free_data(fs, txn, start, n);
+					break;
+				}
+				di_add_blocks(ip, (int64_t)n);
+			}
+			lblk += n;
+		}
+		err = mfs_inode_write(fs, txn, ip);
+		if (!ret)
+			ret = err;
+		err = mfs_txn_end(txn);
+		if (!ret)
+			ret = err;
+	}
+	return ret;
+}
+
+/* Unmap and free [first, last) in transactions of PUNCH_BUDGET extents. */
+static int punch_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
+{
+	int ret = 1;
+
+	while (ret == 1) {
+		struct mfs_txn *txn;
+		int err;
+
+		ret = mfs_txn_begin(fs, &txn);
+		if (ret)
+			return ret;
+		ret = map_punch(fs, txn, ip, first, last, true, PUNCH_BUDGET);
+		err = mfs_inode_write(fs, txn, ip);
+		if (ret >= 0 && err)
+			ret = err;
+		err = mfs_txn_end(txn);
+		if (ret >= 0 && err)
+			ret = err;
+	}
+	return ret;
+}
+
+/* Zero whole written blocks of [first, last) in place (WRITE_ZEROES clears poison). */
+static int zero_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
+{
+	struct fio *io = fio_new(fs);
+	uint64_t lblk = first;
+	int ret = 0, err;
+
+	if (!io)
+		return -ENOMEM;
+	while (lblk < last) {
+		uint64_t pblk, count, n;
+		bool unwritten;
+
+		ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			break;
+		n = count < last - lblk ? count : last - lblk;
+		if (pblk && !unwritten)
+			fio_submit(io, BLK_OP_WRITE_ZEROES, pblk, NULL, n, 0, NULL);
+		lblk += n;
+	}
+	err = fio_free(io);
+	return ret ? ret : err;
+}
+
+/* Zero the partial edge blocks of byte range [off, end). */
+static int zero_edges(struct mfs *fs, struct mfs_ino *ip, uint64_t off, uint64_t end)
+{
+	uint64_t fb = off / BS, lb = (end - 1) / BS;
+	int ret;
+
+	if (fb == lb) {
+		if (off % BS == 0 && end % BS == 0)
+			return 0;
+		return zero_file_partial(fs, ip, fb, (unsigned)(off % BS),
+		                         (unsigned)(end - fb * BS));
+	}
+	ret = zero_file_partial(fs, ip, fb, (unsigned)(off % BS), off % BS ? BS : 0);
+	if (!ret && end % BS)
+		ret = zero_file_partial(fs, ip, lb, 0, (unsigned)(end % BS));
+	return ret;
+}
+
+/* Set the size (unless KEEP_SIZE) and ctime/mtime after a fallocate. */
+static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool keep, bool mtime)
+{
+	struct mfs_txn *txn;
+	int ret, err;
+
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		return ret;
+	if (!keep && end > di_size(ip))
+		di_set_size(ip, end);
+	di_touch(ip, mtime);
+	ret = mfs_inode_write(fs, txn, ip);
+	err = mfs_txn_end(txn);
+	return ret ? ret : err;
+}
+
+int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
+{
+	bool keep = mode & FALLOC_FL_KEEP_SIZE;
+	uint64_t start, end, first, last;
+	struct mfs_ino *ip;
+	int ret, m = mode & ~FALLOC_FL_KEEP_SIZE;
+
+	if (m != 0 && m != FALLOC_FL_PUNCH_HOLE && m != FALLOC_FL_ZERO_RANGE)
+		return -EOPNOTSUPP;
+	if (m == FALLOC_FL_PUNCH_HOLE && !keep)
+		return -EOPNOTSUPP; /* as Linux: PUNCH_HOLE needs KEEP_SIZE */
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if ((uint64_t)off > MAX_FILE_SIZE || (uint64_t)len > MAX_FILE_SIZE - (uint64_t)off)
+		return -EFBIG;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	if (!S_ISREG(le32toh(ip->di.mode))) {
+		ret = S_ISDIR(le32toh(ip->di.mode)) ? -EISDIR : -ENODEV;
+		mfs_iput(fs, ip);
+		return ret;
+	}
+	start = (uint64_t)off;
+	end = start + (uint64_t)len;
+	first = (start + BS - 1) / BS; /* whole blocks inside the range */
+	last = end / BS;
+	pthread_rwlock_wrlock(&ip->lock);
+	switch (m) {
+	case 0:
+		ret = falloc_unwritten(fs, ip, start / BS, (end + BS - 1) / BS);
+		if (!ret)
+			ret = falloc_finish(fs, ip, end, keep, false);
+		break;
+	case FALLOC_FL_PUNCH_HOLE:
+		ret = zero_edges(fs, ip, start, end);
+		if (!ret && first < last)
+			ret = punch_blocks(fs, ip, first, last);
+		if (!ret)
+			ret = falloc_finish(fs, ip, end, true, true);
+		break;
+	default: /* FALLOC_FL_ZERO_RANGE */
+		ret = zero_edges(fs, ip, start, end);
+		if (!ret && first < last)
+			ret = zero_blocks(fs, ip, first, last);
+		if (!ret)
+			ret = falloc_unwritten(fs, ip, start / BS, (end + BS - 1) / BS);
+		if (!ret)
+			ret = falloc_finish(fs, ip, end, keep, true);
+		break;
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+/* --- lseek, fsync ---------------------------------------------------------------------- */
+
+off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence)
+{
+	struct mfs_ino *ip;
+	uint64_t size, lblk;
+	off_t ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	ret = file_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = di_size(ip);
+	if (off < 0 || (uint64_t)off >= size) {
+		ret = -ENXIO;
+		goto out;
+	}
+	for (lblk = (uint64_t)off / BS;;) {
+		uint64_t pblk, count, at = lblk * BS > (uint64_t)off ? lblk * BS : (uint64_t)off;
+		bool unwritten, data;
+		int err;
+
+		if (at >= size) {
+			ret = whence == SEEK_DATA ? -ENXIO : (off_t)size;
+			break;
+		}
+		err = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (err) {
+			ret = err;
+			break;
+		}
+		data = pblk && !unwritten;
+		if (data == (whence == SEEK_DATA)) {
+			ret = (off_t)at;
+			break;
+		}
+		lblk += count;
+	}
+out:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
+{
+	struct mfs_ino *ip;
+	int ret;
+
+	/*
+	 * Data is written to the device by mfs_write itself; what remains is
+	 * the metadata in the running transaction and the device's cache.
+	 * fdatasync could skip the commit when only timestamps changed, but
+	 * the transaction is shared by every inode, so one commit serves both.
+	 */
+	(void)datasync;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	mfs_iput(fs, ip);
+	ret = mfs_txn_commit(fs);
+	if (!ret)
+		ret = blk_flush(fs->dev);
+	return ret;
+}

@@ -1,2 +1,485 @@
 /* SPDX-License-Identifier: MIT */
-/* xattr.c: being written. */
+/*
+ * Extended attributes (docs/FORMAT.md §6.2, §7.3, §7.4).
+ *
+ * Small attributes live in the inode's inline area (di.inline_xattr,
+ * inline_xattr_len bytes of packed struct mfs_xattr records); the others in
+ * the inode's xattr B+tree (MFS_TREE_XATTR), keyed like directory entries:
+ * the high 48 bits of XXH3-64(full name, dir_hash_seed) and a 16-bit
+ * collision counter.  An attribute lives in exactly one of the two places.
+ * A set writes the new record inline when it fits the free inline space
+ * (after removing the old record), else in the tree.
+ *
+ * Limits, following Linux and ext4: names are "user.", "trusted.",
+ * "security." or "system." plus at least one byte (other prefixes
+ * -EOPNOTSUPP, an empty suffix -EINVAL), 1..255 bytes in all (-ERANGE
+ * otherwise); a value above XATTR_SIZE_MAX (65536) is -E2BIG, one that does
+ * not fit a B+tree value (4 + name + value > MFS_BT_MAX_VALUE) is -ENOSPC.
+ *
+ * Locking: ip->lock shared for get and list, exclusive for set and remove.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "mfs_ops.h"
+
+#define XATTR_NAME_MAX_LEN 255u
+#define XATTR_VALUE_MAX    65536u /* XATTR_SIZE_MAX */
+#define XHDR               ((unsigned)sizeof(struct mfs_xattr))
+#define INLINE_CAP         ((unsigned)sizeof(((struct mfs_inode *)0)->inline_xattr))
+
+/* Where a found attribute lives. */
+struct xloc {
+	bool inline_;
+	unsigned off; /* inline: record offset */
+	unsigned len; /* inline: record length */
+	uint64_t key; /* tree: its key */
+	uint16_t value_len;
+};
+
+static struct mfs_btree xtree(const struct mfs_ino *ip)
+{
+	struct mfs_btree bt = {.root = le64toh(ip->di.xattr_root),
+	                       .depth = le16toh(ip->di.xattr_depth),
+	                       .kind = MFS_TREE_XATTR,
+	                       .owner = ip->ino};
+	return bt;
+}
+
+static void xtree_store(struct mfs_ino *ip, const struct mfs_btree *bt)
+{
+	ip->di.xattr_root = htole64(bt->root);
+	ip->di.xattr_depth = htole16(bt->depth);
+}
+
+static int check_name(const char *name, size_t *lenp)
+{
+	static const char *const prefixes[] = {"user.", "trusted.", "security.", "system."};
+	size_t len, i;
+
+	if (!name)
+		return -EINVAL;
+	len = strnlen(name, XATTR_NAME_MAX_LEN + 1);
+	if (len == 0 || len > XATTR_NAME_MAX_LEN)
+		return -ERANGE;
+	for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t pl = strlen(prefixes[i]);
+
+		if (!strncmp(name, prefixes[i], pl)) {
+			if (len == pl)
+				return -EINVAL;
+			*lenp = len;
+			return 0;
+		}
+	}
+	return -EOPNOTSUPP;
+}
+
+static uint64_t name_base(struct mfs *fs, const char *name, size_t len)
+{
+	uint64_t h = XXH3_64bits_withSeed(name, len, le64toh(fs->sb.dir_hash_seed)) & ~0xffffull;
+
+	return h ? h : 0x10000;
+}
+
+static unsigned inline_len(const struct mfs_ino *ip)
+{
+	return le16toh(ip->di.inline_xattr_len);
+}
+
+/*
+ * Walk the inline records: @fn is called with each record's offset and length
+ * until it returns non-zero.  A record running past the area is -EUCLEAN.
+ */
+typedef int inline_fn(void *arg, const uint8_t *rec, unsigned off, unsigned len);
+
+static int inline_walk(const struct mfs_ino *ip, inline_fn *fn, void *arg)
+{
+	const uint8_t *area = ip->di.inline_xattr;
+	unsigned used = inline_len(ip), off = 0;
+	int ret;
+
+	if (used > INLINE_CAP)
+		return -EUCLEAN;
+	while (off < used) {
+		const struct mfs_xattr *x = (const void *)(area + off);
+		unsigned len;
+
+		if (used - off < XHDR)
+			return -EUCLEAN;
+		len = XHDR + x->name_len + le16toh(x->value_len);
+		if (x->name_len == 0 || len > used - off)
+			return -EUCLEAN;
+		ret = fn(arg, area + off, off, len);
+		if (ret)
+			return ret;
+		off += len;
+	}
+	return 0;
+}
+
+struct find_arg {
+	const char *name;
+	size_t name_len;
+	struct xloc *loc;
+	uint8_t *val; /* tree: the whole record, MFS_BT_MAX_VALUE bytes */
+	bool bad;
+	/* insertion: lowest free collision counter */
+	uint64_t base;
+	uint32_t next_free;
+	bool found;
+};
+
+static int inline_find_fn(void *arg, const uint8_t *rec, unsigned off, unsigned len)
+{
+	struct find_arg *a = arg;
+	const struct mfs_xattr *x = (const void *)rec;
+
+	if (x->name_len != a->name_len || memcmp(x->data, a->name, a->name_len))
+		return 0;
+	a->loc->inline_ = true;
+	a->loc->off = off;
+	a->loc->len = len;
+	a->loc->value_len = le16toh(x->value_len);
+	a->found = true;
+	return 1;
+}
+
+static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct find_arg *a = arg;
+	const struct mfs_xattr *x = val;
+
+	if ((key & ~0xffffull) != a->base)
+		return 1;
+	if ((uint32_t)(key & 0xffff) == a->next_free)
+		a->next_free++;
+	if (len < XHDR || XHDR + x->name_len + le16toh(x->value_len) != len) {
+		a->bad = true;
+		return 1;
+	}
+	if (a->found || x->name_len != a->name_len || memcmp(x->data, a->name, a->name_len))
+		return 0;
+	a->loc->inline_ = false;
+	a->loc->key = key;
+	a->loc->value_len = le16toh(x->value_len);
+	if (a->val)
+		memcpy(a->val, val, len);
+	a->found = true;
+	return 0; /* keep counting collision slots */
+}
+
+/*
+ * Look @name up: inline, then in the tree.  Returns 0 (found, *loc filled,
+ * @rec gets the tree record if not NULL), -ENODATA, or -errno.  *free_slot
+ * (if not NULL) gets the lowest unused tree key for the name.
+ */
+static int xattr_find(struct mfs *fs, struct mfs_ino *ip, const char *name, size_t name_len,
+                      struct xloc *loc, uint8_t *rec, uint64_t *free_slot)
+{
+	struct find_arg a = {.name = name, .name_len = name_len, .loc = loc, .val = rec};
+	struct mfs_btree bt = xtree(ip);
+	int ret;
+
+	ret = inline_walk(ip, inline_find_fn, &a);
+	if (ret < 0)
+		return ret;
+	if (a.found && !free_slot)
+		return 0;
+	a.base = name_base(fs, name, name_len);
+	if (bt.root) {
+		bool was_inline = a.found;
+
+		/*
+		 * Keys sharing the base are scanned in order; the first counter
+		 * not used is the free slot (keys come sorted, so a gap ends the
+		 * run of consecutive counters).
+		 */
+		ret = mfs_bt_iterate(fs, &bt, a.base, tree_find_fn, &a);
+		if (ret < 0)
+			return ret;
+		if (a.bad)
+			return -EUCLEAN;
+		if (was_inline)
+			a.found = true;
+	}
+	if (free_slot) {
+		if (a.next_free > 0xffff)
+			return -ENOSPC;
+		*free_slot = a.base | a.next_free;
+	}
+	return a.found ? 0 : -ENODATA;
+}
+
+static void inline_remove(struct mfs_inode *di, unsigned off, unsigned len)
+{
+	unsigned used = le16toh(di->inline_xattr_len);
+
+	memmove(di->inline_xattr + off, di->inline_xattr + off + len, used - off - len);
+	memset(di->inline_xattr + used - len, 0, len);
+	di->inline_xattr_len = htole16((uint16_t)(used - len));
+}
+
+static void fill_record(uint8_t *rec, const char *name, size_t name_len, const void *value,
+                        size_t size)
+{
+	struct mfs_xattr *x = (void *)rec;
+
+	x->name_len = (uint8_t)name_len;
+	x->__pad = 0;
+	x->value_len = htole16((uint16_t)size);
+	memcpy(x->data, name, name_len);
+	if (size)
+		memcpy(x->data + name_len, value, size);
+}
+
+static void touch_ctime(struct mfs_ino *ip)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ip->di.ctime_ns =
+	        (int64_t)htole64((uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
+}
+
+int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
+                 int flags)
+{
+	uint8_t rec[MFS_BT_MAX_VALUE];
+	struct mfs_inode newdi;
+	struct mfs_btree bt;
+	struct mfs_txn *txn;
+	struct mfs_ino *ip;
+	struct xloc loc;
+	uint64_t slot = 0;
+	size_t name_len = 0, reclen;
+	bool exists;
+	int ret, err;
+
+	ret = check_name(name, &name_len);
+	if (ret)
+		return ret;
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	if (size > XATTR_VALUE_MAX)
+		return -E2BIG;
+	if (size && !value)
+		return -EINVAL;
+	reclen = XHDR + name_len + size;
+	if (reclen > MFS_BT_MAX_VALUE)
+		return -ENOSPC;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, &slot);
+	if (ret && ret != -ENODATA)
+		goto unlock;
+	exists = ret == 0;
+	if (exists && (flags & XATTR_CREATE)) {
+		ret = -EEXIST;
+		goto unlock;
+	}
+	if (!exists && (flags & XATTR_REPLACE)) {
+		ret = -ENODATA;
+		goto unlock;
+	}
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		goto unlock;
+
+	/* build the new inode image; the tree changes first, the inode copy last */
+	newdi = ip->di;
+	if (exists && loc.inline_)
+		inline_remove(&newdi, loc.off, loc.len);
+	fill_record(rec, name, name_len, value, size);
+	bt = xtree(ip);
+	if (reclen <= INLINE_CAP - le16toh(newdi.inline_xattr_len)) {
+		unsigned used = le16toh(newdi.inline_xattr_len);
+
+		memcpy(newdi.inline_xattr + used, rec, reclen);
+		newdi.inline_xattr_len = htole16((uint16_t)(used + reclen));
+		if (exists && !loc.inline_)
+			ret = mfs_bt_delete(fs, txn, &bt, loc.key);
+	} else if (exists && !loc.inline_) {
+		ret = mfs_bt_update(fs, txn, &bt, loc.key, rec, (uint16_t)reclen);
+	} else {
+		ret = mfs_bt_insert(fs, txn, &bt, slot, rec, (uint16_t)reclen);
+	}
+	newdi.xattr_root = htole64(bt.root);
+	newdi.xattr_depth = htole16(bt.depth);
+	if (!ret) {
+		ip->di = newdi;
+		touch_ctime(ip);
+	} else {
+		xtree_store(ip, &bt); /* a failed tree op leaves the tree as it was */
+	}
+	err = mfs_inode_write(fs, txn, ip);
+	if (!ret)
+		ret = err;
+	err = mfs_txn_end(txn);
+	if (!ret)
+		ret = err;
+unlock:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size)
+{
+	uint8_t rec[MFS_BT_MAX_VALUE];
+	struct mfs_ino *ip;
+	struct xloc loc;
+	size_t name_len = 0;
+	ssize_t ret;
+
+	ret = check_name(name, &name_len);
+	if (ret)
+		return ret == -EINVAL ? -ENODATA : ret;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	ret = xattr_find(fs, ip, name, name_len, &loc, rec, NULL);
+	if (ret)
+		goto out;
+	ret = loc.value_len;
+	if (size == 0)
+		goto out;
+	if (size < loc.value_len) {
+		ret = -ERANGE;
+		goto out;
+	}
+	if (loc.inline_)
+		memcpy(value, ip->di.inline_xattr + loc.off + XHDR + name_len, loc.value_len);
+	else
+		memcpy(value, rec + XHDR + name_len, loc.value_len);
+out:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+struct list_arg {
+	char *list;
+	size_t size, used;
+	bool bad;
+};
+
+static void list_add(struct list_arg *a, const struct mfs_xattr *x)
+{
+	if (a->size && a->used + x->name_len + 1 <= a->size) {
+		memcpy(a->list + a->used, x->data, x->name_len);
+		a->list[a->used + x->name_len] = '\0';
+	}
+	a->used += x->name_len + 1u;
+}
+
+static int list_inline_fn(void *arg, const uint8_t *rec, unsigned off, unsigned len)
+{
+	(void)off;
+	(void)len;
+	list_add(arg, (const void *)rec);
+	return 0;
+}
+
+static int list_tree_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct list_arg *a = arg;
+	const struct mfs_xattr *x = val;
+
+	(void)key;
+	if (len < XHDR || x->name_len == 0 || XHDR + x->name_len + le16toh(x->value_len) != len) {
+		a->bad = true;
+		return 1;
+	}
+	list_add(a, x);
+	return 0;
+}
+
+ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
+{
+	struct list_arg a = {.list = list, .size = size};
+	struct mfs_ino *ip;
+	struct mfs_btree bt;
+	ssize_t ret;
+
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	ret = inline_walk(ip, list_inline_fn, &a);
+	bt = xtree(ip);
+	if (!ret && bt.root)
+		ret = mfs_bt_iterate(fs, &bt, 0, list_tree_fn, &a);
+	if (!ret && a.bad)
+		ret = -EUCLEAN;
+	if (!ret)
+		ret = size && a.used > size ? -ERANGE : (ssize_t)a.used;
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
+{
+	struct mfs_btree bt;
+	struct mfs_txn *txn;
+	struct mfs_ino *ip;
+	struct xloc loc;
+	size_t name_len = 0;
+	int ret, err;
+
+	ret = check_name(name, &name_len);
+	if (ret)
+		return ret == -EINVAL ? -ENODATA : ret;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, NULL);
+	if (ret)
+		goto unlock;
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		goto unlock;
+	if (loc.inline_) {
+		inline_remove(&ip->di, loc.off, loc.len);
+	} else {
+		bt = xtree(ip);
+		ret = mfs_bt_delete(fs, txn, &bt, loc.key);
+		xtree_store(ip, &bt);
+	}
+	if (!ret)
+		touch_ctime(ip);
+	err = mfs_inode_write(fs, txn, ip);
+	if (!ret)
+		ret = err;
+	err = mfs_txn_end(txn);
+	if (!ret)
+		ret = err;
+unlock:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_xattr_release(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_btree bt = xtree(ip);
+	int ret;
+
+	ret = mfs_bt_destroy(fs, txn, &bt);
+	if (ret)
+		return ret;
+	xtree_store(ip, &bt);
+	memset(ip->di.inline_xattr, 0, sizeof(ip->di.inline_xattr));
+	ip->di.inline_xattr_len = 0;
+	return 0;
+}
