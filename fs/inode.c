@@ -1,2 +1,494 @@
 /* SPDX-License-Identifier: MIT */
-/* inode.c: being written. */
+/*
+ * In-memory inodes: a hash of struct mfs_ino keyed by inode number, counted
+ * by references (mfs_iget / mfs_iput), loaded from and written back to the
+ * inode table (docs/FORMAT.md §6), and the allocation and freeing of inodes.
+ *
+ * An inode lives in the cache exactly while it is referenced.  When the last
+ * reference of an unlinked inode (nlink 0) goes, it is evicted: in one
+ * transaction its data blocks, xattrs and directory tree are released, its
+ * orphan entry removed, its slot cleared and its number freed.  While that
+ * runs the entry stays in the hash with ref 0 so that mfs_iget refuses it
+ * (-ENOENT) instead of loading a second copy; an inode created meanwhile
+ * with the same (just freed) number is inserted in front of it.
+ *
+ * Locking: fs->icache_lock protects the hash and every transition of ref to
+ * or from zero; ip->lock (see fs/mfs_ops.h) protects ip->di and the inode's
+ * trees.  icache_lock is a leaf: nothing is read or locked while it is held.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mfs_int.h"
+
+#define ICACHE_BUCKETS 65536u
+
+struct mfs_icache {
+	struct mfs_ino **hash;
+	uint64_t gen; /* next generation (protected by icache_lock) */
+};
+
+static inline struct mfs_icache *IC(struct mfs *fs)
+{
+	return fs->icache;
+}
+
+static inline unsigned ihash(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (ICACHE_BUCKETS - 1);
+}
+
+int64_t mfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int mfs_icache_init(struct mfs *fs)
+{
+	struct mfs_icache *ic = calloc(1, sizeof(*ic));
+
+	if (!ic)
+		return -ENOMEM;
+	ic->hash = calloc(ICACHE_BUCKETS, sizeof(*ic->hash));
+	if (!ic->hash) {
+		free(ic);
+		return -ENOMEM;
+	}
+	/* generations differ from any earlier user of a slot: time-based start */
+	ic->gen = (uint64_t)mfs_now_ns();
+	pthread_mutex_init(&fs->icache_lock, NULL);
+	fs->icache = ic;
+	return 0;
+}
+
+static void ino_free(struct mfs_ino *ip)
+{
+	pthread_rwlock_destroy(&ip->lock);
+	free(ip);
+}
+
+void mfs_icache_destroy(struct mfs *fs)
+{
+	struct mfs_icache *ic = IC(fs);
+	unsigned i;
+
+	if (!ic)
+		return;
+	for (i = 0; i < ICACHE_BUCKETS; i++) {
+		struct mfs_ino *ip, *next;
+
+		for (ip = ic->hash[i]; ip; ip = next) {
+			next = ip->hnext;
+			ino_free(ip);
+		}
+	}
+	free(ic->hash);
+	free(ic);
+	fs->icache = NULL;
+	pthread_mutex_destroy(&fs->icache_lock);
+}
+
+/* icache_lock held.  *evicting: only an entry being freed was found. */
+static struct mfs_ino *__ifind(struct mfs *fs, uint64_t ino, bool *evicting)
+{
+	struct mfs_ino *ip;
+
+	*evicting = false;
+	for (ip = IC(fs)->hash[ihash(ino)]; ip; ip = ip->hnext) {
+		if (ip->ino != ino)
+			continue;
+		if (atomic_load(&ip->ref) > 0)
+			return ip;
+		*evicting = true;
+	}
+	return NULL;
+}
+
+static void __iinsert(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_ino **head = &IC(fs)->hash[ihash(ip->ino)];
+
+	ip->hnext = *head;
+	*head = ip;
+}
+
+static void __iremove(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_ino **pp = &IC(fs)->hash[ihash(ip->ino)];
+
+	while (*pp && *pp != ip)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = ip->hnext;
+	ip->hnext = NULL;
+}
+
+/* Where inode @ino lives in the inode table. */
+static void ino_location(const struct mfs *fs, uint64_t ino, uint64_t *blk, size_t *off)
+{
+	*blk = fs->sb.inode_table_start + (ino - 1) / MFS_INODES_PER_BLOCK;
+	*off = sizeof(struct mfs_meta_hdr) +
+	       (size_t)((ino - 1) % MFS_INODES_PER_BLOCK) * MFS_INODE_SIZE;
+}
+
+/* Is the slot a valid inode?  Returns 0, -ENOENT (free slot) or -EUCLEAN. */
+static int inode_check(const struct mfs *fs, uint64_t ino, const struct mfs_inode *di)
+{
+	const char *why = NULL;
+
+	if (di->mode == 0)
+		return -ENOENT;
+	switch (di->mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	default:
+		why = "invalid file type";
+		goto bad;
+	}
+	if (di->nlink > fs->sb.nr_inodes + 2)
+		why = "link count out of range";
+	else if (di->nlink == 0 && !(di->iflags & MFS_IFL_ORPHAN))
+		why = "no links and not an orphan";
+	else if (S_ISDIR(di->mode) && di->nlink != 0 && di->nlink < 2)
+		why = "directory with fewer than 2 links";
+	else if ((di->iflags & MFS_IFL_INLINE_DATA) &&
+	         (!S_ISLNK(di->mode) || di->nr_inline > MFS_INLINE_DATA ||
+	          di->size != di->nr_inline || (di->iflags & MFS_IFL_EXTENT_TREE)))
+		why = "inconsistent inline data";
+	else if (!(di->iflags & MFS_IFL_INLINE_DATA) && !(di->iflags & MFS_IFL_EXTENT_TREE) &&
+	         di->nr_inline > MFS_INLINE_EXTENTS)
+		why = "too many inline extents";
+	else if (!S_ISDIR(di->mode) && (di->dir_root || di->dir_entries))
+		why = "directory tree on a non-directory";
+	else if (S_ISDIR(di->mode) && (di->blocks || (di->iflags & MFS_IFL_EXTENT_TREE)))
+		why = "data blocks on a directory";
+	else if (S_ISDIR(di->mode) && (di->parent == 0 || di->parent > fs->sb.nr_inodes))
+		why = "directory parent out of range";
+	else if (S_ISLNK(di->mode) && (di->size == 0 || di->size >= 4096))
+		why = "symlink target length out of range";
+	else if (di->inline_xattr_len > sizeof(di->inline_xattr))
+		why = "inline xattr length out of range";
+	if (!why)
+		return 0;
+bad:
+	fprintf(stderr, "mendfs: inode %llu: %s (mode %#o, nlink %u, flags %#x)\n",
+	        (unsigned long long)ino, why, di->mode, di->nlink, di->iflags);
+	return -EUCLEAN;
+}
+
+int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di)
+{
+	struct mfs_buf *b;
+	uint64_t blk;
+	size_t off;
+	int ret;
+
+	if (ino == 0 || ino > fs->sb.nr_inodes)
+		return -ENOENT;
+	ino_location(fs, ino, &blk, &off);
+	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memcpy(di, b->data + off, sizeof(*di));
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return inode_check(fs, ino, di);
+}
+
+static struct mfs_ino *ino_alloc(uint64_t ino)
+{
+	struct mfs_ino *ip = calloc(1, sizeof(*ip));
+
+	if (!ip)
+		return NULL;
+	ip->ino = ino;
+	pthread_rwlock_init(&ip->lock, NULL);
+	atomic_init(&ip->ref, 1);
+	return ip;
+}
+
+int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
+{
+	struct mfs_ino *ip, *fresh;
+	bool evicting;
+	int ret;
+
+	pthread_mutex_lock(&fs->icache_lock);
+	ip = __ifind(fs, ino, &evicting);
+	if (ip)
+		atomic_fetch_add(&ip->ref, 1);
+	pthread_mutex_unlock(&fs->icache_lock);
+	if (ip) {
+		*ipp = ip;
+		return 0;
+	}
+	if (evicting)
+		return -ENOENT;
+
+	fresh = ino_alloc(ino);
+	if (!fresh)
+		return -ENOMEM;
+	ret = mfs_inode_read(fs, ino, &fresh->di);
+	if (ret) {
+		ino_free(fresh);
+		return ret;
+	}
+	fresh->unlinked = fresh->di.nlink == 0;
+	/* someone may have loaded it meanwhile: theirs wins */
+	pthread_mutex_lock(&fs->icache_lock);
+	ip = __ifind(fs, ino, &evicting);
+	if (ip) {
+		atomic_fetch_add(&ip->ref, 1);
+	} else if (!evicting) {
+		__iinsert(fs, fresh);
+		ip = fresh;
+		fresh = NULL;
+	}
+	pthread_mutex_unlock(&fs->icache_lock);
+	if (fresh)
+		ino_free(fresh);
+	if (!ip)
+		return -ENOENT;
+	*ipp = ip;
+	return 0;
+}
+
+int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_buf *b;
+	uint64_t blk;
+	size_t off;
+	int ret;
+
+	ino_location(fs, ip->ino, &blk, &off);
+	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memcpy(b->data + off, &ip->di, sizeof(ip->di));
+	mfs_txn_dirty(txn, b);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return 0;
+}
+
+/* Clear slot @ino, keeping its generation (the next user's must differ). */
+static int slot_clear(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, uint64_t generation)
+{
+	struct mfs_buf *b;
+	struct mfs_inode *di;
+	uint64_t blk;
+	size_t off;
+	int ret;
+
+	ino_location(fs, ino, &blk, &off);
+	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	di = (struct mfs_inode *)(b->data + off);
+	memset(di, 0, sizeof(*di));
+	di->generation = generation;
+	mfs_txn_dirty(txn, b);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return 0;
+}
+
+int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, gid_t gid,
+                  struct mfs_ino **ipp)
+{
+	struct mfs_inode old;
+	struct mfs_ino *ip;
+	uint64_t ino, gen;
+	int64_t now = mfs_now_ns();
+	int ret;
+
+	ret = mfs_alloc_ino(fs, txn, &ino);
+	if (ret)
+		return ret;
+	ip = ino_alloc(ino);
+	if (!ip) {
+		mfs_free_ino(fs, txn, ino);
+		return -ENOMEM;
+	}
+	ret = mfs_inode_read(fs, ino, &old);
+	if (ret != -ENOENT) {
+		if (!ret) {
+			fprintf(stderr, "mendfs: inode %llu is free in the bitmap but in use\n",
+			        (unsigned long long)ino);
+			ret = -EUCLEAN;
+		}
+		/* the number stays allocated: a used or unreadable slot must not be handed out */
+		ino_free(ip);
+		return ret;
+	}
+	pthread_mutex_lock(&fs->icache_lock);
+	gen = IC(fs)->gen++;
+	pthread_mutex_unlock(&fs->icache_lock);
+	if (gen <= old.generation)
+		gen = old.generation + 1;
+	ip->di.mode = (uint32_t)mode;
+	ip->di.nlink = 1;
+	ip->di.uid = (uint32_t)uid;
+	ip->di.gid = (uint32_t)gid;
+	ip->di.atime_ns = ip->di.mtime_ns = ip->di.ctime_ns = ip->di.btime_ns = now;
+	ip->di.generation = gen;
+	if (S_ISDIR(mode)) {
+		ip->di.nlink = 2;
+		ip->di.parent = MFS_ROOT_INO;
+	}
+	ret = mfs_inode_write(fs, txn, ip);
+	if (ret) {
+		mfs_free_ino(fs, txn, ino);
+		ino_free(ip);
+		return ret;
+	}
+	pthread_mutex_lock(&fs->icache_lock);
+	__iinsert(fs, ip);
+	pthread_mutex_unlock(&fs->icache_lock);
+	*ipp = ip;
+	return 0;
+}
+
+void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	slot_clear(fs, txn, ip->ino, ip->di.generation);
+	mfs_free_ino(fs, txn, ip->ino);
+	pthread_mutex_lock(&fs->icache_lock);
+	__iremove(fs, ip);
+	pthread_mutex_unlock(&fs->icache_lock);
+	ino_free(ip);
+}
+
+int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_inode *di = &ip->di;
+	int ret = 0, r;
+
+	if (S_ISREG(di->mode) || (S_ISLNK(di->mode) && !(di->iflags & MFS_IFL_INLINE_DATA)))
+		ret = mfs_file_release_blocks(fs, txn, ip);
+	if (di->xattr_root || di->inline_xattr_len) {
+		r = mfs_xattr_release(fs, txn, ip);
+		ret = ret ? ret : r;
+	}
+	if (S_ISDIR(di->mode) && di->dir_root) {
+		struct mfs_btree bt = {.root = di->dir_root,
+		                       .depth = di->dir_depth,
+		                       .kind = MFS_TREE_DIR,
+		                       .owner = ip->ino};
+
+		r = mfs_bt_destroy(fs, txn, &bt);
+		ret = ret ? ret : r;
+		di->dir_root = bt.root;
+		di->dir_depth = bt.depth;
+	}
+	if (ret) {
+		/* keep the slot and the orphan entry: fsck (or the next mount) finishes it */
+		fprintf(stderr, "mendfs: freeing inode %llu: %s\n", (unsigned long long)ip->ino,
+		        strerror(-ret));
+		return ret;
+	}
+	if (di->iflags & MFS_IFL_ORPHAN) {
+		ret = mfs_orphan_del(fs, txn, ip->ino);
+		if (ret && ret != -ENOENT)
+			return ret;
+		di->iflags &= ~MFS_IFL_ORPHAN;
+	}
+	ret = slot_clear(fs, txn, ip->ino, di->generation);
+	if (!ret)
+		ret = mfs_free_ino(fs, txn, ip->ino);
+	if (!ret)
+		di->mode = 0;
+	return ret;
+}
+
+/* The last reference of an unlinked inode is gone: free it on disk, then in memory. */
+static void evict(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_txn *txn;
+	int ret;
+
+	if (!fs->read_only && ip->di.mode) {
+		pthread_rwlock_wrlock(&ip->lock);
+		ret = mfs_txn_begin(fs, &txn);
+		if (!ret) {
+			mfs_inode_free(fs, txn, ip);
+			ret = mfs_txn_end(txn);
+		}
+		if (ret)
+			fprintf(stderr,
+			        "mendfs: inode %llu stays an orphan until the next mount: %s\n",
+			        (unsigned long long)ip->ino, strerror(-ret));
+		pthread_rwlock_unlock(&ip->lock);
+	}
+	pthread_mutex_lock(&fs->icache_lock);
+	__iremove(fs, ip);
+	pthread_mutex_unlock(&fs->icache_lock);
+	ino_free(ip);
+}
+
+void mfs_iput(struct mfs *fs, struct mfs_ino *ip)
+{
+	bool last, unlinked;
+
+	if (!ip)
+		return;
+	pthread_mutex_lock(&fs->icache_lock);
+	last = atomic_fetch_sub(&ip->ref, 1) == 1;
+	unlinked = ip->unlinked;
+	if (last && !unlinked)
+		__iremove(fs, ip);
+	pthread_mutex_unlock(&fs->icache_lock);
+	if (!last)
+		return;
+	if (unlinked)
+		evict(fs, ip); /* stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
+	else
+		ino_free(ip);
+}
+
+static struct timespec ns_to_ts(int64_t ns)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return ts;
+}
+
+void mfs_inode_to_stat(const struct mfs_ino *ip, struct stat *st)
+{
+	const struct mfs_inode *di = &ip->di;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ip->ino;
+	st->st_mode = di->mode;
+	st->st_nlink = di->nlink;
+	st->st_uid = di->uid;
+	st->st_gid = di->gid;
+	st->st_rdev = di->rdev;
+	st->st_size = (off_t)di->size;
+	st->st_blksize = MFS_BLOCK_SIZE;
+	st->st_blocks = (blkcnt_t)(di->blocks * (MFS_BLOCK_SIZE / 512));
+	st->st_atim = ns_to_ts(di->atime_ns);
+	st->st_mtim = ns_to_ts(di->mtime_ns);
+	st->st_ctim = ns_to_ts(di->ctime_ns);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by mount.c, inode.c and namei.c (not part of the core API
+ * of fs/mfs_ops.h): inode cache setup, inode allocation and freeing, the
+ * orphan tree, and the journaled copy of the superblock's tree roots.
+ */
+#ifndef MENDFS_FS_MFS_INT_H
+#define MENDFS_FS_MFS_INT_H
+
+#include "mfs_ops.h"
+
+/* Hard links a non-directory may have (-EMLINK beyond). */
+#define MFS_LINK_MAX 65000u
+
+/* --- inode.c ----------------------------------------------------------------------- */
+
+int mfs_icache_init(struct mfs *fs);
+/* Drop every cached inode (unmount, or a simulated crash): nothing is written. */
+void mfs_icache_destroy(struct mfs *fs);
+/*
+ * A new inode in @txn: number from the inode allocator, fields initialised
+ * (times now, generation new), slot written.  Returned referenced, unlocked.
+ */
+int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, gid_t gid,
+                  struct mfs_ino **ipp);
+/* Give back a new inode whose creation failed, in the same @txn, and drop it. */
+void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
+/*
+ * Free an inode with nlink 0 in @txn: data blocks, xattrs, directory tree,
+ * its orphan entry, the slot and the inode number.  Caller holds ip->lock.
+ */
+int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
+/* Load inode @ino without caching it (orphan processing at mount). */
+int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
+int64_t mfs_now_ns(void);
+
+/* --- mount.c ----------------------------------------------------------------------- */
+
+/* Orphan tree (fs->super_lock): insert / remove @ino in @txn. */
+int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
+int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
+/*
+ * Journal the superblock's tree roots (quarantine, orphans) in @txn: call
+ * after changing fs->sb.quarantine_root/depth or orphan_root/depth.
+ */
+int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
+/* Tear down without writing anything: a crash after the last commit (tests). */
+void mfs_crash(struct mfs *fs);
+
+#endif /* MENDFS_FS_MFS_INT_H */
