@@ -23,7 +23,8 @@
  * hand against the mock only:
  *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/btree.c \
  *       -Iinclude -Ifs -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
- * BTREE_KEYS=n sets the size of the scale test (default 1000000).
+ * BTREE_KEYS=n sets the size of the scale test (default 1000000), BTREE_FUZZ=n
+ * the fuzzer's rounds (default 300).
  */
 #include <check.h>
 #include <errno.h>
@@ -1425,7 +1426,8 @@ static int any_cb(void *arg, uint64_t key, const void *val, uint16_t len)
 /* Random bit flips in random nodes, then every operation: an error or a result, never a crash. */
 START_TEST(test_fuzz)
 {
-	unsigned round, rounds = 300;
+	const char *env = getenv("BTREE_FUZZ");
+	unsigned round, rounds = env && *env ? (unsigned)strtoul(env, NULL, 0) : 300;
 	uint8_t sink = 0, v[64] = {0};
 
 	rng_state = 4242;
