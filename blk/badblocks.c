@@ -42,6 +42,10 @@ static inline uint32_t __bb_nr(struct blk_badblocks *bb)
 /* Publish a new count; the caller holds bb->lock for writing. */
 static inline void __bb_publish(struct blk_badblocks *bb, uint32_t nr)
 {
+	/* bounds before the count: a reader that sees this count sees these bounds */
+	atomic_store_explicit(&bb->lo, nr ? bb->ranges[0].sector : UINT64_MAX,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&bb->hi, nr ? bb_end(&bb->ranges[nr - 1]) : 0, memory_order_relaxed);
 	atomic_store_explicit(&bb->nr, nr, memory_order_release);
 }
 
@@ -104,6 +108,8 @@ void blk_bb_init(struct blk_badblocks *bb)
 	pthread_rwlockattr_t attr;
 
 	atomic_init(&bb->nr, 0);
+	atomic_init(&bb->lo, UINT64_MAX);
+	atomic_init(&bb->hi, 0);
 	bb->ranges = NULL;
 	bb->cap = 0;
 	/*
@@ -238,6 +244,10 @@ bool blk_bb_check(struct blk_badblocks *bb, uint64_t sector, uint64_t nr, uint64
 	uint32_t i;
 
 	if (nr == 0 || blk_bb_empty(bb))
+		return false;
+	/* Poison far from the I/O (the common case once a table is non-empty): no lock. */
+	if (end <= atomic_load_explicit(&bb->lo, memory_order_relaxed) ||
+	    sector >= atomic_load_explicit(&bb->hi, memory_order_relaxed))
 		return false;
 
 	pthread_rwlock_rdlock(&bb->lock);

@@ -192,6 +192,8 @@ struct blk_ctx {
 /* Poison table: sorted, merged sector ranges. */
 struct blk_badblocks {
 	_Atomic uint32_t nr; /* the fast path reads only this */
+	/* [lo, hi): the span of all poison, so a lookup far from it takes no lock */
+	_Atomic uint64_t lo, hi;
 	pthread_rwlock_t lock;
 	struct blk_range *ranges;
 	uint32_t cap;
