@@ -441,6 +441,15 @@ blk_poison_filter(struct blk_hw_queue *hctx, struct blk_request *list, struct bl
 {
 	struct blk_request *head = NULL, **tailp = &head, *rq, *next;
 	struct blk_dev *dev = hctx->dev;
+	uint64_t lo = atomic_load_explicit(&dev->bb.lo, memory_order_relaxed);
+	uint64_t hi = atomic_load_explicit(&dev->bb.hi, memory_order_relaxed);
+
+	/* First pass: is any request of the batch inside the span of the poison at all? */
+	for (rq = list; rq; rq = rq->rq_next)
+		if (rq->sector < hi && rq->sector + blk_rq_nr_sectors_span(rq) > lo)
+			break;
+	if (likely(!rq))
+		return list;
 
 	for (rq = list; rq; rq = next) {
 		uint64_t first;
