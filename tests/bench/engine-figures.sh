@@ -26,6 +26,11 @@ ninja -C $ON tests/bench/mendblk-bench >/dev/null
 ninja -C $OFF tests/bench/mendblk-bench >/dev/null
 B_ON=$ON/tests/bench/mendblk-bench
 B_OFF=$OFF/tests/bench/mendblk-bench
+# Single-threaded runs go to CPU 1 at real-time priority so that whatever else the
+# machine runs does not sit on the measured core (never for multi-threaded runs: two
+# spinning SCHED_FIFO threads would starve the thread that stops them).
+RT="chrt -f 50 taskset -c 1"
+$RT true 2>/dev/null || RT=""
 
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
 median() { python3 -c "import sys,statistics; print(int(statistics.median(float(x) for x in sys.argv[1:])))" "$@"; }
@@ -35,8 +40,8 @@ echo
 echo "== 1. null backend, poison_checks on vs off (randread 4k, depth 128, batch 32, 1 thread pinned)"
 on=(); off=()
 for r in $(seq "$ROUNDS"); do
-	on+=("$($B_ON --backend null --seconds "$SECS" --json | field iops_per_core)")
-	off+=("$($B_OFF --backend null --seconds "$SECS" --json | field iops_per_core)")
+	on+=("$($RT $B_ON --backend null --no-pin --seconds "$SECS" --json | field iops_per_core)")
+	off+=("$($RT $B_OFF --backend null --no-pin --seconds "$SECS" --json | field iops_per_core)")
 done
 m_on=$(median "${on[@]}"); m_off=$(median "${off[@]}")
 echo "checks on : IOPS/core runs ${on[*]} -> median $m_on"
@@ -54,12 +59,12 @@ echo
 echo "== 2. knobs (null backend, checks on)"
 for k in "" "--nomerge" "--sched deadline" "--qos" "--poison"; do
 	# shellcheck disable=SC2086
-	v=$($B_ON --backend null --seconds "$SECS" --json $k | field iops_per_core)
+	v=$($RT $B_ON --backend null --no-pin --seconds "$SECS" --json $k | field iops_per_core)
 	echo "knob '${k:-default}': IOPS/core $v"
 done
 
 echo
-echo "== 3. scaling on the null backend"
+echo "== 3. scaling on the null backend (needs an otherwise idle machine: both cores)"
 one=$($B_ON --backend null --seconds "$SECS" --threads 1 --json | field iops)
 two=$($B_ON --backend null --seconds "$SECS" --threads 2 --json | field iops)
 echo "1 thread: $one IOPS; 2 threads: $two IOPS"
@@ -72,8 +77,8 @@ rm -f $IMG $IMG.badblocks
 truncate -s 1G $IMG
 dd if=/dev/zero of=$IMG bs=1M count=1024 conv=notrunc status=none
 for rw in randread randwrite; do
-	e=$($B_ON --backend pmem --path $IMG --rw $rw --seconds "$SECS" --json | field iops)
-	m=$($B_ON --backend pmem --path $IMG --rw $rw --seconds "$SECS" --baseline memcpy --json | field iops)
+	e=$($RT $B_ON --backend pmem --no-pin --path $IMG --rw $rw --seconds "$SECS" --json | field iops)
+	m=$($RT $B_ON --backend pmem --no-pin --path $IMG --rw $rw --seconds "$SECS" --baseline memcpy --json | field iops)
 	echo "$rw: engine $e IOPS, memcpy $m IOPS"
 	python3 -c "print('  engine/memcpy: %.3f' % ($e / $m))"
 done
@@ -87,7 +92,7 @@ if [ -e /sys/block/zram0 ]; then
 	fi
 	dd if=/dev/urandom of=/dev/zram0 bs=1M count=256 oflag=direct status=none || true
 	if command -v fio >/dev/null; then
-		f=$(fio --name=r --filename=/dev/zram0 --ioengine=io_uring --direct=1 --rw=randread \
+		f=$($RT fio --name=r --filename=/dev/zram0 --ioengine=io_uring --direct=1 --rw=randread \
 			--bs=4k --iodepth=128 --iodepth_batch_submit=32 --iodepth_batch_complete_min=1 \
 			--size=256M --runtime="$SECS" --time_based --output-format=json |
 			python3 -c "import json,sys; print(int(json.load(sys.stdin)['jobs'][0]['read']['iops']))")
@@ -95,7 +100,7 @@ if [ -e /sys/block/zram0 ]; then
 		f=0
 		echo "fio not installed (apt-get install fio)"
 	fi
-	e=$($B_ON --backend uring --path /dev/zram0 --size 256M --rw randread --seconds "$SECS" --json | field iops)
+	e=$($RT $B_ON --backend uring --no-pin --path /dev/zram0 --size 256M --rw randread --seconds "$SECS" --json | field iops)
 	echo "engine $e IOPS, fio $f IOPS"
 	[ "$f" != 0 ] && python3 -c "print('  engine/fio: %.3f' % ($e / $f))"
 else
