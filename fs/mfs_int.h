@@ -39,11 +39,6 @@ int64_t mfs_now_ns(void);
 /* Orphan tree (fs->super_lock): insert / remove @ino in @txn. */
 int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
-/*
- * Journal the superblock's tree roots (quarantine, orphans) in @txn: call
- * after changing fs->sb.quarantine_root/depth or orphan_root/depth.
- */
-int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
 /* Tear down without writing anything: a crash after the last commit (tests). */
 void mfs_crash(struct mfs *fs);
 

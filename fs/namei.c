@@ -107,11 +107,37 @@ struct find_ctx {
 	int err;
 };
 
+/*
+ * Decode a directory entry value (leaf values are not aligned: no struct
+ * access).  Returns 0 or -EUCLEAN.
+ */
+static int dirent_parse(uint64_t key, const void *val, uint16_t vlen, struct dent *de,
+                        const uint8_t **name, unsigned *name_len)
+{
+	const uint8_t *v = val;
+
+	if (vlen < DIRENT_HDR + 1 ||
+	    v[offsetof(struct mfs_dirent, name_len)] != vlen - DIRENT_HDR) {
+		fprintf(stderr, "mendfs: directory entry %#llx: value of %u bytes, name of %u\n",
+		        (unsigned long long)key, vlen,
+		        vlen >= DIRENT_HDR ? v[offsetof(struct mfs_dirent, name_len)] : 0);
+		return -EUCLEAN;
+	}
+	de->key = key;
+	memcpy(&de->ino, v + offsetof(struct mfs_dirent, ino), sizeof(de->ino));
+	de->type = v[offsetof(struct mfs_dirent, type)];
+	*name = v + DIRENT_HDR;
+	*name_len = vlen - DIRENT_HDR;
+	return 0;
+}
+
 static int find_fn(void *arg, uint64_t key, const void *val, uint16_t vlen)
 {
 	struct find_ctx *c = arg;
-	const struct mfs_dirent *d = val;
 	uint64_t ctr = key & 0xffff;
+	const uint8_t *name;
+	unsigned name_len;
+	struct dent de;
 
 	if ((key & KEY_HASH_MASK) != c->base)
 		return 1;
@@ -120,17 +146,12 @@ static int find_fn(void *arg, uint64_t key, const void *val, uint16_t vlen)
 		c->have_free = true;
 	}
 	c->next_c = ctr + 1;
-	if (vlen < DIRENT_HDR + 1 || d->name_len != vlen - DIRENT_HDR) {
-		fprintf(stderr, "mendfs: directory entry %#llx: value of %u bytes, name of %u\n",
-		        (unsigned long long)key, vlen, vlen >= DIRENT_HDR ? d->name_len : 0);
-		c->err = -EUCLEAN;
+	c->err = dirent_parse(key, val, vlen, &de, &name, &name_len);
+	if (c->err)
 		return 1;
-	}
-	if (d->name_len == c->len && !memcmp(d->name, c->name, c->len)) {
+	if (name_len == c->len && !memcmp(name, c->name, c->len)) {
 		c->found = true;
-		c->de.key = key;
-		c->de.ino = d->ino;
-		c->de.type = d->type;
+		c->de = de;
 		return 1;
 	}
 	return 0;
@@ -170,11 +191,9 @@ static int dir_find(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t
 
 static uint16_t dirent_make(uint8_t *buf, uint64_t ino, uint8_t type, const char *name, size_t len)
 {
-	struct mfs_dirent *d = (struct mfs_dirent *)buf;
-
-	d->ino = ino;
-	d->type = type;
-	d->name_len = (uint8_t)len;
+	memcpy(buf + offsetof(struct mfs_dirent, ino), &ino, sizeof(ino));
+	buf[offsetof(struct mfs_dirent, type)] = type;
+	buf[offsetof(struct mfs_dirent, name_len)] = (uint8_t)len;
 	memcpy(buf + DIRENT_HDR, name, len);
 	return (uint16_t)(DIRENT_HDR + len);
 }
@@ -1036,15 +1055,14 @@ struct readdir_ctx {
 static int readdir_fn(void *arg, uint64_t key, const void *val, uint16_t vlen)
 {
 	struct readdir_ctx *c = arg;
-	const struct mfs_dirent *d = val;
+	const uint8_t *name;
+	unsigned name_len;
+	struct dent de;
 
-	if (vlen < DIRENT_HDR + 1 || d->name_len != vlen - DIRENT_HDR) {
-		fprintf(stderr, "mendfs: directory entry %#llx: value of %u bytes\n",
-		        (unsigned long long)key, vlen);
-		c->err = -EUCLEAN;
+	c->err = dirent_parse(key, val, vlen, &de, &name, &name_len);
+	if (c->err)
 		return 1;
-	}
-	return c->fn(c->arg, (const char *)d->name, d->name_len, d->ino, d->type, key) ? 1 : 0;
+	return c->fn(c->arg, (const char *)name, name_len, de.ino, de.type, key) ? 1 : 0;
 }
 
 int mfs_readdir(struct mfs *fs, uint64_t dir, uint64_t pos, mfs_filldir_fn *fn, void *arg)
