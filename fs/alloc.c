@@ -841,10 +841,15 @@ static struct mfs_btree qtree(struct mfs *fs)
 	return bt;
 }
 
-static void qtree_store(struct mfs *fs, const struct mfs_btree *bt)
+/* Store a changed root, journaled in @txn (mfs_super_roots_log: the superblock is not). */
+static int qtree_store(struct mfs *fs, struct mfs_txn *txn, const struct mfs_btree *bt)
 {
+	if (fs->sb.quarantine_root == htole64(bt->root) &&
+	    fs->sb.quarantine_depth == htole32(bt->depth))
+		return 0;
 	fs->sb.quarantine_root = htole64(bt->root);
 	fs->sb.quarantine_depth = htole32(bt->depth);
+	return mfs_super_roots_log(fs, txn);
 }
 
 /* qlock held: put [start, start + len) (marked used in the bitmap) in the quarantine tree. */
@@ -852,10 +857,11 @@ static int quarantine_insert(struct mfs *fs, struct mfs_txn *txn, uint64_t start
 {
 	struct mfs_btree bt = qtree(fs);
 	uint64_t v = htole64(len);
-	int ret;
+	int ret, r;
 
 	ret = mfs_bt_insert(fs, txn, &bt, start, &v, sizeof(v));
-	qtree_store(fs, &bt);
+	r = qtree_store(fs, txn, &bt);
+	ret = ret ? ret : r;
 	if (!ret)
 		fprintf(stderr, "mendfs: data blocks %llu-%llu are poisoned: quarantined\n",
 		        (unsigned long long)start, (unsigned long long)(start + len - 1));
@@ -990,7 +996,8 @@ int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, 
 			continue;
 		}
 		ret = mfs_bt_delete(fs, txn, &bt, es);
-		qtree_store(fs, &bt);
+		if (!ret)
+			ret = qtree_store(fs, txn, &bt);
 		/* Clean pieces go back to the free space, poisoned ones stay quarantined. */
 		for (unsigned j = 0; ret == 0 && j <= npz; j++) {
 			uint64_t qs = j < npz ? pz[j].start : es + el;
@@ -1005,7 +1012,8 @@ int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, 
 			if (!ret && qe > qs) {
 				ret = mfs_bt_insert(fs, txn, &bt, qs, &(uint64_t){htole64(qe - qs)},
 				                    sizeof(uint64_t));
-				qtree_store(fs, &bt);
+				if (!ret)
+					ret = qtree_store(fs, txn, &bt);
 			}
 			if (qe > pos)
 				pos = qe;

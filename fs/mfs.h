@@ -106,6 +106,13 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
 		   bool *other_bad, char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */
 int mfs_super_write(struct mfs *fs);
+/*
+ * Journal the superblock's tree roots (quarantine_root/depth, orphan_root/
+ * depth) in @txn, in a record in the tail of the first inode table block
+ * (mount.c): the superblock itself is not journaled.  Call in the
+ * transaction that changed them; at mount the replayed record wins.
+ */
+int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
 
 /* --- metadata buffers (meta.c) ----------------------------------------------------- */
 
