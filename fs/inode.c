@@ -157,7 +157,7 @@ static int inode_check(const struct mfs *fs, uint64_t ino, const struct mfs_inod
 		why = "invalid file type";
 		goto bad;
 	}
-	if (di->nlink > fs->sb.nr_inodes + 2)
+	if (S_ISDIR(di->mode) ? di->nlink > fs->sb.nr_inodes + 2 : di->nlink > MFS_LINK_MAX)
 		why = "link count out of range";
 	else if (di->nlink == 0 && !(di->iflags & MFS_IFL_ORPHAN))
 		why = "no links and not an orphan";

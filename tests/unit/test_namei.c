@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -895,6 +896,122 @@ START_TEST(test_read_only)
 }
 END_TEST
 
+START_TEST(test_enospc_meta)
+{
+	char name[300];
+	struct stat st;
+	uint64_t f, meta, links = 0;
+	int ret, k;
+
+	teardown();
+	setup_args("-N 16", "32M");
+	meta = fs->sb.free_meta;
+	f = mk(ROOT, "f", S_IFREG | 0644);
+	memset(name, 'n', 250);
+	/* long names: every leaf holds a dozen entries, the metadata zone fills up */
+	for (k = 0;; k++) {
+		snprintf(name + 240, 20, "%09d", k);
+		ret = mfs_link(fs, f, ROOT, name, &st);
+		if (ret)
+			break;
+		links++;
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_uint_gt(links, 1000);
+	ck_assert_uint_eq(nlink(f), links + 1);
+	ck_assert_int_eq(mfs_lookup(fs, ROOT, name, &st), -ENOENT);
+	ck_assert_int_eq(mfs_mkdir(fs, ROOT, name, 0755, 0, 0, &st), -ENOSPC);
+	ck_assert_int_eq(mfs_lookup(fs, ROOT, name, &st), -ENOENT);
+	ck_assert_uint_eq(nlink(f), links + 1);
+	/* usable: delete some, create again */
+	for (k = 0; k < 100; k++) {
+		snprintf(name + 240, 20, "%09d", k);
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, name), 0);
+	}
+	ck_assert_uint_eq(nlink(f), links + 1 - 100);
+	ck_assert_uint_ne(mkd(ROOT, "d"), 0);
+	remount();
+	ck_assert_uint_eq(nlink(f), links + 1 - 100);
+	for (k = 100; k < (int)links; k++) {
+		snprintf(name + 240, 20, "%09d", k);
+		ck_assert_msg(look(ROOT, name) == f, "link %d lost", k);
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, name), 0);
+	}
+	ck_assert_int_eq(mfs_rmdir(fs, ROOT, "d"), 0);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "f"), 0);
+	ck_assert_uint_eq(fs->sb.free_meta, meta);
+	ck_assert_uint_eq(ffree(), fs->sb.nr_inodes - 1);
+}
+END_TEST
+
+/* Threads creating, renaming (also across directories) and removing in shared directories. */
+struct worker {
+	pthread_t th;
+	unsigned id;
+	uint64_t d[2];
+	int err;
+};
+
+static void *worker_fn(void *arg)
+{
+	struct worker *w = arg;
+	char a[32], b[32];
+	struct stat st;
+	int ret;
+
+	for (unsigned i = 0; i < 300 && !w->err; i++) {
+		uint64_t d0 = w->d[i % 2], d1 = w->d[(i + 1) % 2];
+
+		snprintf(a, sizeof(a), "w%u-%u", w->id, i);
+		snprintf(b, sizeof(b), "w%u-%u-r", w->id, i);
+		ret = i % 5 == 0 ? mfs_mkdir(fs, d0, a, 0755, 0, 0, &st)
+		                 : mfs_mknod(fs, d0, a, S_IFREG | 0644, 0, 0, 0, &st);
+		if (!ret)
+			ret = mfs_rename(fs, d0, a, d1, b, 0);
+		if (!ret)
+			ret = mfs_lookup(fs, d1, b, &st);
+		if (!ret && i % 3 == 0)
+			ret = i % 5 == 0 ? mfs_rmdir(fs, d1, b) : mfs_unlink(fs, d1, b);
+		if (!ret && i % 7 == 0)
+			ret = mfs_rename(fs, w->d[0], "shared", w->d[1], "shared", RENAME_EXCHANGE);
+		if (ret == -ENOENT && i % 7 == 0)
+			ret = 0;
+		if (ret)
+			w->err = ret;
+	}
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	struct worker w[4];
+	struct listing l = {0};
+	uint64_t d[2];
+	unsigned i;
+
+	d[0] = mkd(ROOT, "d0");
+	d[1] = mkd(ROOT, "d1");
+	mk(d[0], "shared", S_IFREG | 0644);
+	mkd(d[1], "shared");
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct worker){.id = i, .d = {d[0], d[1]}};
+		ck_assert_int_eq(pthread_create(&w[i].th, NULL, worker_fn, &w[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(w[i].th, NULL);
+		ck_assert_msg(w[i].err == 0, "worker %u: %d", i, w[i].err);
+	}
+	remount();
+	ck_assert_int_eq(mfs_readdir(fs, d[0], 0, list_fn, &l), 0);
+	ck_assert_int_eq(mfs_readdir(fs, d[1], 0, list_fn, &l), 0);
+	/* 4 workers x 200 survivors, 2 "shared", 2 x ("." "..") */
+	ck_assert_uint_eq(l.n, 4 * 200 + 2 + 4);
+	list_free(&l);
+	/* directory link counts: 2 + subdirectories */
+	ck_assert_uint_eq(nlink(d[0]) + nlink(d[1]), 4 + 1 + 4 * 40);
+}
+END_TEST
+
 /* --- a large directory ------------------------------------------------------------------ */
 
 static int count_fn(void *arg, const char *name, size_t len, uint64_t ino, unsigned dtype,
@@ -991,6 +1108,8 @@ static Suite *namei_suite(void)
 	tcase_add_test(tc, test_enospc_inodes);
 	tcase_add_test(tc, test_orphans);
 	tcase_add_test(tc, test_read_only);
+	tcase_add_test(tc, test_enospc_meta);
+	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(big, setup, teardown);
