@@ -1,0 +1,1409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mendfs: the FUSE daemon.  `mendfs [-f] [-o OPTS] DEVICE MOUNTPOINT` mounts
+ * the filesystem on DEVICE with the libfuse3 low-level API and serves it with
+ * a multithreaded session loop.  Every handler maps one request to one call of
+ * the core API (fs/mfs_ops.h) and replies exactly once, through a single error
+ * exit, as libfuse's example/passthrough_ll.c does.
+ *
+ * Node ids are inode numbers (FUSE_ROOT_ID == MFS_ROOT_INO == 1).  The kernel
+ * counts the lookups it was given per node; the daemon mirrors that count in
+ * a node table and holds one core reference (mfs_iget) per node while its
+ * count is non-zero, dropped when forget brings it to zero.  Open files hold
+ * a reference of their own (fi->fh).  An unlinked inode therefore lives while
+ * the kernel knows it or a file is open on it, and the core frees it at the
+ * last mfs_iput.  Numbers cannot be reused while the kernel knows them.
+ *
+ * Start-up and errors: without -f the daemon forks first (before the device
+ * is opened, because the core starts threads and fork keeps only one), and
+ * the parent waits on a pipe until the child has mounted the filesystem and
+ * the FUSE session; it then exits 0, or with the child's status after the
+ * child printed its error on the caller's stderr.  So `mendfs` (and
+ * mount.mendfs, which waits for it) returns only once the mount is live.
+ * Once live the child detaches (setsid, stdio to /dev/null) and its stderr,
+ * where the core logs, is forwarded to syslog.
+ *
+ * Shutdown: unmount (umount, fusermount3 -u), SIGTERM, SIGINT or SIGHUP end
+ * the session loop; the daemon then unmounts the FUSE session if still
+ * mounted, drops every reference it holds (freeing unlinked inodes) and calls
+ * mfs_unmount, which commits, checkpoints and marks the filesystem clean.
+ *
+ * Reads are copied into a buffer and replied with fuse_reply_buf; the
+ * zero-copy reply straight from a pmem mapping is left for later.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "mfs_ops.h"
+
+#define MFSD_MAX_WRITE       (1u << 20) /* bytes per write request (FUSE_MAX_PAGES) */
+#define MFSD_NODE_BUCKETS    4096u
+#define MFSD_COPY_CHUNK      (1u << 20)
+#define MFSD_DEFAULT_TIMEOUT 1.0
+
+/* A node the kernel knows: its lookup count and the reference it pins. */
+struct mfsd_node {
+	uint64_t ino;
+	uint64_t nlookup;
+	struct mfs_ino *ip; /* one core reference while nlookup > 0 */
+	struct mfsd_node *next;
+};
+
+/* An open file or directory handle (fi->fh). */
+struct mfsd_file {
+	struct mfs_ino *ip; /* a core reference of its own */
+	struct mfsd_file *prev, *next;
+};
+
+struct mfsd {
+	struct mfs *fs;
+	struct fuse_session *se;
+	double timeout; /* attribute and entry timeout, seconds */
+	bool read_only;
+
+	/* node table and open files: nodes_lock is a leaf (no core call under it) */
+	pthread_mutex_t nodes_lock;
+	struct mfsd_node *nodes[MFSD_NODE_BUCKETS];
+	struct mfsd_file files; /* list head */
+};
+
+/* Options of -o. */
+struct mfsd_opts {
+	bool foreground, debug, read_only, allow_other, poison_inject;
+	enum blk_backend_type backend;
+	const char *badblocks;
+	unsigned threads;
+	double timeout;
+	char kernel_opts[1024]; /* generic mount flags passed on to libfuse */
+};
+
+static bool use_syslog;
+
+static void logmsg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void logmsg(int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (use_syslog) {
+		vsyslog(prio, fmt, ap);
+	} else {
+		fputs("mendfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+static inline struct mfsd *D(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* --- node table ------------------------------------------------------------------------ */
+
+static inline unsigned node_hash(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 52) & (MFSD_NODE_BUCKETS - 1);
+}
+
+/*
+ * Take one lookup reference on @ino for a reply: pin the inode (one core
+ * reference per known node) and fill @e from the pinned inode, so that the
+ * attributes and generation are those of the inode the kernel will know.
+ */
+static int node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
+{
+	struct mfsd_node *n, *fresh;
+	struct mfs_ino *ip, *extra = NULL;
+	unsigned h = node_hash(ino);
+	int ret;
+
+	ret = mfs_iget(d->fs, ino, &ip);
+	if (ret)
+		return ret;
+	fresh = malloc(sizeof(*fresh));
+	if (!fresh) {
+		mfs_iput(d->fs, ip);
+		return -ENOMEM;
+	}
+	memset(e, 0, sizeof(*e));
+	pthread_rwlock_rdlock(&ip->lock);
+	mfs_inode_to_stat(ip, &e->attr);
+	e->generation = ip->di.generation;
+	pthread_rwlock_unlock(&ip->lock);
+	e->ino = ino;
+	e->attr_timeout = d->timeout;
+	e->entry_timeout = d->timeout;
+
+	pthread_mutex_lock(&d->nodes_lock);
+	for (n = d->nodes[h]; n; n = n->next)
+		if (n->ino == ino)
+			break;
+	if (n) {
+		n->nlookup++;
+		extra = ip; /* the node already pins it */
+	} else {
+		fresh->ino = ino;
+		fresh->nlookup = 1;
+		fresh->ip = ip;
+		fresh->next = d->nodes[h];
+		d->nodes[h] = fresh;
+		fresh = NULL;
+	}
+	pthread_mutex_unlock(&d->nodes_lock);
+	free(fresh);
+	if (extra)
+		mfs_iput(d->fs, extra);
+	return 0;
+}
+
+/* The kernel forgets @nlookup lookups of @ino; the last one unpins it. */
+static void node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup)
+{
+	struct mfsd_node **pp, *n;
+	struct mfs_ino *ip = NULL;
+
+	pthread_mutex_lock(&d->nodes_lock);
+	for (pp = &d->nodes[node_hash(ino)]; (n = *pp); pp = &n->next)
+		if (n->ino == ino)
+			break;
+	if (n) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		if (!n->nlookup) {
+			*pp = n->next;
+			ip = n->ip;
+		} else {
+			n = NULL;
+		}
+	}
+	pthread_mutex_unlock(&d->nodes_lock);
+	if (ip) {
+		mfs_iput(d->fs, ip); /* may free an unlinked inode: outside nodes_lock */
+		free(n);
+	}
+}
+
+/* Open handles: one core reference each, so an unlinked open file lives on. */
+static int file_open(struct mfsd *d, uint64_t ino, struct fuse_file_info *fi)
+{
+	struct mfsd_file *f = malloc(sizeof(*f));
+	int ret;
+
+	if (!f)
+		return -ENOMEM;
+	ret = mfs_iget(d->fs, ino, &f->ip);
+	if (ret) {
+		free(f);
+		return ret;
+	}
+	pthread_mutex_lock(&d->nodes_lock);
+	f->next = d->files.next;
+	f->prev = &d->files;
+	f->next->prev = f;
+	d->files.next = f;
+	pthread_mutex_unlock(&d->nodes_lock);
+	fi->fh = (uint64_t)(uintptr_t)f;
+	return 0;
+}
+
+static void file_close(struct mfsd *d, struct fuse_file_info *fi)
+{
+	struct mfsd_file *f = (struct mfsd_file *)(uintptr_t)fi->fh;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&d->nodes_lock);
+	f->prev->next = f->next;
+	f->next->prev = f->prev;
+	pthread_mutex_unlock(&d->nodes_lock);
+	mfs_iput(d->fs, f->ip);
+	free(f);
+}
+
+/* After the session: drop what the kernel did not forget or release. */
+static void drop_all(struct mfsd *d)
+{
+	unsigned i;
+
+	while (d->files.next != &d->files) {
+		struct mfsd_file *f = d->files.next;
+
+		f->prev->next = f->next;
+		f->next->prev = f->prev;
+		mfs_iput(d->fs, f->ip);
+		free(f);
+	}
+	for (i = 0; i < MFSD_NODE_BUCKETS; i++) {
+		struct mfsd_node *n, *next;
+
+		for (n = d->nodes[i]; n; n = next) {
+			next = n->next;
+			mfs_iput(d->fs, n->ip);
+			free(n);
+		}
+		d->nodes[i] = NULL;
+	}
+}
+
+/* --- credentials --------------------------------------------------------------------------- */
+
+/*
+ * Owner of a new inode: the caller's fsuid, and its fsgid unless the parent
+ * directory is setgid (then the directory's group, and a new directory
+ * inherits the setgid bit), as on Linux local filesystems.
+ */
+static int new_owner(fuse_req_t req, uint64_t parent, mode_t *mode, uid_t *uid, gid_t *gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat pst;
+	int ret;
+
+	*uid = ctx->uid;
+	*gid = ctx->gid;
+	ret = mfs_getattr(D(req)->fs, parent, &pst);
+	if (ret)
+		return ret;
+	if (pst.st_mode & S_ISGID) {
+		*gid = pst.st_gid;
+		if (S_ISDIR(*mode))
+			*mode |= S_ISGID;
+	}
+	return 0;
+}
+
+/* --- handlers ------------------------------------------------------------------------------ */
+
+static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* correctness first: no writeback cache (the kernel would own file sizes), no splice */
+	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ |
+	                          FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	conn->max_write = MFSD_MAX_WRITE;
+	conn->time_gran = 1;
+}
+
+static void mfsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mfsd *d = D(req);
+	struct fuse_entry_param e;
+	struct stat st;
+	int ret;
+
+	ret = mfs_lookup(d->fs, parent, name, &st);
+	if (ret == -ENOENT) {
+		/* negative entry: every change goes through this kernel, so it may be cached */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = d->timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (!ret)
+		ret = node_get(d, st.st_ino, &e);
+	if (ret)
+		goto fail;
+	fuse_reply_entry(req, &e);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	node_forget(D(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void mfsd_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		node_forget(D(req), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void mfsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret;
+
+	(void)fi;
+	ret = mfs_getattr(D(req)->fs, ino, &st);
+	if (ret)
+		goto fail;
+	fuse_reply_attr(req, &st, D(req)->timeout);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                         struct fuse_file_info *fi)
+{
+	static const struct {
+		int fuse;
+		unsigned mfs;
+	} map[] = {
+	        {FUSE_SET_ATTR_MODE, MFS_SET_MODE},
+	        {FUSE_SET_ATTR_UID, MFS_SET_UID},
+	        {FUSE_SET_ATTR_GID, MFS_SET_GID},
+	        {FUSE_SET_ATTR_SIZE, MFS_SET_SIZE},
+	        {FUSE_SET_ATTR_ATIME, MFS_SET_ATIME},
+	        {FUSE_SET_ATTR_MTIME, MFS_SET_MTIME},
+	        {FUSE_SET_ATTR_ATIME_NOW, MFS_SET_ATIME_NOW},
+	        {FUSE_SET_ATTR_MTIME_NOW, MFS_SET_MTIME_NOW},
+	        {FUSE_SET_ATTR_CTIME, MFS_SET_CTIME},
+	};
+	struct stat st;
+	unsigned valid = 0, i;
+	int ret;
+
+	/* ftruncate (fi set) acts on the same inode: the open handle keeps it alive */
+	(void)fi;
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (to_set & map[i].fuse)
+			valid |= map[i].mfs;
+	ret = mfs_setattr(D(req)->fs, ino, attr, valid, &st);
+	if (ret)
+		goto fail;
+	fuse_reply_attr(req, &st, D(req)->timeout);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n;
+
+	n = mfs_readlink(D(req)->fs, ino, buf, sizeof(buf) - 1);
+	if (n < 0)
+		goto fail;
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+	return;
+fail:
+	fuse_reply_err(req, (int)-n);
+}
+
+/* The common tail of mknod, mkdir, symlink, link: one lookup reference for the reply. */
+static void reply_new(fuse_req_t req, int ret, const struct stat *st)
+{
+	struct fuse_entry_param e;
+
+	if (!ret)
+		ret = node_get(D(req), st->st_ino, &e);
+	if (ret)
+		goto fail;
+	fuse_reply_entry(req, &e);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	ret = new_owner(req, parent, &mode, &uid, &gid);
+	if (!ret)
+		ret = mfs_mknod(D(req)->fs, parent, name, mode, rdev, uid, gid, &st);
+	reply_new(req, ret, &st);
+}
+
+static void mfsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	mode |= S_IFDIR;
+	ret = new_owner(req, parent, &mode, &uid, &gid);
+	if (!ret)
+		ret = mfs_mkdir(D(req)->fs, parent, name, mode, uid, gid, &st);
+	reply_new(req, ret, &st);
+}
+
+static void mfsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	mode_t mode = S_IFLNK | 0777;
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	ret = new_owner(req, parent, &mode, &uid, &gid);
+	if (!ret)
+		ret = mfs_symlink(D(req)->fs, parent, name, target, uid, gid, &st);
+	reply_new(req, ret, &st);
+}
+
+static void mfsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+	int ret;
+
+	ret = mfs_link(D(req)->fs, ino, newparent, newname, &st);
+	reply_new(req, ret, &st);
+}
+
+static void mfsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -mfs_unlink(D(req)->fs, parent, name));
+}
+
+static void mfsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -mfs_rmdir(D(req)->fs, parent, name));
+}
+
+static void mfsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                        const char *newname, unsigned int flags)
+{
+	int ret = -EINVAL;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		goto out; /* RENAME_WHITEOUT: no whiteouts here */
+	ret = mfs_rename(D(req)->fs, parent, name, newparent, newname, flags);
+out:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfsd *d = D(req);
+	struct stat attr = {0};
+	int ret;
+
+	if (d->read_only && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		ret = -EROFS;
+		goto fail;
+	}
+	/* FUSE_CAP_ATOMIC_O_TRUNC: the truncation of open(O_TRUNC) comes here */
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		ret = mfs_setattr(d->fs, ino, &attr, MFS_SET_SIZE, NULL);
+		if (ret)
+			goto fail;
+	}
+	ret = file_open(d, ino, fi);
+	if (ret)
+		goto fail;
+	fuse_reply_open(req, fi);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                        struct fuse_file_info *fi)
+{
+	struct mfsd *d = D(req);
+	struct fuse_entry_param e;
+	struct stat st, attr = {0};
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	mode = S_IFREG | (mode & 07777);
+	ret = new_owner(req, parent, &mode, &uid, &gid);
+	if (!ret)
+		ret = mfs_mknod(d->fs, parent, name, mode, 0, uid, gid, &st);
+	if (ret == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* created by someone else since the kernel's lookup: open it */
+		ret = mfs_lookup(d->fs, parent, name, &st);
+		if (!ret && S_ISDIR(st.st_mode))
+			ret = -EISDIR;
+		if (!ret && (fi->flags & O_TRUNC))
+			ret = mfs_setattr(d->fs, st.st_ino, &attr, MFS_SET_SIZE, NULL);
+	}
+	if (!ret)
+		ret = node_get(d, st.st_ino, &e);
+	if (ret)
+		goto fail;
+	ret = file_open(d, st.st_ino, fi);
+	if (ret) {
+		node_forget(d, st.st_ino, 1);
+		goto fail;
+	}
+	fuse_reply_create(req, &e, fi);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      struct fuse_file_info *fi)
+{
+	ssize_t n = -ENOMEM;
+	char *buf;
+
+	(void)fi;
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		goto fail;
+	/* a range touching poison is -EIO as a whole: the kernel retries page by page */
+	n = mfs_read(D(req)->fs, ino, buf, size, off);
+	if (n < 0)
+		goto fail;
+	fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return;
+fail:
+	free(buf);
+	fuse_reply_err(req, (int)-n);
+}
+
+static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+	ssize_t n;
+
+	(void)fi;
+	n = mfs_write(D(req)->fs, ino, buf, size, off);
+	if (n < 0)
+		goto fail;
+	fuse_reply_write(req, (size_t)n);
+	return;
+fail:
+	fuse_reply_err(req, (int)-n);
+}
+
+static void mfsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
+                           struct fuse_file_info *fi)
+{
+	size_t size = fuse_buf_size(in_buf);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
+	const struct fuse_buf *b = &in_buf->buf[in_buf->idx];
+	ssize_t n = -ENOMEM;
+	void *copy = NULL;
+
+	if (in_buf->count - in_buf->idx == 1 && !(b->flags & FUSE_BUF_IS_FD)) {
+		/* the usual case (no splice): the data is in the request buffer */
+		mfsd_write(req, ino, (const char *)b->mem + in_buf->off, size, off, fi);
+		return;
+	}
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		goto fail;
+	mem.buf[0].mem = copy;
+	n = fuse_buf_copy(&mem, in_buf, 0);
+	if (n < 0)
+		goto fail;
+	n = mfs_write(D(req)->fs, ino, copy, (size_t)n, off);
+	if (n < 0)
+		goto fail;
+	free(copy);
+	fuse_reply_write(req, (size_t)n);
+	return;
+fail:
+	free(copy);
+	fuse_reply_err(req, (int)-n);
+}
+
+static void mfsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* writes reach the device before they are acknowledged: nothing is buffered here */
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_close(D(req), fi);
+	fuse_reply_err(req, 0);
+}
+
+static void mfsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -mfs_fsync(D(req)->fs, ino, datasync != 0));
+}
+
+static void mfsd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret;
+
+	ret = mfs_getattr(D(req)->fs, ino, &st);
+	if (!ret && !S_ISDIR(st.st_mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = file_open(D(req), ino, fi);
+	if (ret)
+		goto fail;
+	fuse_reply_open(req, fi);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_close(D(req), fi);
+	fuse_reply_err(req, 0);
+}
+
+static void mfsd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -mfs_fsync(D(req)->fs, ino, datasync != 0));
+}
+
+/* readdir: entries straight into the reply buffer. */
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+};
+
+static int fill_dir(void *arg, const char *name, size_t name_len, uint64_t ino, unsigned dtype,
+                    uint64_t next_pos)
+{
+	struct dirbuf *db = arg;
+	struct stat st = {.st_ino = ino, .st_mode = (mode_t)(dtype << 12)};
+	char nm[NAME_MAX + 1];
+	size_t n;
+
+	if (name_len > NAME_MAX)
+		name_len = NAME_MAX;
+	memcpy(nm, name, name_len);
+	nm[name_len] = '\0';
+	n = fuse_add_direntry(db->req, db->buf + db->used, db->size - db->used, nm, &st,
+	                      (off_t)next_pos);
+	if (n > db->size - db->used)
+		return 1; /* full: this entry comes first next time */
+	db->used += n;
+	return 0;
+}
+
+static void mfsd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         struct fuse_file_info *fi)
+{
+	struct dirbuf db = {.req = req, .size = size};
+	int ret = -ENOMEM;
+
+	(void)fi;
+	db.buf = malloc(size ? size : 1);
+	if (!db.buf)
+		goto fail;
+	ret = mfs_readdir(D(req)->fs, ino, (uint64_t)off, fill_dir, &db);
+	if (ret && !db.used)
+		goto fail;
+	fuse_reply_buf(req, db.buf, db.used);
+	free(db.buf);
+	return;
+fail:
+	free(db.buf);
+	fuse_reply_err(req, -ret);
+}
+
+/*
+ * readdirplus: entries are collected under the directory's lock (as many as
+ * the reply can hold), then each is pinned and its attributes read outside
+ * it: every entry returned, except "." and "..", takes a lookup reference.
+ */
+struct plus_ent {
+	uint64_t ino, next_pos;
+	char name[NAME_MAX + 1];
+};
+
+struct plusbuf {
+	fuse_req_t req;
+	size_t size, used;
+	struct plus_ent *ents;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_plus(void *arg, const char *name, size_t name_len, uint64_t ino, unsigned dtype,
+                        uint64_t next_pos)
+{
+	struct plusbuf *pb = arg;
+	struct plus_ent *pe;
+	size_t need;
+
+	(void)dtype;
+	if (name_len > NAME_MAX)
+		name_len = NAME_MAX;
+	if (pb->n == pb->cap) {
+		size_t cap = pb->cap ? pb->cap * 2 : 64;
+		struct plus_ent *v = realloc(pb->ents, cap * sizeof(*v));
+
+		if (!v) {
+			pb->err = -ENOMEM;
+			return 1;
+		}
+		pb->ents = v;
+		pb->cap = cap;
+	}
+	pe = &pb->ents[pb->n];
+	memcpy(pe->name, name, name_len);
+	pe->name[name_len] = '\0';
+	need = fuse_add_direntry_plus(pb->req, NULL, 0, pe->name, NULL, 0);
+	if (need > pb->size - pb->used)
+		return 1;
+	pe->ino = ino;
+	pe->next_pos = next_pos;
+	pb->used += need;
+	pb->n++;
+	return 0;
+}
+
+static void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                             struct fuse_file_info *fi)
+{
+	struct mfsd *d = D(req);
+	struct plusbuf pb = {.req = req, .size = size};
+	size_t i, used = 0;
+	char *buf = NULL;
+	int ret;
+
+	(void)fi;
+	ret = mfs_readdir(d->fs, ino, (uint64_t)off, collect_plus, &pb);
+	if (!ret)
+		ret = pb.err;
+	if (ret && !pb.n)
+		goto fail;
+	ret = -ENOMEM;
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		goto fail;
+	for (i = 0; i < pb.n; i++) {
+		struct plus_ent *pe = &pb.ents[i];
+		struct fuse_entry_param e;
+		bool dots = !strcmp(pe->name, ".") || !strcmp(pe->name, "..");
+
+		if (dots) {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = pe->ino;
+			e.attr.st_mode = S_IFDIR;
+		} else {
+			ret = node_get(d, pe->ino, &e);
+			if (ret == -ENOENT)
+				continue; /* removed since it was listed */
+			if (ret) {
+				if (!used)
+					goto fail;
+				break;
+			}
+		}
+		used += fuse_add_direntry_plus(req, buf + used, size - used, pe->name, &e,
+		                               (off_t)pe->next_pos);
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+	free(pb.ents);
+	return;
+fail:
+	free(buf);
+	free(pb.ents);
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs st;
+	int ret;
+
+	(void)ino;
+	ret = mfs_statfs(D(req)->fs, &st);
+	if (ret)
+		goto fail;
+	fuse_reply_statfs(req, &st);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
+}
+
+static void mfsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                          size_t size, int flags)
+{
+	fuse_reply_err(req, -mfs_setxattr(D(req)->fs, ino, name, value, size, flags));
+}
+
+static void mfsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	ssize_t n = -ENOMEM;
+	char *buf = NULL;
+
+	if (size) {
+		buf = malloc(size);
+		if (!buf)
+			goto fail;
+	}
+	n = mfs_getxattr(D(req)->fs, ino, name, buf, size);
+	if (n < 0)
+		goto fail;
+	if (size)
+		fuse_reply_buf(req, buf, (size_t)n);
+	else
+		fuse_reply_xattr(req, (size_t)n);
+	free(buf);
+	return;
+fail:
+	free(buf);
+	fuse_reply_err(req, (int)-n);
+}
+
+static void mfsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	ssize_t n = -ENOMEM;
+	char *buf = NULL;
+
+	if (size) {
+		buf = malloc(size);
+		if (!buf)
+			goto fail;
+	}
+	n = mfs_listxattr(D(req)->fs, ino, buf, size);
+	if (n < 0)
+		goto fail;
+	if (size)
+		fuse_reply_buf(req, buf, (size_t)n);
+	else
+		fuse_reply_xattr(req, (size_t)n);
+	free(buf);
+	return;
+fail:
+	free(buf);
+	fuse_reply_err(req, (int)-n);
+}
+
+static void mfsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -mfs_removexattr(D(req)->fs, ino, name));
+}
+
+static void mfsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                           struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -mfs_fallocate(D(req)->fs, ino, mode, off, len));
+}
+
+static void mfsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                       struct fuse_file_info *fi)
+{
+	off_t ret;
+
+	(void)fi;
+	ret = mfs_lseek(D(req)->fs, ino, off, whence);
+	if (ret < 0)
+		goto fail;
+	fuse_reply_lseek(req, ret);
+	return;
+fail:
+	fuse_reply_err(req, (int)-ret);
+}
+
+static void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                       size_t in_bufsz, size_t out_bufsz)
+{
+	/* no ioctl is defined yet (the recovery ioctls of ARCHITECTURE.md §4 come later) */
+	(void)ino;
+	(void)cmd;
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	(void)in_buf;
+	(void)in_bufsz;
+	(void)out_bufsz;
+	fuse_reply_err(req, ENOTTY);
+}
+
+static void mfsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                                 struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                                 struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct mfs *fs = D(req)->fs;
+	size_t done = 0;
+	ssize_t n = -EINVAL;
+	char *buf = NULL;
+
+	(void)fi_in;
+	(void)fi_out;
+	if (flags)
+		goto fail;
+	n = -ENOMEM;
+	buf = malloc(MFSD_COPY_CHUNK);
+	if (!buf)
+		goto fail;
+	while (done < len) {
+		size_t want = len - done < MFSD_COPY_CHUNK ? len - done : MFSD_COPY_CHUNK;
+		ssize_t got, put;
+
+		got = mfs_read(fs, ino_in, buf, want, off_in + (off_t)done);
+		if (got <= 0) {
+			n = got;
+			break;
+		}
+		put = mfs_write(fs, ino_out, buf, (size_t)got, off_out + (off_t)done);
+		if (put <= 0) {
+			n = put;
+			break;
+		}
+		done += (size_t)put;
+		if (put < got)
+			break;
+	}
+	if (!done && n < 0)
+		goto fail;
+	free(buf);
+	fuse_reply_write(req, done);
+	return;
+fail:
+	free(buf);
+	fuse_reply_err(req, (int)-n);
+}
+
+static const struct fuse_lowlevel_ops mfsd_ops = {
+        .init = mfsd_init,
+        .lookup = mfsd_lookup,
+        .forget = mfsd_forget,
+        .forget_multi = mfsd_forget_multi,
+        .getattr = mfsd_getattr,
+        .setattr = mfsd_setattr,
+        .readlink = mfsd_readlink,
+        .mknod = mfsd_mknod,
+        .mkdir = mfsd_mkdir,
+        .unlink = mfsd_unlink,
+        .rmdir = mfsd_rmdir,
+        .symlink = mfsd_symlink,
+        .rename = mfsd_rename,
+        .link = mfsd_link,
+        .open = mfsd_open,
+        .read = mfsd_read,
+        .write = mfsd_write,
+        .write_buf = mfsd_write_buf,
+        .flush = mfsd_flush,
+        .release = mfsd_release,
+        .fsync = mfsd_fsync,
+        .opendir = mfsd_opendir,
+        .readdir = mfsd_readdir,
+        .readdirplus = mfsd_readdirplus,
+        .releasedir = mfsd_releasedir,
+        .fsyncdir = mfsd_fsyncdir,
+        .statfs = mfsd_statfs,
+        .setxattr = mfsd_setxattr,
+        .getxattr = mfsd_getxattr,
+        .listxattr = mfsd_listxattr,
+        .removexattr = mfsd_removexattr,
+        .create = mfsd_create,
+        .fallocate = mfsd_fallocate,
+        .lseek = mfsd_lseek,
+        .ioctl = mfsd_ioctl,
+        .copy_file_range = mfsd_copy_file_range,
+};
+
+/* --- options ------------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: mendfs [-f] [-o OPTS] DEVICE MOUNTPOINT\n"
+	           "  -f        stay in the foreground (log to stderr)\n"
+	           "  -o OPTS   comma-separated mount options:\n"
+	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
+	           "            poison_inject, threads=N, timeout=SECONDS, debug,\n"
+	           "            default_permissions (always on), and the generic flags\n"
+	           "            nosuid, suid, nodev, dev, noexec, exec, noatime, nodiratime,\n"
+	           "            atime, relatime, sync, async, dirsync\n"
+	           "  -h        this help; -V  version\n"
+	           "See mendfs(8).\n");
+}
+
+/* Generic mount flags handed to the kernel through libfuse. */
+static const char *const kernel_flags[] = {
+        "nosuid",  "suid",       "nodev", "dev",   "noexec",  "exec",
+        "noatime", "nodiratime", "sync",  "async", "dirsync", NULL,
+};
+
+static int kopt_add(struct mfsd_opts *o, const char *opt)
+{
+	size_t len = strlen(o->kernel_opts);
+
+	if (len + 1 + strlen(opt) + 1 > sizeof(o->kernel_opts))
+		return -1;
+	snprintf(o->kernel_opts + len, sizeof(o->kernel_opts) - len, ",%s", opt);
+	return 0;
+}
+
+/* Parse one comma-separated -o list into @o.  Returns 0 or -1 after a message. */
+static int parse_opts(struct mfsd_opts *o, char *list)
+{
+	char *save = NULL, *opt;
+	unsigned i;
+
+	for (opt = strtok_r(list, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+		char *val = strchr(opt, '=');
+		bool known = false;
+
+		if (val)
+			*val++ = '\0';
+		if (!strcmp(opt, "ro") && !val) {
+			o->read_only = true;
+		} else if (!strcmp(opt, "rw") && !val) {
+			o->read_only = false;
+		} else if (!strcmp(opt, "allow_other") && !val) {
+			o->allow_other = true;
+		} else if (!strcmp(opt, "default_permissions") && !val) {
+			/* always on */
+		} else if ((!strcmp(opt, "atime") || !strcmp(opt, "relatime")) && !val) {
+			/* the kernel's default for FUSE mounts */
+		} else if (!strcmp(opt, "debug") && !val) {
+			o->debug = true;
+		} else if (!strcmp(opt, "poison_inject") && !val) {
+			o->poison_inject = true;
+		} else if (!strcmp(opt, "backend") && val) {
+			if (!strcmp(val, "pmem"))
+				o->backend = BLK_BACKEND_PMEM;
+			else if (!strcmp(val, "uring"))
+				o->backend = BLK_BACKEND_URING;
+			else if (!strcmp(val, "auto"))
+				o->backend = BLK_BACKEND_AUTO;
+			else {
+				logmsg(LOG_ERR, "backend=%s: expected pmem, uring or auto", val);
+				return -1;
+			}
+		} else if (!strcmp(opt, "badblocks") && val && *val) {
+			o->badblocks = val;
+		} else if (!strcmp(opt, "threads") && val) {
+			char *end;
+			unsigned long n = strtoul(val, &end, 10);
+
+			if (!*val || *end || n < 1 || n > 1024) {
+				logmsg(LOG_ERR, "threads=%s: expected a number from 1 to 1024",
+				       val);
+				return -1;
+			}
+			o->threads = (unsigned)n;
+		} else if (!strcmp(opt, "timeout") && val) {
+			char *end;
+			double t = strtod(val, &end);
+
+			if (!*val || *end || t < 0 || t > 86400) {
+				logmsg(LOG_ERR, "timeout=%s: expected seconds from 0 to 86400",
+				       val);
+				return -1;
+			}
+			o->timeout = t;
+		} else {
+			for (i = 0; kernel_flags[i] && !known; i++)
+				known = !val && !strcmp(opt, kernel_flags[i]);
+			if (!known) {
+				logmsg(LOG_ERR, "unknown mount option '%s%s%s' (see mendfs(8))",
+				       opt, val ? "=" : "", val ? val : "");
+				return -1;
+			}
+			if (kopt_add(o, opt)) {
+				logmsg(LOG_ERR, "too many mount options");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* --- start-up ------------------------------------------------------------------------------ */
+
+/*
+ * Fork before anything is opened.  The parent waits until the child reports
+ * the mount live (a zero byte on the pipe) and exits 0; if the pipe closes
+ * without it, the parent exits with the child's status.  Returns the write
+ * end of the pipe in the child.
+ */
+static int fork_and_wait(void)
+{
+	int pfd[2], status;
+	char c;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe(pfd)) {
+		logmsg(LOG_ERR, "pipe: %s", strerror(errno));
+		exit(1);
+	}
+	pid = fork();
+	if (pid < 0) {
+		logmsg(LOG_ERR, "fork: %s", strerror(errno));
+		exit(1);
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		return pfd[1];
+	}
+	close(pfd[1]);
+	do
+		n = read(pfd[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && c == 0)
+		_exit(0);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(1);
+	_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* Daemonized: the core's messages on stderr go to syslog line by line. */
+static void *stderr_to_syslog(void *arg)
+{
+	FILE *f = fdopen((int)(intptr_t)arg, "r");
+	char line[1024];
+
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		syslog(LOG_ERR, "%s", line);
+	}
+	fclose(f);
+	return NULL;
+}
+
+static void fuse_log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	vsyslog((int)level, fmt, ap);
+}
+
+/* The mount is live: tell the waiting parent, leave the terminal and the session. */
+static void detach(int status_fd)
+{
+	pthread_t th;
+	int nullfd, pfd[2];
+	char c = 0;
+
+	openlog("mendfs", LOG_PID, LOG_DAEMON);
+	use_syslog = true;
+	fuse_set_log_func(fuse_log_syslog);
+	if (setsid() < 0)
+		logmsg(LOG_WARNING, "setsid: %s", strerror(errno));
+	if (chdir("/"))
+		logmsg(LOG_WARNING, "chdir /: %s", strerror(errno));
+	nullfd = open("/dev/null", O_RDWR);
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (!pipe2(pfd, O_CLOEXEC)) {
+		dup2(pfd[1], 2);
+		close(pfd[1]);
+		if (pthread_create(&th, NULL, stderr_to_syslog, (void *)(intptr_t)pfd[0]) == 0)
+			pthread_detach(th);
+		else
+			close(pfd[0]);
+	}
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	if (write(status_fd, &c, 1) != 1)
+		logmsg(LOG_WARNING, "could not signal the parent: %s", strerror(errno));
+	close(status_fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct mfsd_opts o = {.threads = 0, .timeout = MFSD_DEFAULT_TIMEOUT};
+	struct mfs_mount_opts mo = {0};
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lcfg = NULL;
+	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
+	const char *device, *mountpoint;
+	struct mfsd *d = NULL;
+	struct stat st;
+	int c, ret, status_fd = -1, exit_code = 1;
+	bool live = false;
+
+	while ((c = getopt(argc, argv, "fo:hVd")) != -1) {
+		switch (c) {
+		case 'f':
+			o.foreground = true;
+			break;
+		case 'd':
+			o.debug = true;
+			break;
+		case 'o': {
+			size_t len = optlist ? strlen(optlist) : 0;
+			char *n = realloc(optlist, len + strlen(optarg) + 2);
+
+			if (!n) {
+				logmsg(LOG_ERR, "out of memory");
+				return 1;
+			}
+			if (len)
+				n[len++] = ',';
+			strcpy(n + len, optarg);
+			optlist = n;
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("mendfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+			return 0;
+		default:
+			usage(stderr);
+			return 1;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 1;
+	}
+	device = argv[optind];
+	mountpoint = argv[optind + 1];
+	if (optlist && parse_opts(&o, optlist))
+		return 1;
+	if (o.debug)
+		o.foreground = true; /* per-request traces go to stderr */
+
+	if (stat(device, &st)) {
+		logmsg(LOG_ERR, "%s: %s", device, strerror(errno));
+		return 1;
+	}
+	if (!realpath(mountpoint, mnt) || stat(mnt, &st)) {
+		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(ENOTDIR));
+		return 1;
+	}
+
+	if (!o.foreground)
+		status_fd = fork_and_wait();
+
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		logmsg(LOG_ERR, "out of memory");
+		goto out;
+	}
+	pthread_mutex_init(&d->nodes_lock, NULL);
+	d->files.next = d->files.prev = &d->files;
+	d->timeout = o.timeout;
+	d->read_only = o.read_only;
+
+	mo.read_only = o.read_only;
+	mo.backend = o.backend;
+	mo.badblocks = o.badblocks;
+	mo.exclusive = true;
+	ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
+	if (ret) {
+		if (err[0])
+			logmsg(LOG_ERR, "%s", err); /* names the device */
+		else
+			logmsg(LOG_ERR, "cannot mount %s: %s", device, strerror(-ret));
+		goto out;
+	}
+	if (d->fs->read_only && !o.read_only) {
+		logmsg(LOG_WARNING, "%s: mounted read-only (features this version cannot write)",
+		       device);
+		d->read_only = true;
+	}
+
+	/* fsname with commas would split the option list: leave it out then */
+	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs%s%s%s%s%s",
+	         strchr(device, ',') ? "" : ",fsname=", strchr(device, ',') ? "" : device,
+	         o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "", o.kernel_opts);
+	if (fuse_opt_add_arg(&args, argv[0]) || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, fuse_opts) || (o.debug && fuse_opt_add_arg(&args, "-d"))) {
+		logmsg(LOG_ERR, "out of memory");
+		goto unmount;
+	}
+	d->se = fuse_session_new(&args, &mfsd_ops, sizeof(mfsd_ops), d);
+	if (!d->se) {
+		logmsg(LOG_ERR, "cannot create the FUSE session");
+		goto unmount;
+	}
+	if (fuse_set_signal_handlers(d->se)) {
+		logmsg(LOG_ERR, "cannot install signal handlers");
+		goto destroy;
+	}
+	if (fuse_session_mount(d->se, mnt)) {
+		logmsg(LOG_ERR, "cannot mount %s on %s", device, mnt);
+		goto signals;
+	}
+
+	if (!o.foreground) {
+		detach(status_fd);
+		status_fd = -1;
+	}
+	live = true;
+	logmsg(LOG_INFO, "%s mounted on %s%s", device, mnt, d->read_only ? " (read-only)" : "");
+
+	lcfg = fuse_loop_cfg_create();
+	if (!lcfg) {
+		logmsg(LOG_ERR, "out of memory");
+		goto session_unmount;
+	}
+	if (o.threads)
+		fuse_loop_cfg_set_max_threads(lcfg, o.threads);
+	fuse_loop_cfg_set_clone_fd(lcfg, 0);
+	ret = fuse_session_loop_mt(d->se, lcfg);
+	fuse_loop_cfg_destroy(lcfg);
+	exit_code = ret < 0 ? 1 : 0;
+	if (ret < 0)
+		logmsg(LOG_ERR, "session loop: %s", strerror(-ret));
+
+session_unmount:
+	fuse_session_unmount(d->se);
+      signals:
+	fuse_remove_signal_handlers(d->se);
+destroy:
+	fuse_session_destroy(d->se);
+unmount:
+	drop_all(d);
+	ret = mfs_unmount(d->fs);
+	if (ret) {
+		logmsg(LOG_ERR, "%s: unmount: %s", device, strerror(-ret));
+		exit_code = 1;
+	} else if (live) {
+		logmsg(LOG_INFO, "%s unmounted cleanly", device);
+	}
+out:
+	fuse_opt_free_args(&args);
+	if (d) {
+		pthread_mutex_destroy(&d->nodes_lock);
+		free(d);
+	}
+	free(optlist);
+	return exit_code;
+}

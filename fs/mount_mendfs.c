@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mount.mendfs: the mount(8) helper for filesystems of type mendfs.
+ *
+ *   mount.mendfs DEVICE DIR [-sfnv] [-N NS] [-o OPTS] [-t TYPE]
+ *
+ * mount(8) calls it for `mount -t mendfs DEVICE DIR` and for fstab lines of
+ * type mendfs.  It removes the options that only mount(8) and fstab use
+ * (defaults, auto, noauto, user, nofail, _netdev, x-*, ...), runs the daemon
+ * `mendfs -o OPTS DEVICE DIR` and waits for it: the daemon's first process
+ * exits only once the mount is live (0) or after printing why it failed.  The
+ * helper returns 0 when the mount is live and 32 (mount failure, as mount(8)
+ * defines it) otherwise; 1 for a usage error.
+ *
+ * The daemon is looked up beside the helper's own executable first (a build
+ * directory, or the sbindir both are installed to), then at the installed
+ * path, then in PATH.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MENDFS_DAEMON_PATH
+#define MENDFS_DAEMON_PATH "/usr/sbin/mendfs"
+#endif
+
+#define EX_USAGE_MOUNT 1
+#define EX_FAIL_MOUNT  32
+
+/* Options that mount(8) and fstab use and the filesystem never sees. */
+static bool userspace_only(const char *opt)
+{
+	static const char *const names[] = {
+	        "defaults", "auto",   "noauto",  "user", "nouser",  "users", "owner",
+	        "group",    "nofail", "_netdev", "loop", "comment", NULL,
+	};
+	size_t len = strcspn(opt, "=");
+	unsigned i;
+
+	if (!strncmp(opt, "x-", 2))
+		return true;
+	for (i = 0; names[i]; i++)
+		if (strlen(names[i]) == len && !strncmp(opt, names[i], len))
+			return true;
+	return false;
+}
+
+/* Append the options of @list the daemon should see to @out (comma-separated). */
+static int filter_opts(char *out, size_t outlen, const char *list)
+{
+	char *copy = strdup(list), *save = NULL, *opt;
+	size_t used = strlen(out);
+
+	if (!copy)
+		return -1;
+	for (opt = strtok_r(copy, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+		int n;
+
+		if (userspace_only(opt))
+			continue;
+		n = snprintf(out + used, outlen - used, "%s%s", used ? "," : "", opt);
+		if (n < 0 || (size_t)n >= outlen - used) {
+			free(copy);
+			return -1;
+		}
+		used += (size_t)n;
+	}
+	free(copy);
+	return 0;
+}
+
+/* The daemon: beside this executable, else the installed path, else "mendfs" in PATH. */
+static const char *find_daemon(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n > 0) {
+		buf[n] = '\0';
+		slash = strrchr(buf, '/');
+		if (slash && (size_t)(slash - buf) + sizeof("/mendfs") <= len) {
+			strcpy(slash, "/mendfs");
+			if (!access(buf, X_OK))
+				return buf;
+		}
+	}
+	if (!access(MENDFS_DAEMON_PATH, X_OK))
+		return MENDFS_DAEMON_PATH;
+	return "mendfs";
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: mount.mendfs DEVICE DIR [-sfnv] [-o OPTS]\n"
+	           "Called by mount(8) for type mendfs; see mendfs(8).\n");
+}
+
+int main(int argc, char **argv)
+{
+	char opts[4096] = "", daemon_buf[PATH_MAX];
+	const char *daemon, *device, *dir;
+	bool fake = false, verbose = false;
+	char *dargv[7];
+	int c, status, n = 0;
+	pid_t pid;
+
+	while ((c = getopt(argc, argv, "o:sfnvN:t:h")) != -1) {
+		switch (c) {
+		case 'o':
+			if (filter_opts(opts, sizeof(opts), optarg)) {
+				fprintf(stderr, "mount.mendfs: option list too long\n");
+				return EX_USAGE_MOUNT;
+			}
+			break;
+		case 'f':
+			fake = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 's': /* sloppy: the daemon still refuses unknown options */
+		case 'n': /* no mtab: the kernel's mount table is the only one */
+		case 'N': /* namespace: mount(8) has already entered it */
+		case 't': /* mendfs (or fuse.mendfs) */
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE_MOUNT;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return EX_USAGE_MOUNT;
+	}
+	device = argv[optind];
+	dir = argv[optind + 1];
+	daemon = find_daemon(daemon_buf, sizeof(daemon_buf));
+
+	dargv[n++] = (char *)daemon;
+	if (opts[0]) {
+		dargv[n++] = "-o";
+		dargv[n++] = opts;
+	}
+	dargv[n++] = (char *)device;
+	dargv[n++] = (char *)dir;
+	dargv[n] = NULL;
+	if (verbose) {
+		int i;
+
+		fprintf(stderr, "mount.mendfs:");
+		for (i = 0; i < n; i++)
+			fprintf(stderr, " %s", dargv[i]);
+		fputc('\n', stderr);
+	}
+	if (fake)
+		return 0;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "mount.mendfs: fork: %s\n", strerror(errno));
+		return EX_FAIL_MOUNT;
+	}
+	if (pid == 0) {
+		execvp(daemon, dargv);
+		fprintf(stderr, "mount.mendfs: cannot run %s: %s\n", daemon, strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			fprintf(stderr, "mount.mendfs: waitpid: %s\n", strerror(errno));
+			return EX_FAIL_MOUNT;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "mount.mendfs: %s was killed by signal %d\n", daemon,
+		        WTERMSIG(status));
+	fprintf(stderr, "mount.mendfs: mounting %s on %s failed\n", device, dir);
+	return EX_FAIL_MOUNT;
+}

@@ -1,0 +1,206 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
+# (basic, errors, kill9, readonly, helper) against the built programs named by
+# $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
+# here is undone on exit, whatever happened, and every wait is bounded.
+set -u
+
+name=${1:?usage: mount-test.sh NAME}
+for v in MENDFS MOUNT_MENDFS MKFS_MENDFS FSOPS; do
+	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
+done
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "skip: needs root and /dev/fuse"
+	exit 77
+fi
+
+WORK=$(mktemp -d /tmp/mendfs-it.XXXXXX)
+IMG=$WORK/img
+MNT=$WORK/m
+mkdir -p "$MNT"
+PIDS=()
+
+cleanup() {
+	local d p
+	for d in "$WORK"/m "$WORK"/m2; do
+		if [ -d "$d" ] && mountpoint -q "$d" 2>/dev/null; then
+			umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
+				fusermount3 -u -z "$d" 2>/dev/null
+		fi
+	done
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait_gone "$p" 5 || kill -9 "$p" 2>/dev/null
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL ($name): $*" >&2
+	[ -s "$WORK/log" ] && sed 's/^/  daemon: /' "$WORK/log" >&2
+	exit 1
+}
+
+# wait_gone PID SECONDS: true once the process has ended
+wait_gone() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# wait_unlocked IMAGE: the daemon (whatever its pid) holds an exclusive flock on
+# the image until it has finished mfs_unmount; wait for it to go.
+wait_unlocked() {
+	timeout 20 flock -x "$1" true || fail "the daemon still holds $1 after 20 s"
+}
+
+wait_mounted() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		mountpoint -q "$1" && return 0
+		sleep 0.1
+	done
+	fail "$1 not mounted after 20 s"
+}
+
+mkfs() {
+	"$MKFS_MENDFS" -q "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
+}
+
+# mount_fg [OPTS...]: a foreground daemon (its pid in $DPID), waited until live
+mount_fg() {
+	"$MENDFS" -f "$@" "$IMG" "$MNT" 2>>"$WORK/log" &
+	DPID=$!
+	PIDS+=("$DPID")
+	wait_mounted "$MNT"
+}
+
+# umount_fg: unmount and check that the foreground daemon exits 0
+umount_fg() {
+	umount "$MNT" || fail "umount"
+	wait_gone "$DPID" 20 || fail "the daemon did not exit after umount"
+	wait "$DPID" || fail "the daemon exited with status $?"
+}
+
+fsops() {
+	timeout 60 "$FSOPS" "$1" "$2" || fail "fsops $1"
+}
+
+case $name in
+basic)
+	mkfs
+	# without -f, mendfs returns only once the mount is live
+	timeout 20 "$MENDFS" "$IMG" "$MNT" 2>>"$WORK/log" || fail "mendfs exited $?"
+	mountpoint -q "$MNT" || fail "not mounted when mendfs returned"
+	[ "$(findmnt -n -o FSTYPE "$MNT")" = fuse.mendfs ] || fail "fstype"
+	fsops basic "$MNT"
+	fsops populate "$MNT"
+	df "$MNT" >/dev/null || fail "statfs"
+	umount "$MNT" || fail "umount"
+	wait_unlocked "$IMG"
+	# data survives unmount and remount
+	mount_fg
+	fsops verify "$MNT"
+	umount_fg
+	;;
+errors)
+	mkfs
+	mount_fg
+	out=$(timeout 20 "$MENDFS" "$IMG" "$WORK/m2" 2>&1) && fail "a second daemon mounted"
+	mkdir -p "$WORK/m2"
+	out=$(timeout 20 "$MENDFS" "$IMG" "$WORK/m2" 2>&1)
+	[ $? = 1 ] || fail "second daemon: status"
+	grep -q "in use" <<<"$out" || fail "second daemon: message '$out'"
+	umount_fg
+	head -c 1M /dev/zero >"$WORK/zero"
+	out=$(timeout 20 "$MENDFS" "$WORK/zero" "$MNT" 2>&1)
+	[ $? = 1 ] && grep -q "not a mendfs" <<<"$out" || fail "non-mendfs device: '$out'"
+	out=$(timeout 20 "$MENDFS" "$IMG" "$WORK/nowhere" 2>&1)
+	[ $? = 1 ] && grep -q "mount point" <<<"$out" || fail "missing mount point: '$out'"
+	out=$(timeout 20 "$MENDFS" -o ro,frobnicate "$IMG" "$MNT" 2>&1)
+	[ $? = 1 ] && grep -q "unknown mount option 'frobnicate'" <<<"$out" ||
+		fail "unknown option: '$out'"
+	out=$(timeout 20 "$MENDFS" -o threads=0 "$IMG" "$MNT" 2>&1)
+	[ $? = 1 ] || fail "threads=0 accepted"
+	mountpoint -q "$MNT" && fail "a failed start left a mount"
+	# mount.mendfs reports a failure as 32
+	timeout 20 "$MOUNT_MENDFS" "$WORK/zero" "$MNT" -o rw 2>/dev/null
+	[ $? = 32 ] || fail "mount.mendfs failure status"
+	;;
+kill9)
+	mkfs
+	mount_fg
+	fsops fsynced "$MNT"
+	kill -9 "$DPID"
+	wait_gone "$DPID" 10 || fail "kill -9"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+	mount_fg
+	fsops fsynced-verify "$MNT"
+	umount_fg
+	;;
+readonly)
+	mkfs
+	mount_fg
+	fsops populate "$MNT"
+	umount_fg
+	sum=$(sha256sum <"$IMG")
+	mount_fg -o ro
+	grep -q " $MNT fuse.mendfs ro," /proc/mounts || fail "not mounted ro"
+	fsops rofs "$MNT"
+	fsops verify "$MNT"
+	umount_fg
+	[ "$(sha256sum <"$IMG")" = "$sum" ] || fail "the image changed under -o ro"
+	;;
+helper)
+	# mount(8) runs /sbin/mount.TYPE only.  Rather than touch the real /sbin,
+	# run mount(8) in a private mount namespace where a tmpfs holding a link to
+	# the built helper is mounted over /sbin (and a test fstab over
+	# /etc/fstab); the daemon is found beside the helper.
+	mkfs
+	mkdir -p "$WORK/sbin"
+	cat >"$WORK/fstab" <<-EOF
+		$IMG $MNT mendfs defaults,noauto,nofail,x-test=1,threads=4 0 0
+	EOF
+	cat >"$WORK/inner.sh" <<-'EOF'
+		set -u
+		fail() { echo "FAIL (helper): $*" >&2; exit 1; }
+		trap 'mountpoint -q "$MNT" && umount -l "$MNT"' EXIT
+		mount -t tmpfs tmpfs "$WORK/sbin" || fail "tmpfs"
+		ln -s "$MOUNT_MENDFS" "$WORK/sbin/mount.mendfs"
+		mount --bind "$WORK/sbin" /sbin || fail "bind over /sbin"
+		mount --bind "$WORK/fstab" /etc/fstab || fail "bind fstab"
+		timeout 20 mount -t mendfs "$IMG" "$MNT" || fail "mount -t mendfs: $?"
+		mountpoint -q "$MNT" || fail "not live when mount returned"
+		[ "$(findmnt -n -o FSTYPE "$MNT")" = fuse.mendfs ] || fail "fstype"
+		echo via-helper >"$MNT/h" || fail "write"
+		umount "$MNT" || fail "umount"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount"
+		timeout 20 mount "$MNT" || fail "mount from fstab: $?"
+		[ "$(cat "$MNT/h")" = via-helper ] || fail "content after fstab mount"
+		umount "$MNT" || fail "umount (fstab)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (fstab)"
+		head -c 1M /dev/zero >"$WORK/zero"
+		timeout 20 mount -t mendfs "$WORK/zero" "$MNT" 2>/dev/null
+		[ $? = 32 ] || fail "mount of a non-mendfs device: not 32"
+		exit 0
+	EOF
+	WORK=$WORK IMG=$IMG MNT=$MNT MOUNT_MENDFS=$MOUNT_MENDFS \
+		timeout 90 unshare -m --propagation private bash "$WORK/inner.sh" ||
+		fail "helper tests"
+	;;
+*)
+	echo "unknown test $name" >&2
+	exit 1
+	;;
+esac
+echo "ok $name"
+exit 0
