@@ -1156,7 +1156,7 @@ static int fork_and_wait(void)
 	pid_t pid;
 	ssize_t n;
 
-	if (pipe(pfd)) {
+	if (pipe2(pfd, O_CLOEXEC)) {
 		logmsg(LOG_ERR, "pipe: %s", strerror(errno));
 		exit(1);
 	}
@@ -1246,6 +1246,7 @@ int main(int argc, char **argv)
 	struct fuse_loop_config *lcfg = NULL;
 	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
 	const char *device, *mountpoint;
+	struct fuse_entry_param root;
 	struct mfsd *d = NULL;
 	struct stat st;
 	int c, ret, status_fd = -1, exit_code = 1;
@@ -1332,6 +1333,12 @@ int main(int argc, char **argv)
 		else
 			logmsg(LOG_ERR, "cannot mount %s: %s", device, strerror(-ret));
 		goto out;
+	}
+	/* the kernel's root node starts with one lookup: pin the root like any node */
+	ret = node_get(d, FUSE_ROOT_ID, &root);
+	if (ret) {
+		logmsg(LOG_ERR, "%s: root directory: %s", device, strerror(-ret));
+		goto unmount;
 	}
 	if (d->fs->read_only && !o.read_only) {
 		logmsg(LOG_WARNING, "%s: mounted read-only (features this version cannot write)",

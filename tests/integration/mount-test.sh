@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
-# (basic, errors, kill9, readonly, helper) against the built programs named by
+# (basic, errors, kill9, unlinked, readonly, helper) against the built programs named by
 # $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
 # here is undone on exit, whatever happened, and every wait is bounded.
@@ -145,6 +145,34 @@ kill9)
 	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
 	mount_fg
 	fsops fsynced-verify "$MNT"
+	# SIGTERM ends the daemon cleanly (exit 0) and removes the mount
+	kill -TERM "$DPID"
+	wait_gone "$DPID" 20 || fail "SIGTERM did not end the daemon"
+	wait "$DPID" || fail "the daemon exited with status $? after SIGTERM"
+	mountpoint -q "$MNT" && fail "still mounted after SIGTERM"
+	mount_fg
+	fsops fsynced-verify "$MNT"
+	umount_fg
+	;;
+unlinked)
+	# an unlinked open file keeps its blocks until closed, then they are freed
+	mkfs
+	mount_fg
+	free0=$(stat -f -c %f "$MNT")
+	head -c 8M /dev/urandom >"$MNT/f" || fail "write 8M"
+	sum=$(sha256sum <"$MNT/f")
+	exec 3<"$MNT/f"
+	rm "$MNT/f" || fail "rm"
+	[ "$(sha256sum <&3)" = "$sum" ] || fail "content of the unlinked open file"
+	free1=$(stat -f -c %f "$MNT")
+	((free0 - free1 >= 2048)) || fail "blocks freed while open ($free0 -> $free1)"
+	exec 3<&-
+	for ((i = 0; i < 100; i++)); do
+		free2=$(stat -f -c %f "$MNT")
+		((free2 >= free0)) && break
+		sleep 0.1
+	done
+	((free2 >= free0)) || fail "blocks not freed after close ($free0 -> $free2)"
 	umount_fg
 	;;
 readonly)
