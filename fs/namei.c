@@ -23,8 +23,9 @@
  * Failure leaves the filesystem as it was: allocations happen before the
  * entry tree changes (the B+tree leaves itself unchanged when it cannot
  * allocate), and a new inode whose entry could not be inserted is given back
- * in the same transaction.  An inode whose last link goes is put on the
- * orphan list in the same transaction and freed at its last mfs_iput().
+ * in the same transaction.  An inode whose last link goes is freed in the
+ * same transaction, or, if still referenced (open), put on the orphan list
+ * and freed at its last mfs_iput().
  */
 #include <dirent.h>
 #include <errno.h>
@@ -330,11 +331,16 @@ static int find_get(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t
 }
 
 /*
- * The last link of @ip went (or one of them): nlink down, and at zero the
- * inode joins the orphan list, to be freed at its last mfs_iput().
+ * A link of @ip went (the caller holds @ip's lock and one reference).  At
+ * nlink zero an inode nobody else references is freed in this transaction;
+ * one still referenced (open files: the daemon holds references) joins the
+ * orphan list and is freed at its last mfs_iput().  Nobody can take a new
+ * reference meanwhile: its last entry is gone under the directory's lock,
+ * and any other user of the number already holds one.
  */
 static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64_t now)
 {
+	bool alone;
 	int ret;
 
 	if (S_ISDIR(ip->di.mode) || ip->di.nlink <= 1)
@@ -344,6 +350,12 @@ static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, in
 	ip->di.ctime_ns = now;
 	if (ip->di.nlink == 0) {
 		ip->unlinked = true;
+		pthread_mutex_lock(&fs->icache_lock);
+		alone = atomic_load(&ip->ref) == 1;
+		pthread_mutex_unlock(&fs->icache_lock);
+		/* freed: the caller's mfs_iput() finds mode 0 and only drops it */
+		if (alone && mfs_inode_free(fs, txn, ip) == 0)
+			return 0;
 		ret = mfs_orphan_add(fs, txn, ip->ino);
 		if (!ret)
 			ip->di.iflags |= MFS_IFL_ORPHAN;
