@@ -294,9 +294,14 @@ static int new_owner(fuse_req_t req, uint64_t parent, mode_t *mode, uid_t *uid, 
 static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* correctness first: no writeback cache (the kernel would own file sizes), no splice */
+	/*
+	 * Correctness first: no writeback cache (the kernel would own file
+	 * sizes and times), no splice, and the kernel, not the daemon, clears
+	 * setuid/setgid on write, truncate and chown (no HANDLE_KILLPRIV).
+	 */
 	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ |
-	                          FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	                          FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+	                          FUSE_CAP_HANDLE_KILLPRIV);
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
@@ -533,7 +538,7 @@ static void mfsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 {
 	struct mfsd *d = D(req);
 	struct fuse_entry_param e;
-	struct stat st, attr = {0};
+	struct stat st;
 	uid_t uid;
 	gid_t gid;
 	int ret;
@@ -542,14 +547,6 @@ static void mfsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	ret = new_owner(req, parent, &mode, &uid, &gid);
 	if (!ret)
 		ret = mfs_mknod(d->fs, parent, name, mode, 0, uid, gid, &st);
-	if (ret == -EEXIST && !(fi->flags & O_EXCL)) {
-		/* created by someone else since the kernel's lookup: open it */
-		ret = mfs_lookup(d->fs, parent, name, &st);
-		if (!ret && S_ISDIR(st.st_mode))
-			ret = -EISDIR;
-		if (!ret && (fi->flags & O_TRUNC))
-			ret = mfs_setattr(d->fs, st.st_ino, &attr, MFS_SET_SIZE, NULL);
-	}
 	if (!ret)
 		ret = node_get(d, st.st_ino, &e);
 	if (ret)

@@ -129,6 +129,17 @@ static void basic_dirs(void)
 	CHECK(rmdir("d/sub") == 0, "rmdir d/sub");
 	CHECK(stat("d", &st) == 0 && st.st_nlink == 2, "d nlink back to 2");
 	CHECK(rmdir("d") == 0, "rmdir d");
+
+	/* a setgid directory hands its group down, and its setgid bit to subdirectories */
+	CHECK(mkdir("sg", 0755) == 0 && chown("sg", 0, 4321) == 0 && chmod("sg", 02775) == 0,
+	      "setgid dir");
+	put_file("sg/f", "", 0);
+	CHECK(stat("sg/f", &st) == 0 && st.st_gid == 4321, "group inherited: %u",
+	      (unsigned)st.st_gid);
+	CHECK(mkdir("sg/d", 0755) == 0 && stat("sg/d", &st) == 0 && st.st_gid == 4321 &&
+	              (st.st_mode & S_ISGID),
+	      "setgid inherited");
+	CHECK(unlink("sg/f") == 0 && rmdir("sg/d") == 0 && rmdir("sg") == 0, "cleanup sg");
 }
 
 static void basic_links(void)
