@@ -1290,8 +1290,6 @@ int main(int argc, char **argv)
 	mountpoint = argv[optind + 1];
 	if (optlist && parse_opts(&o, optlist))
 		return 1;
-	if (o.debug)
-		o.foreground = true; /* per-request traces go to stderr */
 
 	if (stat(device, &st)) {
 		logmsg(LOG_ERR, "%s: %s", device, strerror(errno));
