@@ -238,9 +238,14 @@ static void file_close(struct mfsd *d, struct fuse_file_info *fi)
 	free(f);
 }
 
-/* After the session: drop what the kernel did not forget or release. */
-static void drop_all(struct mfsd *d)
+/*
+ * After the session: drop what the kernel did not forget or release (the
+ * forgets it queues while unmounting are not read once the connection is
+ * gone).  Returns the number of nodes and open handles dropped.
+ */
+static unsigned long drop_all(struct mfsd *d)
 {
+	unsigned long dropped = 0;
 	unsigned i;
 
 	while (d->files.next != &d->files) {
@@ -250,6 +255,7 @@ static void drop_all(struct mfsd *d)
 		f->next->prev = f->prev;
 		mfs_iput(d->fs, f->ip);
 		free(f);
+		dropped++;
 	}
 	for (i = 0; i < MFSD_NODE_BUCKETS; i++) {
 		struct mfsd_node *n, *next;
@@ -258,9 +264,11 @@ static void drop_all(struct mfsd *d)
 			next = n->next;
 			mfs_iput(d->fs, n->ip);
 			free(n);
+			dropped++;
 		}
 		d->nodes[i] = NULL;
 	}
+	return dropped;
 }
 
 /* --- credentials --------------------------------------------------------------------------- */
@@ -1244,6 +1252,7 @@ int main(int argc, char **argv)
 	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
 	const char *device, *mountpoint;
 	struct fuse_entry_param root;
+	unsigned long dropped;
 	struct mfsd *d = NULL;
 	struct stat st;
 	int c, ret, status_fd = -1, exit_code = 1;
@@ -1392,7 +1401,9 @@ session_unmount:
 destroy:
 	fuse_session_destroy(d->se);
 unmount:
-	drop_all(d);
+	dropped = drop_all(d);
+	if (o.debug)
+		logmsg(LOG_DEBUG, "%lu nodes and open handles left at unmount", dropped);
 	ret = mfs_unmount(d->fs);
 	if (ret) {
 		logmsg(LOG_ERR, "%s: unmount: %s", device, strerror(-ret));
