@@ -747,6 +747,18 @@ START_TEST(test_persistence)
 	ck_assert_uint_eq(l.n, 4);
 	list_free(&l);
 	ck_assert_int_eq(fs->sb.mount_count, 3);
+	{
+		struct statvfs sv;
+
+		ck_assert_int_eq(mfs_statfs(fs, &sv), 0);
+		ck_assert_uint_eq(sv.f_bsize, 4096);
+		ck_assert_uint_eq(sv.f_namemax, 255);
+		ck_assert_uint_eq(sv.f_blocks, fs->sb.data_len);
+		ck_assert_uint_eq(sv.f_files, fs->sb.nr_inodes);
+		ck_assert_uint_eq(sv.f_ffree, fs->sb.nr_inodes - 5);
+		ck_assert_uint_le(sv.f_bfree, sv.f_blocks);
+		ck_assert_uint_ne(sv.f_fsid, 0);
+	}
 	ck_assert_uint_eq(fs->sb.state & MFS_STATE_DIRTY, MFS_STATE_DIRTY);
 }
 END_TEST
