@@ -815,19 +815,21 @@ static void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
 		struct fuse_entry_param e;
 		bool dots = !strcmp(pe->name, ".") || !strcmp(pe->name, "..");
 
-		if (dots) {
+		ret = dots ? -ENOENT : node_get(d, pe->ino, &e);
+		if (ret == -ENOENT) {
+			/*
+			 * "." and "..", or an entry removed since it was listed
+			 * (skipping it could leave an empty reply, read as the
+			 * end of the directory): a name without attributes,
+			 * which takes no lookup reference (node id 0).
+			 */
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = pe->ino;
-			e.attr.st_mode = S_IFDIR;
-		} else {
-			ret = node_get(d, pe->ino, &e);
-			if (ret == -ENOENT)
-				continue; /* removed since it was listed */
-			if (ret) {
-				if (!used)
-					goto fail;
-				break;
-			}
+			e.attr.st_mode = dots ? S_IFDIR : 0;
+		} else if (ret) {
+			if (!used)
+				goto fail;
+			break;
 		}
 		used += fuse_add_direntry_plus(req, buf + used, size - used, pe->name, &e,
 		                               (off_t)pe->next_pos);
@@ -1370,7 +1372,7 @@ int main(int argc, char **argv)
 	}
 	if (fuse_session_mount(d->se, mnt)) {
 		logmsg(LOG_ERR, "cannot mount %s on %s", device, mnt);
-		goto signals;
+		goto handlers;
 	}
 
 	if (!o.foreground) {
@@ -1396,7 +1398,7 @@ int main(int argc, char **argv)
 
 session_unmount:
 	fuse_session_unmount(d->se);
-      signals:
+handlers:
 	fuse_remove_signal_handlers(d->se);
 destroy:
 	fuse_session_destroy(d->se);
