@@ -186,8 +186,10 @@ static int orphans_process(struct mfs *fs)
 			continue;
 		}
 		if (r && r != -ENOENT) {
-			ret = r;
-			break;
+			/* unreadable or corrupt: left on the list for fsck, the mount goes on */
+			fprintf(stderr, "mendfs: orphan inode %llu: %s: left for fsck\n",
+			        (unsigned long long)l.v[i], strerror(-r));
+			continue;
 		}
 		/* a free slot, or an inode linked again: only the entry goes */
 		ret = mfs_txn_begin(fs, &txn);
