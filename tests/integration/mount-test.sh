@@ -27,7 +27,7 @@ cleanup() {
 	local d p
 	for d in "$WORK"/m "$WORK"/m2; do
 		if [ -d "$d" ] && mountpoint -q "$d" 2>/dev/null; then
-			umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
+			timeout 10 umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
 				fusermount3 -u -z "$d" 2>/dev/null
 		fi
 	done
@@ -40,6 +40,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP # meson's timeout: clean up all the same
 
 fail() {
 	echo "FAIL ($name): $*" >&2
@@ -193,6 +194,10 @@ helper)
 	# run mount(8) in a private mount namespace where a tmpfs holding a link to
 	# the built helper is mounted over /sbin (and a test fstab over
 	# /etc/fstab); the daemon is found beside the helper.
+	if ! unshare -m --propagation private true 2>/dev/null; then
+		echo "skip: no private mount namespace (unshare -m) for mount(8)'s helper lookup"
+		exit 77
+	fi
 	mkfs
 	mkdir -p "$WORK/sbin"
 	cat >"$WORK/fstab" <<-EOF
