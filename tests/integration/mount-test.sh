@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
-# (basic, errors, kill9, unlinked, readonly, helper) against the built programs named by
+# (basic, errors, kill9, unlinked, poison, readonly, helper) against the built programs named by
 # $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
 # here is undone on exit, whatever happened, and every wait is bounded.
@@ -174,6 +174,28 @@ unlinked)
 		sleep 0.1
 	done
 	((free2 >= free0)) || fail "blocks not freed after close ($free0 -> $free2)"
+	umount_fg
+	;;
+poison)
+	# emulated poison (-o badblocks=PATH) under one sector of a file's block 5:
+	# that page reads EIO, a read of the whole file stops short before it
+	mkfs
+	mount_fg
+	for ((i = 0; i < 16; i++)); do
+		printf 'MENDPOISONBLK%04d' "$i"
+		head -c $((4096 - 17)) /dev/zero | tr '\0' .
+	done >"$MNT/p"
+	umount_fg
+	off=$(grep -obUa MENDPOISONBLK0005 "$IMG" | head -1 | cut -d: -f1)
+	[ -n "$off" ] || fail "block 5 not found in the image"
+	echo "$((off / 512 + 3)) 1" >"$WORK/bb"
+	mount_fg -o badblocks="$WORK/bb"
+	dd if="$MNT/p" of=/dev/null bs=4096 skip=4 count=1 status=none || fail "clean page"
+	out=$(dd if="$MNT/p" of=/dev/null bs=4096 skip=5 count=1 status=none 2>&1) &&
+		fail "a poisoned page was read"
+	grep -q "Input/output error" <<<"$out" || fail "poisoned page: '$out'"
+	n=$(cat "$MNT/p" 2>/dev/null | wc -c)
+	[ "$n" = 20480 ] || fail "read of the whole file returned $n bytes, not 20480"
 	umount_fg
 	;;
 readonly)
