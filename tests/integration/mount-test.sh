@@ -108,8 +108,10 @@ basic)
 	df "$MNT" >/dev/null || fail "statfs"
 	umount "$MNT" || fail "umount"
 	wait_unlocked "$IMG"
-	# data survives unmount and remount
-	mount_fg
+	# data survives unmount and remount (and the options reach the kernel)
+	mount_fg -o timeout=0,threads=2,allow_other,noexec
+	grep -q " $MNT fuse.mendfs rw,nosuid,nodev,noexec,.*allow_other" /proc/mounts ||
+		fail "mount options: $(grep " $MNT " /proc/mounts)"
 	fsops verify "$MNT"
 	umount_fg
 	;;
@@ -243,6 +245,11 @@ helper)
 		[ "$(cat "$MNT/h")" = via-helper ] || fail "content after fstab mount"
 		umount "$MNT" || fail "umount (fstab)"
 		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (fstab)"
+		timeout 20 mount -t mendfs -o ro "$IMG" "$MNT" || fail "mount -o ro: $?"
+		echo x 2>/dev/null >"$MNT/h" && fail "wrote on a read-only mount"
+		[ "$(cat "$MNT/h")" = via-helper ] || fail "content on the ro mount"
+		umount "$MNT" || fail "umount (ro)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (ro)"
 		head -c 1M /dev/zero >"$WORK/zero"
 		timeout 20 mount -t mendfs "$WORK/zero" "$MNT" 2>/dev/null
 		[ $? = 32 ] || fail "mount of a non-mendfs device: not 32"
