@@ -736,6 +736,7 @@ struct walk {
 	uint64_t *dirstack;  /* directories to walk */
 	uint64_t *dirparent; /* their parents */
 	unsigned ndirstack;
+	uint64_t *meta_owner; /* meta zone block -> owner + 1 (inode, or 0 for shared) */
 };
 
 struct ext_ctx {
@@ -973,6 +974,110 @@ static bool want_ino(struct walk *w, uint64_t i)
 	return w->kind[i + 1] != 0;
 }
 
+static bool want_meta(struct walk *w, uint64_t i)
+{
+	return w->meta_owner[i] != 0;
+}
+
+/* Mark [start, +n) of the meta zone as used by @owner; a block used twice fails. */
+static int meta_mark(struct walk *w, uint64_t start, uint64_t n, uint64_t owner, const char *what)
+{
+	const struct mfs_superblock *sb = &w->fs->sb;
+	uint64_t b;
+
+	for (b = start; b < start + n; b++) {
+		if (b < sb->meta_start || b >= sb->meta_start + sb->meta_len)
+			return fail("%s of ino %" PRIu64 ": block %" PRIu64
+			            " outside the meta zone",
+			            what, owner, b);
+		if (w->meta_owner[b - sb->meta_start])
+			return fail("meta block %" PRIu64 " (%s of ino %" PRIu64
+			            ") already used by ino %" PRIu64,
+			            b, what, owner, w->meta_owner[b - sb->meta_start] - 1);
+		w->meta_owner[b - sb->meta_start] = owner + 1;
+	}
+	return 0;
+}
+
+/* Every block of a B+tree: in the meta zone, right type, kind and level, used once. */
+static int meta_tree(struct walk *w, uint64_t blk, unsigned level, uint16_t kind, uint64_t owner,
+                     const char *what)
+{
+	const struct mfs_meta_hdr *h;
+	uint64_t child[MFS_BT_NODE_MAX];
+	unsigned i, n = 0;
+	struct mfs_buf *b;
+	int ret;
+
+	ret = meta_mark(w, blk, 1, owner, what);
+	if (ret)
+		return ret;
+	ret = mfs_meta_read(w->fs, blk, level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF, &b);
+	if (ret)
+		return fail("%s of ino %" PRIu64 ": block %" PRIu64 " (level %u): %s", what, owner,
+		            blk, level, strerror(-ret));
+	pthread_mutex_lock(&b->lock);
+	h = (const struct mfs_meta_hdr *)b->data;
+	if (h->level != level || h->tree != kind || (level && h->nr_items > MFS_BT_NODE_MAX))
+		ret = fail("%s of ino %" PRIu64 ": block %" PRIu64 " level %u kind %u items %u, "
+		           "expected level %u kind %u",
+		           what, owner, blk, h->level, h->tree, h->nr_items, level, kind);
+	else if (level)
+		for (n = 0; n < h->nr_items; n++)
+			memcpy(&child[n],
+			       b->data + sizeof(*h) + n * sizeof(struct mfs_bt_ptr) +
+			               sizeof(uint64_t),
+			       sizeof(uint64_t));
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	for (i = 0; !ret && i < n; i++)
+		ret = meta_tree(w, child[i], level - 1, kind, owner, what);
+	return ret;
+}
+
+/* The B+trees of every reachable inode, and the fixed part of the meta zone. */
+static int check_meta_zone(struct walk *w)
+{
+	const struct mfs_superblock *sb = &w->fs->sb;
+	uint64_t ino;
+	int ret;
+
+	ret = meta_mark(w, sb->meta_bitmap_start, sb->meta_bitmap_blocks, 0, "meta bitmap");
+	if (!ret)
+		ret = meta_mark(w, sb->inode_bitmap_start, sb->inode_bitmap_blocks, 0,
+		                "inode bitmap");
+	if (!ret)
+		ret = meta_mark(w, sb->data_bitmap_start, sb->data_bitmap_blocks, 0, "data bitmap");
+	if (!ret)
+		ret = meta_mark(w, sb->inode_table_start, sb->inode_table_blocks, 0, "inode table");
+	for (ino = 1; !ret && ino <= sb->nr_inodes; ino++) {
+		struct mfs_inode di;
+		struct mfs_ino *ip;
+
+		if (!w->kind[ino])
+			continue;
+		ret = mfs_iget(w->fs, ino, &ip);
+		if (ret)
+			return fail("iget %" PRIu64 ": %s", ino, strerror(-ret));
+		pthread_rwlock_rdlock(&ip->lock);
+		di = ip->di;
+		pthread_rwlock_unlock(&ip->lock);
+		mfs_iput(w->fs, ip);
+		if (S_ISDIR(di.mode) && di.dir_root)
+			ret = meta_tree(w, di.dir_root, di.dir_depth, MFS_TREE_DIR, ino,
+			                "directory tree");
+		if (!ret && !S_ISDIR(di.mode) && (di.iflags & MFS_IFL_EXTENT_TREE))
+			ret = meta_tree(w, di.ext_root, di.ext_depth, MFS_TREE_EXTENTS, ino,
+			                "extent tree");
+		if (!ret && di.xattr_root)
+			ret = meta_tree(w, di.xattr_root, di.xattr_depth, MFS_TREE_XATTR, ino,
+			                "xattr tree");
+	}
+	if (!ret)
+		ret = check_bitmap(w, sb->meta_bitmap_start, sb->meta_len, "meta", want_meta);
+	return ret;
+}
+
 /* The structural walk.  0 or -1 with cerr set. */
 static int check_structure(struct mfs *fs, uint8_t **kind_out)
 {
@@ -987,7 +1092,8 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 	w.owner = calloc(sb->data_len, sizeof(*w.owner));
 	w.dirstack = calloc(sb->nr_inodes + 1, sizeof(*w.dirstack));
 	w.dirparent = calloc(sb->nr_inodes + 1, sizeof(*w.dirparent));
-	if (!w.refs || !w.kind || !w.owner || !w.dirstack || !w.dirparent)
+	w.meta_owner = calloc(sb->meta_len, sizeof(*w.meta_owner));
+	if (!w.refs || !w.kind || !w.owner || !w.dirstack || !w.dirparent || !w.meta_owner)
 		die("out of memory");
 	w.kind[MFS_ROOT_INO] = 1;
 	w.dirstack[w.ndirstack] = MFS_ROOT_INO;
@@ -1016,6 +1122,8 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 		ret = check_bitmap(&w, sb->data_bitmap_start, sb->data_len, "data", want_data);
 	if (!ret)
 		ret = check_bitmap(&w, sb->inode_bitmap_start, sb->nr_inodes, "inode", want_ino);
+	if (!ret)
+		ret = check_meta_zone(&w);
 	if (!ret) {
 		mfs_statfs(fs, &sv);
 		if (sv.f_bfree != sb->data_len - w.used_data)
@@ -1027,6 +1135,7 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 	free(w.owner);
 	free(w.dirstack);
 	free(w.dirparent);
+	free(w.meta_owner);
 	*kind_out = w.kind;
 	return ret;
 }
