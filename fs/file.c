@@ -51,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mfs_ops.h"
+#include "mfs_int.h"
 
 #define BS              MFS_BLOCK_SIZE
 #define MAX_FILE_SIZE   (1ull << 50) /* 1 PiB */
@@ -61,6 +61,7 @@
 #define CHUNK_SEGS      64u        /* mapping segments per write transaction */
 #define PUNCH_BUDGET    256u       /* extents unmapped per transaction (fallocate) */
 #define BIO_MAX_BLOCKS  256u       /* 1 MiB per bio */
+#define GOAL_SPREAD     256u       /* first-block goals are multiples of this (1 MiB) */
 #define FIO_BATCH       128u
 
 /* An extent in host order. */
@@ -158,6 +159,25 @@ static int fx_check(struct mfs *fs, const struct mfs_ino *ip, const struct fx *x
 static unsigned nr_inline(const struct mfs_ino *ip)
 {
 	return le16toh(ip->di.nr_inline);
+}
+
+/*
+ * Free data blocks of a file.  Poisoned ones go to the quarantine tree, whose
+ * root lives in the superblock: journal the new root with the transaction.
+ */
+static int file_free(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+{
+	uint64_t root = fs->sb.quarantine_root;
+	uint32_t depth = fs->sb.quarantine_depth;
+	int ret = mfs_free_data(fs, txn, start, len);
+
+	if (fs->sb.quarantine_root != root || fs->sb.quarantine_depth != depth) {
+		int err = mfs_super_roots_log(fs, txn);
+
+		if (!ret)
+			ret = err;
+	}
+	return ret;
 }
 
 /* --- the five map primitives ------------------------------------------------------- */
@@ -467,7 +487,7 @@ static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 		if (ret)
 			return ret;
 		if (release) {
-			ret = mfs_free_data(fs, txn, x.pblk + (os - x.lblk), oe - os);
+			ret = file_free(fs, txn, x.pblk + (os - x.lblk), oe - os);
 			di_add_blocks(ip, -(int64_t)(oe - os));
 			if (ret)
 				return ret;
@@ -535,11 +555,20 @@ static int map_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint
 /* Where to allocate file block @lblk: after the block mapping @lblk - 1's extent. */
 static uint64_t alloc_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
 {
+	uint64_t ds = le64toh(fs->sb.data_start), dl = le64toh(fs->sb.data_len);
+	uint64_t slots = dl / GOAL_SPREAD;
 	struct fx x;
 
-	if (lblk == 0 || map_find_le(fs, ip, lblk - 1, &x))
+	if (lblk > 0 && !map_find_le(fs, ip, lblk - 1, &x))
+		return x.pblk + (lblk - x.lblk);
+	/*
+	 * A file's first blocks: start files at spread-out places (by inode
+	 * number) so that files growing at the same time do not take each
+	 * other's next blocks and interleave.
+	 */
+	if (slots < 2)
 		return 0;
-	return x.pblk + (lblk - x.lblk);
+	return ds + ((ip->ino * 0x9e3779b97f4a7c15ull) >> 20) % slots * GOAL_SPREAD;
 }
 
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
@@ -585,7 +614,7 @@ static void fio_end_io(struct blk_bio *bio)
 
 	pthread_mutex_lock(&io->lock);
 	if (bio->status != BLK_STS_OK && !io->err)
-		io->err = blk_status_to_errno((enum blk_status)bio->status);
+		io->err = -blk_status_to_errno((enum blk_status)bio->status);
 	if (--io->pending == 0)
 		pthread_cond_broadcast(&io->cond);
 	pthread_mutex_unlock(&io->lock);
@@ -864,7 +893,7 @@ static void free_new_segs(struct mfs *fs, struct mfs_txn *txn, struct wseg *seg,
 {
 	for (unsigned i = from; i < nseg; i++)
 		if (seg[i].kind == SEG_NEW)
-			mfs_free_data(fs, txn, seg[i].pblk, seg[i].len);
+			file_free(fs, txn, seg[i].pblk, seg[i].len);
 }
 
 static struct wseg *seg_of(struct wseg *seg, unsigned nseg, uint64_t lblk)
@@ -1170,7 +1199,7 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 			fx_load(&x, &ip->di.u.ext[i]);
 			ret = fx_check(fs, ip, &x);
 			if (!ret)
-				ret = mfs_free_data(fs, txn, x.pblk, x.len);
+				ret = file_free(fs, txn, x.pblk, x.len);
 			if (ret)
 				return ret;
 		}
@@ -1187,7 +1216,7 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 		fx_load(&x, &a.v[i]);
 		ret = fx_check(fs, ip, &x);
 		if (!ret)
-			ret = mfs_free_data(fs, txn, x.pblk, x.len);
+			ret = file_free(fs, txn, x.pblk, x.len);
 	}
 	free(a.v);
 	if (ret)
@@ -1235,7 +1264,7 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 				n = got;
 				ret = map_add(fs, txn, ip, lblk, n, start, MFS_EXT_UNWRITTEN);
 				if (ret) {
-					mfs_free_data(fs, txn, start, n);
+					file_free(fs, txn, start, n);
 					break;
 				}
 				di_add_blocks(ip, (int64_t)n);

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of fs/xattr.c on images made by the real mkfs.mendfs
+ * ($MKFS_MENDFS), mounted with mfs_mount: inline attributes then the xattr
+ * B+tree (many attributes), XATTR_CREATE/XATTR_REPLACE, size queries and
+ * -ERANGE, namespaces, name and value limits, remove, list contents, moves
+ * between inline and tree on resize, release with the inode, persistence
+ * across remounts.
+ */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "mfs_ops.h"
+
+static char dir[64], img[128];
+static struct mfs *fs;
+
+static void mkfs_image(const char *size)
+{
+	const char *env = getenv("MKFS_MENDFS");
+	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2];
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(mkfs, sizeof(mkfs), "%s", env);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		ck_assert_int_gt(n, 0);
+		self[n] = 0;
+		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' %s", mkfs, img, size);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void mount_fs(void)
+{
+	char err[256] = "";
+	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
+
+	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
+}
+
+static void remount(void)
+{
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	mount_fs();
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/mfs-xattr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/img", dir);
+	mkfs_image("32M");
+	mount_fs();
+}
+
+static void teardown(void)
+{
+	char bb[160];
+
+	if (fs)
+		mfs_unmount(fs);
+	fs = NULL;
+	snprintf(bb, sizeof(bb), "%s.badblocks", img);
+	unlink(bb);
+	unlink(img);
+	rmdir(dir);
+}
+
+static uint64_t create(const char *name)
+{
+	struct stat st;
+	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+
+	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
+	return st.st_ino;
+}
+
+static struct mfs_inode dinode(uint64_t ino)
+{
+	struct mfs_inode di;
+	struct mfs_ino *ip;
+
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	pthread_rwlock_rdlock(&ip->lock);
+	di = ip->di;
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return di;
+}
+
+static void check_value(uint64_t ino, const char *name, const void *val, size_t len)
+{
+	char buf[2048];
+	ssize_t n;
+
+	n = mfs_getxattr(fs, ino, name, NULL, 0);
+	ck_assert_msg(n == (ssize_t)len, "%s: size %zd, expected %zu", name, n, len);
+	n = mfs_getxattr(fs, ino, name, buf, sizeof(buf));
+	ck_assert_msg(n == (ssize_t)len, "%s: %zd", name, n);
+	ck_assert(!memcmp(buf, val, len));
+}
+
+static void value_of(char *buf, size_t len, unsigned i)
+{
+	for (size_t k = 0; k < len; k++)
+		buf[k] = (char)('a' + (i * 7 + k) % 26);
+}
+
+/* Does the NUL-separated @list of @len bytes hold @name? */
+static bool listed(const char *list, size_t len, const char *name)
+{
+	for (size_t off = 0; off < len; off += strlen(list + off) + 1)
+		if (!strcmp(list + off, name))
+			return true;
+	return false;
+}
+
+START_TEST(test_inline_then_tree)
+{
+	uint64_t ino = create("f");
+	struct mfs_inode di;
+	char name[64], val[300], *list;
+	ssize_t n;
+	unsigned i;
+
+	/* small: inline */
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.a", "xy", 2, 0), 0);
+	di = dinode(ino);
+	ck_assert_uint_gt(le16toh(di.inline_xattr_len), 0);
+	ck_assert_uint_eq(le64toh(di.xattr_root), 0);
+	check_value(ino, "user.a", "xy", 2);
+	/* larger: the tree */
+	value_of(val, 200, 1);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.big", val, 200, 0), 0);
+	di = dinode(ino);
+	ck_assert_uint_ne(le64toh(di.xattr_root), 0);
+	check_value(ino, "user.big", val, 200);
+	check_value(ino, "user.a", "xy", 2);
+	/* many: the tree splits */
+	for (i = 0; i < 400; i++) {
+		snprintf(name, sizeof(name), "user.attr-%u", i);
+		value_of(val, 50 + i % 200, i);
+		ck_assert_int_eq(mfs_setxattr(fs, ino, name, val, 50 + i % 200, XATTR_CREATE), 0);
+	}
+	di = dinode(ino);
+	ck_assert_uint_gt(le16toh(di.xattr_depth), 0);
+	for (i = 0; i < 400; i++) {
+		snprintf(name, sizeof(name), "user.attr-%u", i);
+		value_of(val, 50 + i % 200, i);
+		check_value(ino, name, val, 50 + i % 200);
+	}
+	n = mfs_listxattr(fs, ino, NULL, 0);
+	ck_assert_int_gt(n, 0);
+	list = malloc((size_t)n);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, (size_t)n), n);
+	ck_assert(listed(list, (size_t)n, "user.a"));
+	ck_assert(listed(list, (size_t)n, "user.big"));
+	for (i = 0; i < 400; i++) {
+		snprintf(name, sizeof(name), "user.attr-%u", i);
+		ck_assert(listed(list, (size_t)n, name));
+	}
+	free(list);
+	/* remove half, check the rest */
+	for (i = 0; i < 400; i += 2) {
+		snprintf(name, sizeof(name), "user.attr-%u", i);
+		ck_assert_int_eq(mfs_removexattr(fs, ino, name), 0);
+	}
+	remount();
+	for (i = 0; i < 400; i++) {
+		snprintf(name, sizeof(name), "user.attr-%u", i);
+		value_of(val, 50 + i % 200, i);
+		if (i % 2)
+			check_value(ino, name, val, 50 + i % 200);
+		else
+			ck_assert_int_eq(mfs_getxattr(fs, ino, name, val, sizeof(val)), -ENODATA);
+	}
+	check_value(ino, "user.a", "xy", 2);
+}
+END_TEST
+
+START_TEST(test_create_replace)
+{
+	uint64_t ino = create("f");
+	char val[500];
+
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "1", 1, XATTR_REPLACE), -ENODATA);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "1", 1, XATTR_CREATE), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "2", 1, XATTR_CREATE), -EEXIST);
+	check_value(ino, "user.x", "1", 1);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "22", 2, XATTR_REPLACE), 0);
+	check_value(ino, "user.x", "22", 2);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "333", 3, 0), 0);
+	check_value(ino, "user.x", "333", 3);
+	/* grow into the tree and shrink back inline: one copy at any time */
+	value_of(val, 500, 3);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", val, 500, XATTR_REPLACE), 0);
+	check_value(ino, "user.x", val, 500);
+	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "4", 1, XATTR_REPLACE), 0);
+	check_value(ino, "user.x", "4", 1);
+	ck_assert_uint_gt(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
+	/* empty values */
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.empty", "", 0, 0), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.empty", NULL, 0), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.empty", val, sizeof(val)), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "1", 1, XATTR_CREATE | 0x100), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_sizes)
+{
+	uint64_t ino = create("f");
+	char buf[64], list[64];
+
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.abc", "hello", 5, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "trusted.t", "t", 1, 0), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.abc", NULL, 0), 5);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.abc", buf, 4), -ERANGE);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.abc", buf, 5), 5);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.nope", buf, 5), -ENODATA);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 9 + 10);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, 18), -ERANGE);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, sizeof(list)), 19);
+	ck_assert(listed(list, 19, "user.abc"));
+	ck_assert(listed(list, 19, "trusted.t"));
+	/* no attributes: an empty list */
+	ino = create("g");
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 0);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, sizeof(list)), 0);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+	uint64_t ino = create("f");
+	char name[300], val[16];
+
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "trusted.a", "1", 1, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "security.selinux", "ctx", 3, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "system.posix_acl_access", "acl", 3, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.a", "1", 1, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "os2.a", "1", 1, 0), -EOPNOTSUPP);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "foo", "1", 1, 0), -EOPNOTSUPP);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "foo.bar", val, sizeof(val)), -EOPNOTSUPP);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.", "1", 1, 0), -EINVAL);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "", "1", 1, 0), -ERANGE);
+	/* 255 bytes is the limit */
+	memset(name, 'n', sizeof(name));
+	memcpy(name, "user.", 5);
+	name[255] = 0;
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, "v", 1, 0), 0);
+	check_value(ino, name, "v", 1);
+	name[255] = 'n';
+	name[256] = 0;
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, "v", 1, 0), -ERANGE);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, name, val, sizeof(val)), -ERANGE);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, name), -ERANGE);
+	check_value(ino, "trusted.a", "1", 1);
+	check_value(ino, "security.selinux", "ctx", 3);
+	check_value(ino, "system.posix_acl_access", "acl", 3);
+	/* a name differing only by namespace is another attribute */
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "trusted.b", val, sizeof(val)), -ENODATA);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.b", "u", 1, 0), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "trusted.b", val, sizeof(val)), -ENODATA);
+}
+END_TEST
+
+START_TEST(test_value_limits)
+{
+	uint64_t ino = create("f");
+	static char big[70000];
+	const char *name = "user.v";
+	size_t max = MFS_BT_MAX_VALUE - sizeof(struct mfs_xattr) - strlen(name);
+
+	value_of(big, sizeof(big), 9);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, max, 0), 0);
+	check_value(ino, name, big, max);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, max + 1, 0), -ENOSPC);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 65536, 0), -ENOSPC);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 65537, 0), -E2BIG);
+	/* the failed sets left the old value */
+	check_value(ino, name, big, max);
+}
+END_TEST
+
+START_TEST(test_remove)
+{
+	uint64_t ino = create("f");
+	char val[400];
+
+	value_of(val, sizeof(val), 4);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.none"), -ENODATA);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.i", "i", 1, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.t", val, sizeof(val), 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.j", "j", 1, 0), 0);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.i"), 0);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.i"), -ENODATA);
+	check_value(ino, "user.j", "j", 1);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.t"), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.t", NULL, 0), -ENODATA);
+	ck_assert_uint_eq(le64toh(dinode(ino).xattr_root), 0);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.j"), 0);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 0);
+	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+}
+END_TEST
+
+START_TEST(test_persist_and_release)
+{
+	uint64_t ino = create("f");
+	struct statvfs st0, st1;
+	char name[32], val[600];
+	unsigned i;
+
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "user.p%u", i);
+		value_of(val, i % 3 ? 10 : 600, i);
+		ck_assert_int_eq(mfs_setxattr(fs, ino, name, val, i % 3 ? 10 : 600, 0), 0);
+	}
+	ck_assert_int_eq(mfs_setxattr(fs, MFS_ROOT_INO, "user.root", "r", 1, 0), 0);
+	remount();
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "user.p%u", i);
+		value_of(val, i % 3 ? 10 : 600, i);
+		check_value(ino, name, val, i % 3 ? 10 : 600);
+	}
+	check_value(MFS_ROOT_INO, "user.root", "r", 1);
+	/* unlinking the file frees its xattr tree */
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	ck_assert_int_eq(mfs_statfs(fs, &st0), 0);
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.p1", val, sizeof(val)), -ENOENT);
+	remount();
+	ck_assert_int_eq(mfs_statfs(fs, &st1), 0);
+	ck_assert_uint_eq(st1.f_ffree, st0.f_ffree + 1);
+	check_value(MFS_ROOT_INO, "user.root", "r", 1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("xattr");
+	TCase *tc = tcase_create("xattr");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_inline_then_tree);
+	tcase_add_test(tc, test_create_replace);
+	tcase_add_test(tc, test_sizes);
+	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_value_limits);
+	tcase_add_test(tc, test_remove);
+	tcase_add_test(tc, test_persist_and_release);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
