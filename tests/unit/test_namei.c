@@ -716,6 +716,94 @@ START_TEST(test_readdir_stable)
 }
 END_TEST
 
+/* Put a raw entry named @name at @key in directory @d (a simulated hash collision). */
+static void raw_entry(uint64_t d, uint64_t key, const char *name, uint64_t target, bool add)
+{
+	uint8_t val[10 + 255];
+	struct mfs_ino *dp;
+	struct mfs_txn *txn;
+	struct mfs_btree bt;
+	size_t len = strlen(name);
+
+	ck_assert_int_eq(mfs_iget(fs, d, &dp), 0);
+	pthread_rwlock_wrlock(&dp->lock);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	bt = (struct mfs_btree){.root = dp->di.dir_root,
+	                        .depth = dp->di.dir_depth,
+	                        .kind = MFS_TREE_DIR,
+	                        .owner = d};
+	if (add) {
+		memcpy(val, &target, 8);
+		val[8] = DT_REG;
+		val[9] = (uint8_t)len;
+		memcpy(val + 10, name, len);
+		ck_assert_int_eq(mfs_bt_insert(fs, txn, &bt, key, val, (uint16_t)(10 + len)), 0);
+		dp->di.dir_entries++;
+	} else {
+		ck_assert_int_eq(mfs_bt_delete(fs, txn, &bt, key), 0);
+		dp->di.dir_entries--;
+	}
+	dp->di.dir_root = bt.root;
+	dp->di.dir_depth = bt.depth;
+	ck_assert_int_eq(mfs_inode_write(fs, txn, dp), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	pthread_rwlock_unlock(&dp->lock);
+	mfs_iput(fs, dp);
+}
+
+static int cookie_fn(void *arg, const char *name, size_t len, uint64_t ino, unsigned dtype,
+                     uint64_t next)
+{
+	uint64_t *want = arg;
+
+	(void)ino;
+	(void)dtype;
+	if (len == 5 && !memcmp(name, "alpha", 5))
+		*want = next;
+	return 0;
+}
+
+START_TEST(test_collisions)
+{
+	uint64_t d, f, a, base, cookie = 0;
+	struct listing l = {0};
+
+	d = mkd(ROOT, "c");
+	f = mk(ROOT, "target", S_IFREG | 0644);
+	base = XXH3_64bits_withSeed("alpha", 5, fs->sb.dir_hash_seed) & ~0xffffull;
+	if (!base)
+		base = 0x10000;
+	/* counters 0 and 2 taken by other names with the same 48 bits: "alpha" gets 1 */
+	raw_entry(d, base, "other0", f, true);
+	raw_entry(d, base | 2, "other2", f, true);
+	a = mk(d, "alpha", S_IFREG | 0644);
+	ck_assert_int_eq(mfs_readdir(fs, d, 0, cookie_fn, &cookie), 0);
+	ck_assert_uint_eq(cookie, base | 1);
+	ck_assert_uint_eq(look(d, "alpha"), a);
+	ck_assert_int_eq(mfs_mknod(fs, d, "alpha", S_IFREG | 0644, 0, 0, 0, NULL), -EEXIST);
+	/* the lowest free counter after a delete; lookups scan past the gap */
+	ck_assert_int_eq(mfs_unlink(fs, d, "alpha"), 0);
+	raw_entry(d, base, "other0", f, false);
+	a = mk(d, "alpha", S_IFREG | 0644);
+	cookie = 0;
+	ck_assert_int_eq(mfs_readdir(fs, d, 0, cookie_fn, &cookie), 0);
+	ck_assert_uint_eq(cookie, base);
+	raw_entry(d, base | 1, "other1", f, true);
+	raw_entry(d, base, "alpha-moved", a, false);
+	raw_entry(d, base | 3, "alpha", a, true);
+	ck_assert_uint_eq(look(d, "alpha"), a);
+	ck_assert_int_eq(mfs_rename(fs, d, "alpha", ROOT, "alpha", 0), 0);
+	ck_assert_uint_eq(look(ROOT, "alpha"), a);
+	ck_assert_uint_eq(look(d, "alpha"), 0);
+	ck_assert_int_eq(mfs_readdir(fs, d, 0, list_fn, &l), 0);
+	ck_assert_uint_eq(l.n, 4); /* ".", "..", other1, other2 */
+	list_free(&l);
+	raw_entry(d, base | 1, "other1", f, false);
+	raw_entry(d, base | 2, "other2", f, false);
+	ck_assert_int_eq(mfs_rmdir(fs, ROOT, "c"), 0);
+}
+END_TEST
+
 /* --- persistence, ENOSPC, orphans, read-only ------------------------------------------------ */
 
 START_TEST(test_persistence)
@@ -1116,6 +1204,7 @@ static Suite *namei_suite(void)
 	tcase_add_test(tc, test_rename_dirs);
 	tcase_add_test(tc, test_readdir_basic);
 	tcase_add_test(tc, test_readdir_stable);
+	tcase_add_test(tc, test_collisions);
 	tcase_add_test(tc, test_persistence);
 	tcase_add_test(tc, test_enospc_inodes);
 	tcase_add_test(tc, test_orphans);
