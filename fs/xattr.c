@@ -42,6 +42,20 @@ struct xloc {
 	uint16_t value_len;
 };
 
+/* Fields of a struct mfs_xattr record at any alignment. */
+static unsigned rec_name_len(const uint8_t *rec)
+{
+	return rec[0];
+}
+
+static unsigned rec_value_len(const uint8_t *rec)
+{
+	uint16_t v;
+
+	memcpy(&v, rec + 2, sizeof(v));
+	return le16toh(v);
+}
+
 static struct mfs_btree xtree(const struct mfs_ino *ip)
 {
 	struct mfs_btree bt = {.root = le64toh(ip->di.xattr_root),
@@ -107,13 +121,12 @@ static int inline_walk(const struct mfs_ino *ip, inline_fn *fn, void *arg)
 	if (used > INLINE_CAP)
 		return -EUCLEAN;
 	while (off < used) {
-		const struct mfs_xattr *x = (const void *)(area + off);
 		unsigned len;
 
 		if (used - off < XHDR)
 			return -EUCLEAN;
-		len = XHDR + x->name_len + le16toh(x->value_len);
-		if (x->name_len == 0 || len > used - off)
+		len = XHDR + rec_name_len(area + off) + rec_value_len(area + off);
+		if (rec_name_len(area + off) == 0 || len > used - off)
 			return -EUCLEAN;
 		ret = fn(arg, area + off, off, len);
 		if (ret)
@@ -138,14 +151,12 @@ struct find_arg {
 static int inline_find_fn(void *arg, const uint8_t *rec, unsigned off, unsigned len)
 {
 	struct find_arg *a = arg;
-	const struct mfs_xattr *x = (const void *)rec;
-
-	if (x->name_len != a->name_len || memcmp(x->data, a->name, a->name_len))
+	if (rec_name_len(rec) != a->name_len || memcmp(rec + XHDR, a->name, a->name_len))
 		return 0;
 	a->loc->inline_ = true;
 	a->loc->off = off;
 	a->loc->len = len;
-	a->loc->value_len = le16toh(x->value_len);
+	a->loc->value_len = rec_value_len(rec);
 	a->found = true;
 	return 1;
 }
@@ -153,21 +164,22 @@ static int inline_find_fn(void *arg, const uint8_t *rec, unsigned off, unsigned 
 static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 {
 	struct find_arg *a = arg;
-	const struct mfs_xattr *x = val;
+	const uint8_t *rec = val;
 
 	if ((key & ~0xffffull) != a->base)
 		return 1;
 	if ((uint32_t)(key & 0xffff) == a->next_free)
 		a->next_free++;
-	if (len < XHDR || XHDR + x->name_len + le16toh(x->value_len) != len) {
+	if (len < XHDR || XHDR + rec_name_len(rec) + rec_value_len(rec) != len) {
 		a->bad = true;
 		return 1;
 	}
-	if (a->found || x->name_len != a->name_len || memcmp(x->data, a->name, a->name_len))
+	if (a->found || rec_name_len(rec) != a->name_len ||
+	    memcmp(rec + XHDR, a->name, a->name_len))
 		return 0;
 	a->loc->inline_ = false;
 	a->loc->key = key;
-	a->loc->value_len = le16toh(x->value_len);
+	a->loc->value_len = rec_value_len(rec);
 	if (a->val)
 		memcpy(a->val, val, len);
 	a->found = true;
@@ -228,14 +240,14 @@ static void inline_remove(struct mfs_inode *di, unsigned off, unsigned len)
 static void fill_record(uint8_t *rec, const char *name, size_t name_len, const void *value,
                         size_t size)
 {
-	struct mfs_xattr *x = (void *)rec;
+	uint16_t vl = htole16((uint16_t)size);
 
-	x->name_len = (uint8_t)name_len;
-	x->__pad = 0;
-	x->value_len = htole16((uint16_t)size);
-	memcpy(x->data, name, name_len);
+	rec[0] = (uint8_t)name_len; /* struct mfs_xattr, written bytewise: rec may be unaligned */
+	rec[1] = 0;
+	memcpy(rec + 2, &vl, sizeof(vl));
+	memcpy(rec + XHDR, name, name_len);
 	if (size)
-		memcpy(x->data + name_len, value, size);
+		memcpy(rec + XHDR + name_len, value, size);
 }
 
 static void touch_ctime(struct mfs_ino *ip)
@@ -372,34 +384,37 @@ struct list_arg {
 	bool bad;
 };
 
-static void list_add(struct list_arg *a, const struct mfs_xattr *x)
+static void list_add(struct list_arg *a, const uint8_t *rec)
 {
-	if (a->size && a->used + x->name_len + 1 <= a->size) {
-		memcpy(a->list + a->used, x->data, x->name_len);
-		a->list[a->used + x->name_len] = '\0';
+	unsigned nl = rec_name_len(rec);
+
+	if (a->size && a->used + nl + 1 <= a->size) {
+		memcpy(a->list + a->used, rec + XHDR, nl);
+		a->list[a->used + nl] = '\0';
 	}
-	a->used += x->name_len + 1u;
+	a->used += nl + 1u;
 }
 
 static int list_inline_fn(void *arg, const uint8_t *rec, unsigned off, unsigned len)
 {
 	(void)off;
 	(void)len;
-	list_add(arg, (const void *)rec);
+	list_add(arg, rec);
 	return 0;
 }
 
 static int list_tree_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 {
 	struct list_arg *a = arg;
-	const struct mfs_xattr *x = val;
+	const uint8_t *rec = val;
 
 	(void)key;
-	if (len < XHDR || x->name_len == 0 || XHDR + x->name_len + le16toh(x->value_len) != len) {
+	if (len < XHDR || rec_name_len(rec) == 0 ||
+	    XHDR + rec_name_len(rec) + rec_value_len(rec) != len) {
 		a->bad = true;
 		return 1;
 	}
-	list_add(a, x);
+	list_add(a, rec);
 	return 0;
 }
 
