@@ -75,7 +75,8 @@
 #include "mfs_int.h"
 
 #define IMG_SIZE  (32u << 20)
-#define NAME_MAX_ 32
+#define NAME_MAX_ 128
+#define LIVE_MAX  (IMG_SIZE / 3) /* file bytes the workload keeps below (no ENOSPC) */
 
 /* --- parameters --------------------------------------------------------------------- */
 
@@ -243,7 +244,7 @@ struct mentry {
 
 struct op {
 	size_t lstart, lend; /* log length before and after */
-	char desc[192];
+	char desc[400];
 };
 
 struct event {
@@ -361,6 +362,18 @@ static int pick_file(void)
 		if (files[i].live && k-- == 0)
 			return (int)i;
 	return -1;
+}
+
+/* Bytes of every live file (an upper bound of the data blocks they use). */
+static size_t live_bytes(void)
+{
+	size_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < nfiles; i++)
+		if (files[i].live)
+			n += files[i].size;
+	return n;
 }
 
 /* Is dir @a the same as or an ancestor of dir @b? */
@@ -485,6 +498,8 @@ static bool do_op(unsigned kind, size_t lstart)
 		if ((f = pick_file()) < 0)
 			return false;
 		mf = &files[f];
+		if (kind != 6 && live_bytes() > LIVE_MAX)
+			return false; /* keep well clear of ENOSPC: overwrite, truncate, unlink */
 		if (kind == 6 && mf->size > 0) { /* overwrite inside the file */
 			off = rnd((unsigned)mf->size);
 			len = 1 + rnd((unsigned)(mf->size - off));
@@ -639,6 +654,55 @@ static bool do_op(unsigned kind, size_t lstart)
 		CHK(blk_flush(wfs->dev), "flush");
 		snprintf(op->desc, sizeof(op->desc), "sync");
 		return true;
+	case 18: { /* a batch of empty files with long names: directory tree splits */
+		unsigned i, n = 4 + rnd(12);
+
+		if (nfiles > 4000 || rnd(2))
+			return false;
+		d = pick_dir();
+		for (i = 0; i < n; i++) {
+			struct mfile *mf;
+
+			snprintf(name, sizeof(name), "b%u-%.90s", name_ctr++,
+			         "................................................................."
+			         "......."
+			         "..................");
+			CHK(mfs_mknod(wfs, dirs[d].ino, name, S_IFREG | 0600, 0, 0, 0, &st),
+			    "batch create");
+			GROW(files, nfiles, capfiles);
+			mf = &files[nfiles];
+			memset(mf, 0, sizeof(*mf));
+			mf->ino = st.st_ino;
+			mf->nlinks = 1;
+			mf->live = true;
+			add_entry(d, name, E_FILE, (int)nfiles++);
+		}
+		snprintf(op->desc, sizeof(op->desc), "create %u long names in dir ino %" PRIu64, n,
+		         dirs[d].ino);
+		return true;
+	}
+	case 19: { /* unlink a batch of names of one directory: merges */
+		unsigned i, n = 0, want = 4 + rnd(12);
+
+		if (rnd(2))
+			return false;
+		d = pick_dir();
+		for (i = 0; i < nents && n < want; i++) {
+			e = (int)i;
+			if (!ents[e].live || ents[e].dir != d || ents[e].kind != E_FILE ||
+			    rnd(3) == 0)
+				continue;
+			CHK(mfs_unlink(wfs, dirs[d].ino, ents[e].name), "batch unlink");
+			ents[e].live = false;
+			file_unlinked(ents[e].idx, lstart);
+			n++;
+		}
+		if (!n)
+			return false;
+		snprintf(op->desc, sizeof(op->desc), "unlink %u names in dir ino %" PRIu64, n,
+		         dirs[d].ino);
+		return true;
+	}
 	}
 	return false;
 }
@@ -658,7 +722,7 @@ static void run_workload(void)
 		op->lstart = lstart;
 		op->desc[0] = 0;
 		do {
-			kind = rnd(18);
+			kind = rnd(20);
 		} while (!do_op(kind, lstart));
 		op->lend = nlog;
 		if (kind == 8 || kind == 9)
@@ -676,7 +740,7 @@ static void run_workload(void)
 /* --- checks -------------------------------------------------------------------------- */
 
 static char cerr[512]; /* the first failing check */
-static unsigned long long files_asserted, tree_files;
+static unsigned long long files_asserted, tree_files, tree_nodes;
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -1018,6 +1082,7 @@ static int meta_tree(struct walk *w, uint64_t blk, unsigned level, uint16_t kind
 		            blk, level, strerror(-ret));
 	pthread_mutex_lock(&b->lock);
 	h = (const struct mfs_meta_hdr *)b->data;
+	tree_nodes += level > 0;
 	if (h->level != level || h->tree != kind || (level && h->nr_items > MFS_BT_NODE_MAX))
 		ret = fail("%s of ino %" PRIu64 ": block %" PRIu64 " level %u kind %u items %u, "
 		           "expected level %u kind %u",
@@ -1243,7 +1308,7 @@ static const char *step_at(size_t idx, char *buf, size_t len)
 static void check_point(size_t c, const char *where, size_t last_idx)
 {
 	struct mfs_mount_opts o = {.cache_blocks = 4096};
-	char err[256] = "", step[320];
+	char err[256] = "", step[520];
 	uint8_t *kind = NULL;
 	struct mfs *fs;
 	int ret;
@@ -1497,10 +1562,9 @@ int main(int argc, char **argv)
 	       checked - prefix_points, P.subsets,
 	       (double)(t1.tv_sec - t2.tv_sec) + (double)(t1.tv_nsec - t2.tv_nsec) / 1e9);
 	printf("crash points checked: %llu\n", checked);
-	printf("fsync'ed files asserted: %llu; files with an extent tree seen: %llu; blocks "
-	       "restored "
-	       "between crash points: %llu\n",
-	       files_asserted, tree_files, restored_blocks);
+	printf("fsync'ed files asserted: %llu; files with an extent tree seen: %llu; B+tree "
+	       "interior nodes seen: %llu; blocks restored between crash points: %llu\n",
+	       files_asserted, tree_files, tree_nodes, restored_blocks);
 
 	munmap(map, IMG_SIZE);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
