@@ -25,10 +25,13 @@
  * mapping never points at unwritten data.  Writes are cut into chunks of at
  * most CHUNK_BLOCKS, one handle each, to bound the transaction.
  *
- * Recovery contract (ARCHITECTURE §4): a partial-block write into a block
- * whose read fails with a media error fails with -EIO (never silently
- * zero-filled); whole blocks are overwritten in place (the engine clears
- * their poison); ZERO_RANGE zeroes in place with BLK_OP_WRITE_ZEROES.
+ * Recovery contract (ARCHITECTURE §4, sector granularity): a partial-block
+ * write is a read-modify-write of the block; when that read meets poison the
+ * write goes by sectors: sectors it covers whole are overwritten in place
+ * (the engine clears their poison), and if it covers a poisoned sector only
+ * in part it fails with -EIO before writing anything (lost bytes are never
+ * silently replaced by zeros).  Whole blocks are overwritten in place;
+ * ZERO_RANGE zeroes in place with BLK_OP_WRITE_ZEROES.
  *
  * Unwritten extents read as zeros and count as holes for SEEK_DATA and
  * SEEK_HOLE (ext4 without page-cache checks reports them as data; mendfs has
@@ -905,6 +908,37 @@ static struct wseg *seg_of(struct wseg *seg, unsigned nseg, uint64_t lblk)
 }
 
 /*
+ * Write bytes [from, to) of device block @pblk from @data when reading the
+ * block met poison: only the sectors the range touches are written, through
+ * the bounce block @buf.  A sector the range covers in part is read first;
+ * if it is poisoned the write fails with -EIO before anything is written
+ * (lost bytes are never replaced by zeros).  Whole sectors are overwritten
+ * in place, which clears their poison.
+ */
+static int write_sectors(struct mfs *fs, uint64_t pblk, uint8_t *buf, unsigned from, unsigned to,
+                         const uint8_t *data)
+{
+	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
+	unsigned s0 = from / BLK_SECTOR_SIZE, s1 = (to + BLK_SECTOR_SIZE - 1) / BLK_SECTOR_SIZE;
+	int ret;
+
+	if (from % BLK_SECTOR_SIZE) {
+		ret = blk_read(fs->dev, sec + s0, buf + s0 * BLK_SECTOR_SIZE, BLK_SECTOR_SIZE, 0);
+		if (ret)
+			return ret;
+	}
+	if (to % BLK_SECTOR_SIZE && !(s1 - 1 == s0 && from % BLK_SECTOR_SIZE)) {
+		ret = blk_read(fs->dev, sec + s1 - 1, buf + (s1 - 1) * BLK_SECTOR_SIZE,
+		               BLK_SECTOR_SIZE, 0);
+		if (ret)
+			return ret;
+	}
+	memcpy(buf + from, data, to - from);
+	return blk_write(fs->dev, sec + s0, buf + s0 * BLK_SECTOR_SIZE, (s1 - s0) * BLK_SECTOR_SIZE,
+	                 0);
+}
+
+/*
  * One transaction of a write: bytes [pos, end) of the file, at most
  * CHUNK_BLOCKS blocks.  Returns the bytes written (maybe fewer on ENOSPC) or
  * -errno; *stop says not to go on.
@@ -916,6 +950,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	struct wseg seg[CHUNK_SEGS];
 	uint8_t *edge[2] = {NULL, NULL};
 	uint64_t edge_lblk[2];
+	bool edge_done[2] = {false, false};
 	unsigned nseg = 0, i, e, nedge = 0;
 	struct mfs_txn *txn;
 	struct fio *io = NULL;
@@ -986,9 +1021,17 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			goto fail_free;
 		}
 		edge_lblk[nedge] = b;
+		edge_done[nedge] = false;
 		if (s->kind == SEG_MAPPED) {
-			ret = blk_read(fs->dev, (s->pblk + (b - s->lblk)) * MFS_SECTORS_PER_BLOCK,
-			               edge[nedge], BS, 0);
+			uint64_t pb = s->pblk + (b - s->lblk);
+
+			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
+			if (ret == -EIO) {
+				/* poison in the block: go by sectors (ARCHITECTURE §4) */
+				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
+				                    (unsigned)(to - bstart), src + (from - pos));
+				edge_done[nedge] = true;
+			}
 			if (ret) {
 				nedge++;
 				goto fail_free;
@@ -1015,7 +1058,9 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			for (e = 0; e < nedge && edge_lblk[e] != b; e++)
 				;
 			if (e < nedge) {
-				fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0, NULL);
+				if (!edge_done[e])
+					fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0,
+					           NULL);
 				j++;
 				continue;
 			}

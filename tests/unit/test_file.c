@@ -652,10 +652,11 @@ START_TEST(test_poison)
 	sec = pblk * MFS_SECTORS_PER_BLOCK;
 	ck_assert_int_eq(blk_poison_add(fs->dev, sec + 2, 1), 0);
 
-	/* a partial write into the poisoned block fails, and nothing changes */
+	/* a write covering the poisoned sector in part fails, and nothing changes */
 	memset(junk, 0x5a, sizeof(junk));
-	ck_assert_int_eq(mfs_write(fs, ino, junk, sizeof(junk), BS + 10), -EIO);
 	ck_assert_int_eq(mfs_write(fs, ino, junk, sizeof(junk), BS + 2 * 512 + 10), -EIO);
+	ck_assert_int_eq(mfs_write(fs, ino, junk, sizeof(junk), BS + 2 * 512 - 100), -EIO);
+	ck_assert_int_eq(mfs_write(fs, ino, junk, 2, BS + 3 * 512 - 1), -EIO);
 	ck_assert_int_eq(mfs_read(fs, ino, buf, BS, BS), -EIO);
 	ck_assert_uint_eq(blk_poison_lookup(fs->dev, sec, 8, &r, 1, &total), 1);
 	for (unsigned s = 0; s < 8; s++) {
@@ -664,6 +665,31 @@ START_TEST(test_poison)
 		ck_assert_int_eq(blk_read(fs->dev, sec + s, raw, 512, 0), 0);
 		ck_assert(!memcmp(raw, data + BS + s * 512, 512));
 	}
+	/* sector granularity: a partial write of clean sectors works, the poison stays */
+	ck_assert_int_eq(mfs_write(fs, ino, junk, sizeof(junk), BS + 10), (ssize_t)sizeof(junk));
+	ck_assert_uint_eq(blk_poison_lookup(fs->dev, sec, 8, &r, 1, &total), 1);
+	ck_assert_int_eq(blk_read(fs->dev, sec, raw, 512, 0), 0);
+	ck_assert(!memcmp(raw, data + BS, 10));
+	ck_assert(!memcmp(raw + 10, junk, sizeof(junk)));
+	ck_assert(!memcmp(raw + 210, data + BS + 210, 512 - 210));
+	for (unsigned s = 1; s < 8; s++) {
+		if (s == 2)
+			continue;
+		ck_assert_int_eq(blk_read(fs->dev, sec + s, raw, 512, 0), 0);
+		ck_assert(!memcmp(raw, data + BS + s * 512, 512));
+	}
+	/* a write covering the poisoned sector whole clears it in place */
+	ck_assert_int_eq(mfs_write(fs, ino, junk, 200, BS + 2 * 512 - 100), -EIO);
+	memset(raw, 0x77, 512);
+	ck_assert_int_eq(mfs_write(fs, ino, raw, 512, BS + 2 * 512), 512);
+	ck_assert_uint_eq(blk_poison_lookup(fs->dev, sec, 8, &r, 1, &total), 0);
+	bmap(ino, 1, &pblk2, NULL, NULL);
+	ck_assert_uint_eq(pblk2, pblk);
+	memcpy(data + BS + 10, junk, sizeof(junk));
+	memset(data + BS + 2 * 512, 0x77, 512);
+	check_read(ino, data + BS, BS, BS);
+	ck_assert_int_eq(blk_poison_add(fs->dev, sec + 2, 1), 0);
+
 	/* the neighbouring blocks are fine */
 	check_read(ino, data, BS, 0);
 	check_read(ino, data + 2 * BS, BS, 2 * BS);
