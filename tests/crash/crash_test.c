@@ -11,9 +11,10 @@
  *     the mount's own superblock write), so base + log is exactly what the
  *     device saw.  No mount option was needed.
  *  2. A seeded workload (creates, mkdirs, symlinks, hard links, random writes
- *     and overwrites, truncates, renames of files and directories, unlinks,
- *     rmdirs, fsyncs of single files, syncs of the whole fs, and the final
- *     unmount) runs against an in-memory model.  Each operation records the
+ *     and overwrites, truncates, hole punches, xattrs, renames of files and
+ *     directories, unlinks, rmdirs, batches of long names that split and merge
+ *     directory trees, fsyncs of single files, syncs of the whole fs, and the
+ *     final unmount) runs against an in-memory model.  Each operation records the
  *     log length when it starts and ends; each fsync (and sync, for every
  *     file) records the file's content when it returned.
  *  3. Prefix mode: for every k in 0..N the image is base + the first k logged
@@ -62,6 +63,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -659,7 +661,7 @@ static bool do_op(unsigned kind, size_t lstart)
 
 		if (nfiles > 4000 || rnd(2))
 			return false;
-		d = pick_dir();
+		d = rnd(2) ? 0 : pick_dir(); /* the root often: it grows deep */
 		for (i = 0; i < n; i++) {
 			struct mfile *mf;
 
@@ -681,12 +683,50 @@ static bool do_op(unsigned kind, size_t lstart)
 		         dirs[d].ino);
 		return true;
 	}
+	case 20: { /* an xattr (inline, then the xattr tree): checked for structure only */
+		uint8_t val[400];
+		unsigned len = 1 + rnd(sizeof(val)), i;
+
+		if ((f = pick_file()) < 0)
+			return false;
+		for (i = 0; i < len; i++)
+			val[i] = (uint8_t)rnd(256);
+		snprintf(name, sizeof(name), "user.x%u", rnd(8));
+		CHK(mfs_setxattr(wfs, files[f].ino, name, val, len, 0), "setxattr");
+		snprintf(op->desc, sizeof(op->desc), "setxattr %s (%u bytes) on ino %" PRIu64, name,
+		         len, files[f].ino);
+		return true;
+	}
+	case 21: { /* punch a hole */
+		struct mfile *mf;
+		size_t off, len;
+
+		if ((f = pick_file()) < 0 || files[f].size == 0)
+			return false;
+		mf = &files[f];
+		off = rnd((unsigned)mf->size);
+		len = 1 + rnd((unsigned)(mf->size - off));
+		if (rnd(2)) { /* block aligned */
+			off &= ~(size_t)(MFS_BLOCK_SIZE - 1);
+			len = (len + MFS_BLOCK_SIZE - 1) & ~(size_t)(MFS_BLOCK_SIZE - 1);
+		}
+		CHK(mfs_fallocate(wfs, mf->ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		                  (off_t)off, (off_t)len),
+		    "punch hole");
+		if (off + len > mf->size)
+			len = mf->size - off;
+		memset(mf->data + off, 0, len);
+		file_changed(f, lstart);
+		snprintf(op->desc, sizeof(op->desc), "punch ino %" PRIu64 " [%zu, +%zu)", mf->ino,
+		         off, len);
+		return true;
+	}
 	case 19: { /* unlink a batch of names of one directory: merges */
 		unsigned i, n = 0, want = 4 + rnd(12);
 
 		if (rnd(2))
 			return false;
-		d = pick_dir();
+		d = rnd(2) ? 0 : pick_dir();
 		for (i = 0; i < nents && n < want; i++) {
 			e = (int)i;
 			if (!ents[e].live || ents[e].dir != d || ents[e].kind != E_FILE ||
@@ -722,7 +762,7 @@ static void run_workload(void)
 		op->lstart = lstart;
 		op->desc[0] = 0;
 		do {
-			kind = rnd(20);
+			kind = rnd(22);
 		} while (!do_op(kind, lstart));
 		op->lend = nlog;
 		if (kind == 8 || kind == 9)
