@@ -219,7 +219,7 @@ START_TEST(test_fsx)
 
 	srand(seed);
 	for (unsigned op = 0; op < 3000; op++) {
-		unsigned kind = (unsigned)rand() % 10;
+		unsigned kind = (unsigned)rand() % 11;
 		uint64_t off = (uint64_t)rand() % FSX_MAX;
 		uint64_t len = 1 + (uint64_t)rand() % (rand() % 4 ? 9000 : 200000);
 
@@ -252,6 +252,13 @@ START_TEST(test_fsx)
 			                 0);
 			if (off < size)
 				memset(ref + off, 0, (off + len > size ? size : off + len) - off);
+		} else if (kind == 9) {
+			int mode = rand() % 2 ? 0 : FALLOC_FL_KEEP_SIZE;
+
+			/* unwritten extents: read as zeros, converted (split) by writes */
+			ck_assert_int_eq(mfs_fallocate(fs, ino, mode, (off_t)off, (off_t)len), 0);
+			if (!mode && off + len > size)
+				size = off + len;
 		} else {
 			int mode = rand() % 2 ? FALLOC_FL_ZERO_RANGE
 			                      : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
