@@ -1142,6 +1142,8 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 
 	if (off < 0)
 		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
 	if (!len)
 		return 0;
 	if ((uint64_t)off >= MAX_FILE_SIZE)
@@ -1422,6 +1424,8 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 		return -EOPNOTSUPP; /* as Linux: PUNCH_HOLE needs KEEP_SIZE */
 	if (off < 0 || len <= 0)
 		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
 	if ((uint64_t)off > MAX_FILE_SIZE || (uint64_t)len > MAX_FILE_SIZE - (uint64_t)off)
 		return -EFBIG;
 	ret = mfs_iget(fs, ino, &ip);
@@ -1527,6 +1531,8 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 	if (ret)
 		return ret;
 	mfs_iput(fs, ip);
+	if (fs->read_only)
+		return 0;
 	ret = mfs_txn_commit(fs);
 	if (!ret)
 		ret = blk_flush(fs->dev);

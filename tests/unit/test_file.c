@@ -641,6 +641,19 @@ START_TEST(test_persist)
 	check_read(ino, data, 300000, 12345);
 	bmap(ino, 10, &pblk2, NULL, NULL);
 	ck_assert_uint_eq(pblk, pblk2);
+	/* read-only: reads work, changes are -EROFS */
+	{
+		struct mfs_mount_opts ro = {.read_only = true};
+		char err[256];
+
+		umount_fs();
+		ck_assert_int_eq(mfs_mount(img, &ro, &fs, err, sizeof(err)), 0);
+		check_read(ino, data, 300000, 12345);
+		ck_assert_int_eq(mfs_write(fs, ino, data, 10, 0), -EROFS);
+		ck_assert_int_eq(mfs_fallocate(fs, ino, 0, 0, BS), -EROFS);
+		ck_assert_int_eq(mfs_fsync(fs, ino, false), 0);
+		ck_assert_uint_eq(fsize(ino), 312345);
+	}
 	free(data);
 }
 END_TEST

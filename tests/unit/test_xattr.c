@@ -338,6 +338,20 @@ START_TEST(test_persist_and_release)
 		check_value(ino, name, val, i % 3 ? 10 : 600);
 	}
 	check_value(MFS_ROOT_INO, "user.root", "r", 1);
+	/* read-only: get and list work, changes are -EROFS */
+	{
+		struct mfs_mount_opts ro = {.read_only = true};
+		char err[256];
+
+		ck_assert_int_eq(mfs_unmount(fs), 0);
+		ck_assert_int_eq(mfs_mount(img, &ro, &fs, err, sizeof(err)), 0);
+		value_of(val, 600, 3);
+		check_value(ino, "user.p3", val, 600);
+		ck_assert_int_gt(mfs_listxattr(fs, ino, NULL, 0), 0);
+		ck_assert_int_eq(mfs_setxattr(fs, ino, "user.new", "n", 1, 0), -EROFS);
+		ck_assert_int_eq(mfs_removexattr(fs, ino, "user.p1"), -EROFS);
+		remount();
+	}
 	/* unlinking the file frees its xattr tree */
 	ck_assert_int_eq(mfs_sync(fs), 0);
 	ck_assert_int_eq(mfs_statfs(fs, &st0), 0);
