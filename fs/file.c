@@ -582,11 +582,9 @@ int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, 
 
 /* --- bios ------------------------------------------------------------------------------ */
 
-/* A batch of bios in flight under one plug. */
+/* A batch of bios, queued by fio_submit and submitted under one plug by fio_wait. */
 struct fio {
 	struct blk_dev *dev;
-	struct blk_plug plug;
-	bool plugged;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned pending; /* lock */
@@ -602,7 +600,6 @@ static struct fio *fio_new(struct mfs *fs)
 	if (!io)
 		return NULL;
 	io->dev = fs->dev;
-	io->plugged = false;
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_cond_init(&io->cond, NULL);
 	io->pending = 0;
@@ -623,14 +620,26 @@ static void fio_end_io(struct blk_bio *bio)
 	pthread_mutex_unlock(&io->lock);
 }
 
-/* Unplug and wait for every bio submitted so far.  Returns the first error. */
+/* Submit the queued bios under one plug and wait for them.  Returns the first error seen. */
 static int fio_wait(struct fio *io)
 {
+	struct blk_plug plug;
+	unsigned i;
 	int err;
 
-	if (io->plugged) {
-		blk_finish_plug(&io->plug);
-		io->plugged = false;
+	/*
+	 * The batch is submitted here, under one plug, with nothing else done
+	 * meanwhile: the map lookups that built it (metadata reads, buffer
+	 * locks) ran before, outside any plug.
+	 */
+	if (io->nr) {
+		pthread_mutex_lock(&io->lock);
+		io->pending += io->nr;
+		pthread_mutex_unlock(&io->lock);
+		blk_start_plug_nr_ios(&plug, (unsigned short)io->nr);
+		for (i = 0; i < io->nr; i++)
+			blk_submit_bio(io->dev, &io->bio[i]);
+		blk_finish_plug(&plug);
 	}
 	pthread_mutex_lock(&io->lock);
 	while (io->pending)
@@ -651,7 +660,8 @@ static int fio_free(struct fio *io)
 	return err;
 }
 
-/* Queue one op over @nblk device blocks from @pblk (@buf NULL for WRITE_ZEROES). */
+/* Queue one op over @nblk device blocks from @pblk (@buf NULL for WRITE_ZEROES): fio_wait submits.
+ */
 static void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, void *buf, uint64_t nblk,
                        unsigned flags, struct blk_recovery *rec)
 {
@@ -661,19 +671,11 @@ static void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, void *buf,
 
 		if (io->nr == FIO_BATCH)
 			fio_wait(io); /* keeps io->err */
-		if (!io->plugged) {
-			blk_start_plug(&io->plug);
-			io->plugged = true;
-		}
 		bio = &io->bio[io->nr++];
 		blk_bio_init(bio, op, pblk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(n * BS),
 		             fio_end_io, io);
 		bio->flags = (uint8_t)flags;
 		bio->rec = rec;
-		pthread_mutex_lock(&io->lock);
-		io->pending++;
-		pthread_mutex_unlock(&io->lock);
-		blk_submit_bio(io->dev, bio);
 		pblk += n;
 		if (buf)
 			buf = (uint8_t *)buf + n * BS;
