@@ -33,6 +33,11 @@
  * silently replaced by zeros).  Whole blocks are overwritten in place;
  * ZERO_RANGE zeroes in place with BLK_OP_WRITE_ZEROES.
  *
+ * Bytes past EOF in the last block are not zeroed when a truncate shrinks
+ * the file (a truncate lost in a crash must not have destroyed data) but
+ * when the size grows past them again (write, truncate, fallocate), before
+ * the new size is set.
+ *
  * Unwritten extents read as zeros and count as holes for SEEK_DATA and
  * SEEK_HOLE (ext4 without page-cache checks reports them as data; mendfs has
  * no page cache, and "unwritten = hole" lets cp --sparse skip them).
@@ -757,6 +762,23 @@ static int zero_file_partial(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, 
 	return zero_in_block(fs, pblk, from, to);
 }
 
+/*
+ * The size grows from @old to @new: zero the bytes past the old EOF in its
+ * last block.  Truncate does not zero them when it shrinks the file, so
+ * that a truncate lost in a crash never takes data with it; they are
+ * zeroed here, in place, before any size that exposes them is set.
+ */
+static int zero_past_eof(struct mfs *fs, struct mfs_ino *ip, uint64_t old, uint64_t new)
+{
+	uint64_t lblk = old / BS, to = (lblk + 1) * BS;
+
+	if (new <= old || old % BS == 0)
+		return 0;
+	if (new < to)
+		to = new;
+	return zero_file_partial(fs, ip, lblk, (unsigned)(old % BS), (unsigned)(to - lblk * BS));
+}
+
 /* --- read ------------------------------------------------------------------------------ */
 
 /*
@@ -1160,6 +1182,11 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 	pthread_rwlock_wrlock(&ip->lock);
 	pos = (uint64_t)off;
 	end = pos + len;
+	if (pos > di_size(ip)) {
+		ret = zero_past_eof(fs, ip, di_size(ip), pos);
+		if (ret)
+			stop = true;
+	}
 	while (pos < end && !stop) {
 		ret = write_chunk(fs, ip, src + (pos - (uint64_t)off), pos, end, &stop);
 		if (ret < 0)
@@ -1181,13 +1208,13 @@ int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64
 
 	if (size > MAX_FILE_SIZE)
 		return -EFBIG;
+	if (size > old) {
+		ret = zero_past_eof(fs, ip, old, size);
+		if (ret)
+			return ret;
+	}
 	if (size < old) {
-		if (size % BS) {
-			/* the tail of the last block reads as zeros if the file grows again */
-			ret = zero_file_partial(fs, ip, size / BS, size % BS, BS);
-			if (ret)
-				return ret;
-		}
+		/* the tail of the new last block is zeroed when the file grows again */
 		ret = map_punch(fs, txn, ip, (size + BS - 1) / BS, MAX_FILE_BLOCKS, true, 0);
 		if (ret)
 			return ret;
@@ -1405,8 +1432,14 @@ static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool 
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		return ret;
-	if (!keep && end > di_size(ip))
+	if (!keep && end > di_size(ip)) {
+		ret = zero_past_eof(fs, ip, di_size(ip), end);
+		if (ret) {
+			mfs_txn_end(txn);
+			return ret;
+		}
 		di_set_size(ip, end);
+	}
 	di_touch(ip, mtime);
 	ret = mfs_inode_write(fs, txn, ip);
 	err = mfs_txn_end(txn);
