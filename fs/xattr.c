@@ -362,8 +362,8 @@ ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value
 	if (ret)
 		goto out;
 	ret = loc.value_len;
-	if (size == 0)
-		goto out;
+	if (size == 0 || !value)
+		goto out; /* a size query */
 	if (size < loc.value_len) {
 		ret = -ERANGE;
 		goto out;
@@ -420,7 +420,7 @@ static int list_tree_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 
 ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
 {
-	struct list_arg a = {.list = list, .size = size};
+	struct list_arg a = {.list = list, .size = list ? size : 0}; /* NULL: a size query */
 	struct mfs_ino *ip;
 	struct mfs_btree bt;
 	ssize_t ret;
@@ -436,7 +436,7 @@ ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
 	if (!ret && a.bad)
 		ret = -EUCLEAN;
 	if (!ret)
-		ret = size && a.used > size ? -ERANGE : (ssize_t)a.used;
+		ret = a.size && a.used > a.size ? -ERANGE : (ssize_t)a.used;
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return ret;
