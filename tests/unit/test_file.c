@@ -756,6 +756,22 @@ START_TEST(test_poison)
 	ck_assert_int_eq(mfs_read(fs, ino, buf, BS, BS), BS);
 	ck_assert(all_zero(buf, BS));
 
+	/* partial-block PUNCH_HOLE over poison: whole sectors zeroed in place, cleared */
+	write_all(ino, blk, BS, BS);
+	ck_assert_int_eq(blk_poison_add(fs->dev, sec + 5, 1), 0);
+	ck_assert_int_eq(mfs_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                               BS + 5 * 512 + 1, 100),
+	                 -EIO);
+	ck_assert_uint_eq(blk_poison_lookup(fs->dev, sec, 8, &r, 1, &total), 1);
+	ck_assert_int_eq(mfs_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                               BS + 4 * 512 + 100, 3 * 512),
+	                 0);
+	ck_assert_uint_eq(blk_poison_lookup(fs->dev, sec, 8, &r, 1, &total), 0);
+	bmap(ino, 1, &pblk2, NULL, NULL);
+	ck_assert_uint_eq(pblk2, pblk);
+	memset(blk + 4 * 512 + 100, 0, 3 * 512);
+	check_read(ino, blk, BS, BS);
+
 	/* truncating a poisoned block away quarantines it: never handed out again */
 	ck_assert_int_eq(blk_poison_add(fs->dev, sec + 1, 1), 0);
 	ck_assert_int_eq(truncate_to(ino, BS), 0);
