@@ -1,0 +1,172 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# POSIX behaviour and data-integrity tests on real FUSE mounts:
+# `posix-test.sh NAME [SECONDS]` runs one test against the built programs named
+# by $MENDFS, $MKFS_MENDFS, $POSIX (posix.c) and $FSX (fsx.c):
+#
+#   posix   error cases, links, rename, sparse/fallocate, xattrs, concurrency,
+#           permission rules as nobody (setpriv), a file beyond 4 GiB and
+#           data that must survive unmount/remount
+#   many    100 000 files in one directory
+#   enospc  fill a small filesystem, delete, write again, remount
+#   fsx     seeded random operations mirrored on /dev/shm for SECONDS
+#           (default 30; $FSX_SEED picks the seed), remounting at intervals
+#
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Mounts are undone
+# on exit whatever happened, and every wait is bounded.
+set -eu
+
+name=${1:?usage: posix-test.sh NAME [SECONDS]}
+for v in MENDFS MKFS_MENDFS POSIX FSX; do
+	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
+done
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "skip: needs root and /dev/fuse"
+	exit 77
+fi
+
+WORK=$(mktemp -d /tmp/mendfs-px.XXXXXX)
+chmod 755 "$WORK" # nobody must reach the mount point
+IMG=$WORK/img
+MNT=$WORK/m
+mkdir -p "$MNT"
+SHM=""
+DPID=""
+
+cleanup() {
+	set +e
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
+			fusermount3 -u -z "$MNT" 2>/dev/null
+	fi
+	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+		kill "$DPID" 2>/dev/null
+		sleep 1
+		kill -9 "$DPID" 2>/dev/null
+	fi
+	[ -n "$SHM" ] && rm -rf "$SHM"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+	echo "FAIL ($name): $*" >&2
+	[ -s "$WORK/log" ] && tail -50 "$WORK/log" | sed 's/^/  daemon: /' >&2
+	exit 1
+}
+
+wait_mounted() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		mountpoint -q "$MNT" && return 0
+		sleep 0.1
+	done
+	fail "$MNT not mounted after 20 s"
+}
+
+# mkfs SIZE [INODES]
+mkfs() {
+	"$MKFS_MENDFS" -q ${2:+-N "$2"} "$IMG" "$1" >"$WORK/mkfs.log" 2>&1 ||
+		{ cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
+}
+
+mount_fs() {
+	"$MENDFS" -f -o allow_other "$IMG" "$MNT" 2>>"$WORK/log" &
+	DPID=$!
+	wait_mounted
+}
+
+# umount_fs: unmount; the daemon must exit 0 and release the image
+umount_fs() {
+	local i
+	timeout 30 umount "$MNT" || fail "umount"
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$DPID" 2>/dev/null && fail "the daemon did not exit after umount"
+	wait "$DPID" || fail "the daemon exited with status $?"
+	DPID=""
+}
+
+remount() {
+	umount_fs
+	mount_fs
+}
+
+# px CHECK [ARG]: run a posix.c check as root
+px() {
+	timeout "${PX_TIMEOUT:-120}" "$POSIX" "$1" "$MNT" ${2:+"$2"} >"$WORK/px.out" 2>&1 ||
+		{ cat "$WORK/px.out"; fail "posix $1"; }
+	tail -1 "$WORK/px.out"
+}
+
+case $name in
+posix)
+	mkfs 256M
+	mount_fs
+	other=$(mktemp -d /dev/shm/mendfs-px.XXXXXX)
+	SHM=$other
+	px errors "$other"
+	px links
+	px rename
+	px sparse
+	px xattr
+	px concurrent
+	px perm-prep
+	timeout 60 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		--inh-caps=-all --bounding-set=-all "$POSIX" perm "$MNT" >"$WORK/px.out" 2>&1 ||
+		{ cat "$WORK/px.out"; fail "posix perm (as nobody)"; }
+	tail -1 "$WORK/px.out"
+	px perm-root
+	px large
+	px persist
+	remount
+	px large-verify
+	px persist-verify
+	umount_fs
+	;;
+many)
+	mkfs 1G 120000
+	mount_fs
+	PX_TIMEOUT=150 px many 100000
+	umount_fs
+	;;
+enospc)
+	mkfs 64M
+	mount_fs
+	px enospc
+	remount
+	px enospc
+	umount_fs
+	;;
+fsx)
+	secs=${2:-30}
+	mkfs 256M
+	mount_fs
+	SHM=$(mktemp -d /dev/shm/mendfs-fsx.XXXXXX)
+	# fsx calls this to remount between phases (all its files closed)
+	cat >"$WORK/remount.sh" <<-EOF2
+		#!/bin/bash
+		set -eu
+		timeout 30 umount "$MNT"
+		timeout 30 flock -x "$IMG" true
+		"$MENDFS" -o allow_other "$IMG" "$MNT" 2>>"$WORK/log"
+	EOF2
+	chmod +x "$WORK/remount.sh"
+	# the first daemon runs in the foreground; after the first remount the
+	# daemon is a detached one, so cleanup relies on umount (flock waits it out)
+	timeout $((secs + 120)) "$FSX" -d "$secs" ${FSX_SEED:+-s "$FSX_SEED"} \
+		-r "$WORK/remount.sh" "$MNT" "$SHM" || fail "fsx"
+	timeout 30 umount "$MNT" || fail "umount"
+	timeout 30 flock -x "$IMG" true || fail "the daemon still holds the image"
+	;;
+*)
+	echo "unknown test $name" >&2
+	exit 1
+	;;
+esac
+echo "ok $name"
+exit 0
