@@ -13,10 +13,11 @@
  *  2. A seeded workload (creates, mkdirs, symlinks, hard links, random writes
  *     and overwrites, truncates, hole punches, xattrs, renames of files and
  *     directories, unlinks, rmdirs, batches of long names that split and merge
- *     directory trees, fsyncs of single files, syncs of the whole fs, and the
- *     final unmount) runs against an in-memory model.  Each operation records the
- *     log length when it starts and ends; each fsync (and sync, for every
- *     file) records the file's content when it returned.
+ *     directory trees, unlinks of files held open (orphans), fsyncs of single
+ *     files, syncs of the whole fs, and the final unmount) runs against an
+ *     in-memory model.  Each operation records the log length when it starts
+ *     and ends; each fsync (and sync, for every file) records the file's
+ *     content when it returned.
  *  3. Prefix mode: for every k in 0..N the image is base + the first k logged
  *     writes (FLUSH entries are markers).
  *  4. Epoch mode (a volatile write cache): for every FLUSH at index f, the
@@ -272,6 +273,9 @@ static struct snap **snaps;
 static unsigned nsnaps, capsnaps;
 static unsigned name_ctr;
 static int fsync_file; /* the file of the last fsync op */
+#define MAX_HELD 4
+static struct mfs_ino *held[MAX_HELD]; /* unlinked files still referenced */
+static unsigned nheld;
 
 static struct mfs *wfs; /* the workload's mount */
 
@@ -736,6 +740,30 @@ static bool do_op(unsigned kind, size_t lstart)
 		         off, len);
 		return true;
 	}
+	case 22: { /* unlink a file held open (mfs_iget): the orphan list */
+		struct mfs_ino *ip;
+
+		if (nheld == MAX_HELD || (e = pick_entry(E_FILE)) < 0 ||
+		    files[ents[e].idx].nlinks != 1)
+			return false;
+		f = ents[e].idx;
+		CHK(mfs_iget(wfs, files[f].ino, &ip), "iget");
+		CHK(mfs_unlink(wfs, dirs[ents[e].dir].ino, ents[e].name), "unlink open");
+		held[nheld++] = ip;
+		ents[e].live = false;
+		file_unlinked(f, lstart);
+		snprintf(op->desc, sizeof(op->desc), "unlink %s (ino %" PRIu64 ") held open",
+		         ents[e].name, files[f].ino);
+		return true;
+	}
+	case 23: /* close a held file: it is freed */
+		if (!nheld)
+			return false;
+		t = (int)rnd(nheld);
+		snprintf(op->desc, sizeof(op->desc), "close unlinked ino %" PRIu64, held[t]->ino);
+		mfs_iput(wfs, held[t]);
+		held[t] = held[--nheld];
+		return true;
 	case 19: { /* unlink a batch of names of one directory: merges */
 		unsigned i, n = 0, want = 4 + rnd(12);
 
@@ -777,7 +805,7 @@ static void run_workload(void)
 		op->lstart = lstart;
 		op->desc[0] = 0;
 		do {
-			kind = rnd(22);
+			kind = rnd(24);
 		} while (!do_op(kind, lstart));
 		op->lend = nlog;
 		if (kind == 8 || kind == 9)
@@ -1574,7 +1602,9 @@ int main(int argc, char **argv)
 		unsigned f;
 
 		GROW(ops, nops, capops);
-		ops[nops++] = (struct op){.lstart = lstart, .desc = "unmount"};
+		ops[nops++] = (struct op){.lstart = lstart, .desc = "close, unmount"};
+		while (nheld)
+			mfs_iput(wfs, held[--nheld]);
 		for (f = 0; f < nfiles; f++) {
 			struct mfs_ino *ip;
 
