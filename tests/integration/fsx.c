@@ -40,6 +40,7 @@ static long opno;
 static char history[HISTORY][160];
 static unsigned long seed;
 static char *buf1, *buf2;
+static int nerrs; /* operations that failed on both sides (same errno) */
 
 static uint64_t rnd(void)
 {
@@ -101,6 +102,8 @@ static void both(const char *rel, char *a, char *b)
 
 static void same(const char *what, int r1, int r2)
 {
+	if (r1 == r2 && r1)
+		nerrs++;
 	if (r1 != r2)
 		die("%s: mendfs %d (%s), mirror %d (%s)", what, r1, r1 ? strerror(-r1) : "ok", r2,
 		    r2 ? strerror(-r2) : "ok");
@@ -471,7 +474,7 @@ int main(int argc, char **argv)
 {
 	const char *remount = NULL;
 	double secs = 30;
-	long next_remount, remounts = 0;
+	long next_remount, remounts = 0, nok = 0;
 	time_t start;
 	int c;
 
@@ -510,11 +513,12 @@ usage:
 	fflush(stdout);
 	if (chdir("/"))
 		return 2;
-	next_remount = 1500 + (long)rndn(1500);
+	next_remount = 3000 + (long)rndn(3000);
 	start = time(NULL);
 	for (opno = 0; difftime(time(NULL), start) < secs; opno++) {
 		char p[4096];
 		uint64_t k = rndn(100);
+		int e0 = nerrs;
 
 		pick_path(p, sizeof(p));
 		if (k < 30) {
@@ -527,11 +531,11 @@ usage:
 		} else if (k < 67) {
 			free_space();
 			op_fallocate(p);
-		} else if (k < 92) {
+		} else if (k < 85) {
 			op_namespace();
-		} else if (k < 95) {
+		} else if (k < 88) {
 			op_chmod(p);
-		} else if (k < 97) {
+		} else if (k < 89 && rndn(5) == 0) {
 			char a[8192], b[8192];
 
 			both(names[rndn(NNAMES)], a, b);
@@ -549,6 +553,8 @@ usage:
 			if (fd >= 0)
 				close(fd);
 		}
+		if (nerrs == e0)
+			nok++;
 		if (opno % CMP_EVERY == CMP_EVERY - 1)
 			full_compare("periodic");
 		if (remount && opno >= next_remount) {
@@ -557,7 +563,7 @@ usage:
 				die("remount command failed");
 			remounts++;
 			full_compare("after remount");
-			next_remount = opno + 1500 + (long)rndn(1500);
+			next_remount = opno + 3000 + (long)rndn(3000);
 		}
 	}
 	full_compare("end");
@@ -567,7 +573,7 @@ usage:
 			die("remount command failed");
 		full_compare("after the final remount");
 	}
-	printf("fsx: seed %lu: %ld operations, %ld remounts, no mismatch\n", seed, opno,
-	       remounts + (remount != NULL));
+	printf("fsx: seed %lu: %ld operations (%ld without error), %ld remounts, no mismatch\n",
+	       seed, opno, nok, remounts + (remount != NULL));
 	return 0;
 }
