@@ -804,6 +804,12 @@ static void perm_prep(void)
 	      "setuid+setgid root file 06777");
 	CHECK(mkdir("pm/mine", 0755) == 0 && chown("pm/mine", NOBODY, NOBODY) == 0,
 	      "pm/mine owned by nobody");
+	/* a setgid directory of group 4321 that anyone may write in */
+	CHECK(mkdir("pm/sgdir", 0777) == 0 && chown("pm/sgdir", 0, 4321) == 0 &&
+	              chmod("pm/sgdir", 02777) == 0,
+	      "setgid dir pm/sgdir (group 4321, 02777)");
+	put_file("pm/open/w666", "w", 1, 0666);
+	CHECK(chmod("pm/open/w666", 0666) == 0, "pm/open/w666");
 	CHECK(mkdir("pm/noexec", 0700) == 0 && chown("pm/noexec", NOBODY, NOBODY) == 0 &&
 	              mkdir("pm/noexec/in", 0755) == 0,
 	      "pm/noexec");
@@ -859,6 +865,42 @@ static void check_perm(void)
 	      "chown by the owner clears setuid/setgid: %o", mode_of("pm/mine/f") & 07777);
 	CHECK(chmod("pm/mine/f", 04755) == 0, "owner sets setuid again (for perm-root)");
 	CHECK(chmod("pm/mine/f", 0644) == 0 && chmod("pm/mine/f", 04755) == 0, "chmod again");
+
+	/* a setgid directory hands its group to a non-member's files */
+	put_file("pm/sgdir/f", "g", 1, 0644);
+	CHECK(stat("pm/sgdir/f", &st) == 0 && st.st_gid == 4321 && st.st_uid == NOBODY,
+	      "setgid dir: group inherited by a non-member (%u)", (unsigned)st.st_gid);
+	CHECK(mkdir("pm/sgdir/d", 0755) == 0 && stat("pm/sgdir/d", &st) == 0 && st.st_gid == 4321 &&
+	              (st.st_mode & S_ISGID),
+	      "setgid dir: subdir inherits group and setgid");
+	CHECK(chmod("pm/sgdir/f", 02755) == 0 && (mode_of("pm/sgdir/f") & S_ISGID) == 0,
+	      "chmod g+s by a non-member of the group drops setgid: %o",
+	      mode_of("pm/sgdir/f") & 07777);
+	CHECK((fd = open("pm/sgdir/x", O_CREAT | O_WRONLY, 02755)) >= 0 &&
+	              (mode_of("pm/sgdir/x") & S_ISGID) == 0,
+	      "create with setgid by a non-member drops it: %o", mode_of("pm/sgdir/x") & 07777);
+	if (fd >= 0)
+		close(fd);
+	/* times: anyone with write access may set them to now, only the owner to a value */
+	CHECK(utimes("pm/open/w666", NULL) == 0, "touch (now) a writable file of another");
+	{
+		struct timeval tv[2] = {{1000000, 0}, {1000000, 0}};
+
+		ERR(utimes("pm/open/w666", tv), EPERM,
+		    "set explicit times on another's file: EPERM");
+		CHECK(utimes("pm/mine", tv) == 0 && stat("pm/mine", &st) == 0 &&
+		              st.st_mtime == 1000000,
+		      "owner sets explicit times");
+	}
+	CHECK((fd = open("pm/open/w666", O_WRONLY | O_TRUNC)) >= 0 && fstat(fd, &st) == 0 &&
+	              st.st_size == 0,
+	      "O_TRUNC on a writable file of another");
+	if (fd >= 0)
+		close(fd);
+	ERR(chmod("pm/open/w666", 0600), EPERM, "chmod a writable file of another: EPERM");
+	if (system("grep -qx 1 /proc/sys/fs/protected_hardlinks") == 0)
+		ERR(link("pm/rootfile", "pm/open/ln"), EPERM,
+		    "hard link to an unreadable file of another (protected_hardlinks): EPERM");
 
 	/* sticky directory */
 	put_file("pm/tmp/mine", "n", 1, 0644);
