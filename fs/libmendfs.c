@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmendfs: the client side of the mendfs recovery ioctls
+ * (include/mendfs/recovery.h over include/mendfs/ioctl.h).  Recovery reads
+ * move at most MENDFS_RR_CHUNK bytes per ioctl (FUSE restricted ioctls carry
+ * fixed-size structs), so the library loops and scatters into the caller's
+ * iovecs.  A file that is not on mendfs answers the ioctls with ENOTTY (or
+ * EINVAL/ENOSYS on some filesystems): that becomes EOPNOTSUPP.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "mendfs/ioctl.h"
+#include "mendfs/recovery.h"
+
+#define SECTOR 512u
+
+/* errno of a first ioctl that means "not a mendfs file" */
+static bool not_mendfs(int err)
+{
+	return err == ENOTTY || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP;
+}
+
+static int iov_total(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	size_t t = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov)) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > SSIZE_MAX - t) {
+			errno = EINVAL;
+			return -1;
+		}
+		t += iov[i].iov_len;
+	}
+	*total = t;
+	return 0;
+}
+
+/* Copy @len bytes from @src into the iovecs at byte @pos of their concatenation. */
+static void scatter(const struct iovec *iov, int iovcnt, size_t pos, const uint8_t *src, size_t len)
+{
+	for (int i = 0; i < iovcnt && len; i++) {
+		size_t n;
+
+		if (pos >= iov[i].iov_len) {
+			pos -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - pos < len ? iov[i].iov_len - pos : len;
+		memcpy((uint8_t *)iov[i].iov_base + pos, src, n);
+		src += n;
+		len -= n;
+		pos = 0;
+	}
+}
+
+/*
+ * The recovery read loop: @len bytes at @off into the iovecs (or @buf when
+ * @iov is NULL), zero-filled ranges to @zeroed (*nz counts them all).
+ */
+static ssize_t recovery_read(int fd, const struct iovec *iov, int iovcnt, void *buf, size_t len,
+                             off_t off, struct mendfs_range *zeroed, unsigned max, unsigned *nz)
+{
+	struct mendfs_ioc_recovery_read *a;
+	struct mendfs_range last = {0, 0};
+	size_t done = 0;
+	unsigned count = 0;
+
+	if (off < 0 || (uint64_t)off > (uint64_t)INT64_MAX - len) {
+		errno = EINVAL;
+		return -1;
+	}
+	a = malloc(sizeof(*a));
+	if (!a)
+		return -1;
+	while (done < len) {
+		size_t want = len - done < MENDFS_RR_CHUNK ? len - done : MENDFS_RR_CHUNK;
+
+		memset(a, 0, offsetof(struct mendfs_ioc_recovery_read, zeroed));
+		a->version = MENDFS_IOC_VERSION;
+		a->offset = (uint64_t)off + done;
+		a->length = want;
+		if (ioctl(fd, MENDFS_IOC_RECOVERY_READ, a) < 0) {
+			int err = errno;
+
+			free(a);
+			errno = done == 0 && not_mendfs(err) ? EOPNOTSUPP : err;
+			return -1;
+		}
+		if (a->bytes > want || a->nr_zeroed > MENDFS_RR_MAX_RANGES || a->truncated) {
+			/* a chunk has 24 sectors: at most 12 separate ranges fit in 16 */
+			free(a);
+			errno = EIO;
+			return -1;
+		}
+		if (iov)
+			scatter(iov, iovcnt, done, a->data, a->bytes);
+		else
+			memcpy((uint8_t *)buf + done, a->data, a->bytes);
+		for (unsigned i = 0; i < a->nr_zeroed; i++) {
+			struct mendfs_range r = {a->zeroed[i].offset, a->zeroed[i].length};
+
+			if (count && last.offset + last.length == r.offset) {
+				last.length += r.length;
+			} else {
+				if (count && zeroed && count - 1 < max)
+					zeroed[count - 1] = last;
+				last = r;
+				count++;
+			}
+		}
+		done += a->bytes;
+		if (a->bytes < want)
+			break;
+	}
+	if (count && zeroed && count - 1 < max)
+		zeroed[count - 1] = last;
+	if (nz)
+		*nz = count;
+	free(a);
+	return (ssize_t)done;
+}
+
+ssize_t mendfs_preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	size_t total;
+
+	if (flags & ~MENDFS_RWF_RECOVERY_DATA) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!flags)
+		return preadv(fd, iov, iovcnt, off);
+	if (iov_total(iov, iovcnt, &total))
+		return -1;
+	if (!total) {
+		struct mendfs_range r;
+		unsigned n;
+		char b;
+
+		/* probe, so a zero-length read on a non-mendfs file also reports EOPNOTSUPP */
+		return recovery_read(fd, NULL, 0, &b, 1, off, &r, 1, &n) < 0 ? -1 : 0;
+	}
+	return recovery_read(fd, iov, iovcnt, NULL, total, off, NULL, 0, NULL);
+}
+
+ssize_t mendfs_recover(int fd, void *buf, size_t len, off_t off, struct mendfs_range *zeroed,
+                       unsigned max, unsigned *n)
+{
+	if (len > SSIZE_MAX || (len && !buf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return recovery_read(fd, NULL, 0, buf, len, off, zeroed, max, n);
+}
+
+ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	uint64_t start, end, wstart, wend, size;
+	size_t total, pos;
+	uint8_t *buf;
+	ssize_t got, ret;
+	struct stat st;
+
+	if (flags & ~MENDFS_RWF_RECOVERY_DATA) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!flags)
+		return pwritev(fd, iov, iovcnt, off);
+	if (iov_total(iov, iovcnt, &total))
+		return -1;
+	if (off < 0 || (uint64_t)off > (uint64_t)INT64_MAX - total) {
+		errno = EINVAL;
+		return -1;
+	}
+	start = (uint64_t)off;
+	end = start + total;
+	if (start % SECTOR == 0 && end % SECTOR == 0)
+		return pwritev(fd, iov, iovcnt, off); /* whole sectors clear poison */
+	if (fstat(fd, &st))
+		return -1;
+	size = (uint64_t)st.st_size;
+	/* widen to sectors, but never past what the file or the write already covers */
+	wstart = start / SECTOR * SECTOR;
+	wend = (end + SECTOR - 1) / SECTOR * SECTOR;
+	if (wend > end && wend > size)
+		wend = end > size ? end : size;
+	buf = calloc(1, wend - wstart);
+	if (!buf)
+		return -1;
+	if (start > wstart) {
+		got = recovery_read(fd, NULL, 0, buf,
+		                    wend - wstart < SECTOR ? wend - wstart : SECTOR, (off_t)wstart,
+		                    NULL, 0, NULL);
+		if (got < 0)
+			goto fail;
+	}
+	if (wend > end && (end / SECTOR != wstart / SECTOR || start == wstart)) {
+		uint64_t ts = end / SECTOR * SECTOR;
+
+		got = recovery_read(fd, NULL, 0, buf + (ts - wstart), wend - ts, (off_t)ts, NULL, 0,
+		                    NULL);
+		if (got < 0)
+			goto fail;
+	}
+	pos = start - wstart;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+	ret = pwrite(fd, buf, wend - wstart, (off_t)wstart);
+	free(buf);
+	if (ret < 0)
+		return -1;
+	if ((uint64_t)ret < start - wstart)
+		return 0;
+	ret -= (ssize_t)(start - wstart);
+	return (uint64_t)ret > total ? (ssize_t)total : ret;
+fail:
+	free(buf);
+	return -1;
+}
+
+int mendfs_badranges(int fd, off_t start, struct mendfs_range *out, unsigned max, unsigned *n)
+{
+	struct mendfs_ioc_badranges *a;
+	uint64_t from;
+	unsigned cnt = 0;
+	bool first = true;
+
+	if (start < 0 || !n || (max && !out)) {
+		errno = EINVAL;
+		return -1;
+	}
+	a = malloc(sizeof(*a));
+	if (!a)
+		return -1;
+	from = (uint64_t)start;
+	while (cnt < max) {
+		memset(a, 0, offsetof(struct mendfs_ioc_badranges, ranges));
+		a->version = MENDFS_IOC_VERSION;
+		a->start = from;
+		if (ioctl(fd, MENDFS_IOC_BADRANGES, a) < 0) {
+			int err = errno;
+
+			free(a);
+			errno = first && not_mendfs(err) ? EOPNOTSUPP : err;
+			return -1;
+		}
+		first = false;
+		for (unsigned i = 0; i < a->nr && i < MENDFS_BADRANGES_MAX; i++) {
+			if (cnt == max) {
+				a->last = 0;
+				break;
+			}
+			out[cnt].offset = a->ranges[i].offset;
+			out[cnt].length = a->ranges[i].length;
+			cnt++;
+		}
+		if (a->last || a->next <= from)
+			break;
+		from = a->next;
+	}
+	free(a);
+	*n = cnt;
+	return 0;
+}
+
+int mendfs_zeroinit(int fd, off_t off, off_t len)
+{
+	struct mendfs_ioc_zeroinit a;
+
+	if (off < 0 || len <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&a, 0, sizeof(a));
+	a.version = MENDFS_IOC_VERSION;
+	a.offset = (uint64_t)off;
+	a.length = (uint64_t)len;
+	if (ioctl(fd, MENDFS_IOC_ZEROINIT, &a) < 0) {
+		if (errno == ENOTTY || errno == ENOSYS)
+			errno = EOPNOTSUPP;
+		return -1;
+	}
+	return 0;
+}

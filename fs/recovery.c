@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recovery operations (ARCHITECTURE.md §4): recovery read, poison map, block
+ * map and zero-init, all file-relative and built on the extent map
+ * (mfs_bmap) and the engine (BLK_BIO_RECOVERY reads, blk_poison_lookup,
+ * BLK_OP_WRITE_ZEROES).  Reads and maps take the inode lock shared, zero-init
+ * takes it exclusive.  Zero-init works in place: nothing is allocated, freed
+ * or remapped, so the file keeps its blocks.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mfs_int.h"
+#include "mfs_recovery.h"
+
+#define BS               MFS_BLOCK_SIZE
+#define SPB              MFS_SECTORS_PER_BLOCK
+#define REC_RANGES       64u
+#define ZERO_MAX_SECTORS (1u << 21) /* 1 GiB per WRITE_ZEROES bio */
+
+static uint64_t isize(const struct mfs_ino *ip)
+{
+	return le64toh(ip->di.size);
+}
+
+static int reg_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
+{
+	uint32_t mode;
+	int ret = mfs_iget(fs, ino, ipp);
+
+	if (ret)
+		return ret;
+	mode = le32toh((*ipp)->di.mode);
+	if (S_ISREG(mode))
+		return 0;
+	mfs_iput(fs, *ipp);
+	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
+}
+
+/* Append [off, off + len) to @r, merging with the previous range.  False: no room. */
+static bool range_add(struct mfs_frange *r, unsigned max, unsigned *nr, uint64_t off, uint64_t len)
+{
+	if (!len)
+		return true;
+	if (*nr && r[*nr - 1].offset + r[*nr - 1].length == off) {
+		r[*nr - 1].length += len;
+		return true;
+	}
+	if (*nr >= max)
+		return false;
+	r[*nr].offset = off;
+	r[*nr].length = len;
+	(*nr)++;
+	return true;
+}
+
+static int cmp_blk_range(const void *a, const void *b)
+{
+	const struct blk_range *x = a, *y = b;
+
+	return x->sector < y->sector ? -1 : x->sector > y->sector;
+}
+
+/*
+ * Device sector range [s, s + n) of an extent whose block @pblk holds file
+ * block @lblk, as file bytes clipped to [lo, hi).  False when empty.
+ */
+static bool sect_to_file(uint64_t lblk, uint64_t pblk, uint64_t s, uint64_t n, uint64_t lo,
+                         uint64_t hi, uint64_t *off, uint64_t *len)
+{
+	uint64_t a = lblk * BS + (s - pblk * SPB) * 512, b = a + n * 512;
+
+	if (a < lo)
+		a = lo;
+	if (b > hi)
+		b = hi;
+	if (a >= b)
+		return false;
+	*off = a;
+	*len = b - a;
+	return true;
+}
+
+ssize_t mfs_recovery_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, uint64_t off,
+                          struct mfs_frange *zeroed, unsigned max, unsigned *nr, bool *truncated)
+{
+	struct blk_range *rr;
+	struct mfs_ino *ip;
+	uint64_t size, end, pos;
+	ssize_t ret;
+
+	*nr = 0;
+	*truncated = false;
+	rr = malloc(REC_RANGES * sizeof(*rr));
+	if (!rr)
+		return -ENOMEM;
+	ret = reg_get(fs, ino, &ip);
+	if (ret) {
+		free(rr);
+		return ret;
+	}
+	pthread_rwlock_rdlock(&ip->lock);
+	size = isize(ip);
+	if (off >= size || !len) {
+		ret = 0;
+		goto out;
+	}
+	end = len > size - off ? size : off + len;
+	for (pos = off; pos < end;) {
+		uint64_t lblk = pos / BS, pblk, count, to;
+		struct blk_recovery rec = {.ranges = rr, .max = REC_RANGES};
+		bool unwritten;
+		int err = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+
+		if (err) {
+			ret = err;
+			goto out;
+		}
+		to = (lblk + count) * BS < end ? (lblk + count) * BS : end;
+		if (!pblk || unwritten) {
+			memset((uint8_t *)buf + (pos - off), 0, to - pos);
+			pos = to;
+			continue;
+		}
+		ret = mfs_file_read_blocks(fs, ip, (uint8_t *)buf + (pos - off), to - pos, pos,
+		                           BLK_BIO_RECOVERY, &rec);
+		if (ret < 0)
+			goto out;
+		if (rec.truncated)
+			*truncated = true;
+		qsort(rr, rec.nr, sizeof(*rr), cmp_blk_range);
+		for (unsigned i = 0; i < rec.nr; i++) {
+			uint64_t zo, zl;
+
+			if (sect_to_file(lblk, pblk, rr[i].sector, rr[i].nr, pos, to, &zo, &zl) &&
+			    !range_add(zeroed, max, nr, zo, zl))
+				*truncated = true;
+		}
+		pos = to;
+	}
+	ret = (ssize_t)(end - off);
+out:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	free(rr);
+	return ret;
+}
+
+int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frange *out,
+                  unsigned max, unsigned *nr, uint64_t *next, bool *last)
+{
+	struct blk_range rr[REC_RANGES];
+	struct mfs_ino *ip;
+	uint64_t size, lblk, nblk;
+	int ret;
+
+	*nr = 0;
+	*last = false;
+	ret = reg_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = isize(ip);
+	*next = size > start ? size : start;
+	nblk = (size + BS - 1) / BS;
+	for (lblk = start / BS; lblk < nblk;) {
+		uint64_t pblk, count, n, s, e;
+		bool unwritten;
+
+		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			goto out;
+		n = count < nblk - lblk ? count : nblk - lblk;
+		if (!pblk || unwritten) {
+			lblk += n;
+			continue;
+		}
+		for (s = pblk * SPB, e = (pblk + n) * SPB; s < e;) {
+			unsigned got = blk_poison_lookup(fs->dev, s, e - s, rr, REC_RANGES, NULL);
+
+			for (unsigned i = 0; i < got; i++) {
+				uint64_t zo, zl;
+
+				if (!sect_to_file(lblk, pblk, rr[i].sector, rr[i].nr, start, size,
+				                  &zo, &zl))
+					continue;
+				if (!range_add(out, max, nr, zo, zl)) {
+					*next = zo;
+					goto out;
+				}
+			}
+			if (got < REC_RANGES)
+				break;
+			s = rr[got - 1].sector + rr[got - 1].nr;
+		}
+		lblk += n;
+	}
+	*last = true;
+out:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_bmap_extents(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_fextent *out,
+                     unsigned max, unsigned *nr, uint64_t *next, bool *last)
+{
+	struct mfs_ino *ip;
+	uint64_t size, lblk, nblk;
+	int ret;
+
+	*nr = 0;
+	*last = false;
+	ret = reg_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = isize(ip);
+	*next = size > start ? size : start;
+	nblk = (size + BS - 1) / BS;
+	for (lblk = start / BS; lblk < nblk;) {
+		uint64_t pblk, count, n, a, b;
+		bool unwritten;
+
+		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			goto out;
+		n = count < nblk - lblk ? count : nblk - lblk;
+		if (pblk) {
+			a = lblk * BS > start ? lblk * BS : start;
+			b = (lblk + n) * BS < size ? (lblk + n) * BS : size;
+			if (*nr >= max) {
+				*next = a;
+				goto out;
+			}
+			out[*nr].offset = a;
+			out[*nr].length = b - a;
+			out[*nr].sector = pblk * SPB + (a - lblk * BS) / 512;
+			out[*nr].unwritten = unwritten;
+			(*nr)++;
+		}
+		lblk += n;
+	}
+	*last = true;
+out:
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+static int zero_sectors(struct mfs *fs, uint64_t sector, uint64_t nr)
+{
+	while (nr) {
+		uint64_t n = nr < ZERO_MAX_SECTORS ? nr : ZERO_MAX_SECTORS;
+		struct blk_bio bio;
+		int ret;
+
+		blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, sector, NULL, (uint32_t)(n * 512), NULL,
+		             NULL);
+		ret = blk_submit_bio_wait(fs->dev, &bio);
+		if (ret)
+			return ret;
+		sector += n;
+		nr -= n;
+	}
+	return 0;
+}
+
+int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct mfs_ino *ip;
+	uint64_t size, end, pos;
+	int ret;
+
+	if (off % 512 || len % 512 || !len || off + len < off)
+		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
+	ret = reg_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	size = (isize(ip) + 511) / 512 * 512; /* the tail sector: zeros past EOF anyway */
+	end = off + len < size ? off + len : size;
+	for (pos = off; pos < end;) {
+		uint64_t lblk = pos / BS, pblk, count, to;
+		bool unwritten;
+
+		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			break;
+		to = (lblk + count) * BS < end ? (lblk + count) * BS : end;
+		if (pblk && !unwritten) {
+			ret = zero_sectors(fs, pblk * SPB + (pos - lblk * BS) / 512,
+			                   (to - pos) / 512);
+			if (ret)
+				break;
+		}
+		pos = to;
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mendfs recovery ioctls (ARCHITECTURE.md §4, docs/RECOVERY.md): the ABI
+ * between applications (libmendfs, mendctl) and the mendfs daemon.
+ *
+ * FUSE passes only "restricted" ioctls: every argument is one fixed-size
+ * struct, copied in and out whole (_IOWR), with no user pointers, below 16 KiB.
+ * Every struct starts with a version (MENDFS_IOC_VERSION) and a flags word
+ * (no flag is defined: must be 0); reserved fields must be 0.  Anything else
+ * is EINVAL.  Offsets and lengths are file-relative bytes, sectors are
+ * 512-byte device sectors.
+ */
+#ifndef MENDFS_IOCTL_H
+#define MENDFS_IOCTL_H
+
+#include <linux/ioctl.h>
+#include <stdint.h>
+
+#define MENDFS_IOC_VERSION 1
+#define MENDFS_IOC_MAGIC   0xF5
+
+/* A file-relative byte range. */
+struct mendfs_ioc_range {
+	uint64_t offset;
+	uint64_t length;
+};
+
+/* Recovery read: data bytes per call, zero-filled ranges reported per call. */
+#define MENDFS_RR_CHUNK      12288u
+#define MENDFS_RR_MAX_RANGES 16u
+
+struct mendfs_ioc_recovery_read {
+	uint32_t version;     /* in: MENDFS_IOC_VERSION */
+	uint32_t flags;       /* in: 0 */
+	uint64_t offset;      /* in: file offset */
+	uint64_t length;      /* in: bytes wanted, 1..MENDFS_RR_CHUNK */
+	uint64_t bytes;       /* out: bytes returned in data (short only at end of file) */
+	uint32_t nr_zeroed;   /* out: entries of zeroed[] used */
+	uint32_t truncated;   /* out: 1 if more zero-filled ranges existed than fit */
+	uint64_t reserved[4]; /* in: 0 */
+	struct mendfs_ioc_range zeroed[MENDFS_RR_MAX_RANGES]; /* out: zero-filled ranges */
+	uint8_t data[MENDFS_RR_CHUNK];                        /* out */
+};
+
+/* Poison map, like FIEMAP: ranges from @start on, resume at @next. */
+#define MENDFS_BADRANGES_MAX 64u
+
+struct mendfs_ioc_badranges {
+	uint32_t version; /* in */
+	uint32_t flags;   /* in: 0 */
+	uint64_t start;   /* in: file offset to look from */
+	uint64_t next;    /* out: where to resume */
+	uint32_t nr;      /* out: entries of ranges[] used */
+	uint32_t last;    /* out: 1 when the end of the file was reached */
+	uint64_t reserved[4];
+	struct mendfs_ioc_range ranges[MENDFS_BADRANGES_MAX]; /* out, ascending */
+};
+
+/* Block map: mapped extents from @start on (holes omitted), resume at @next. */
+#define MENDFS_BMAP_MAX         64u
+#define MENDFS_EXTENT_UNWRITTEN 0x1u /* allocated, reads as zeros */
+
+struct mendfs_ioc_extent {
+	uint64_t offset; /* file bytes */
+	uint64_t length; /* bytes */
+	uint64_t sector; /* first device sector */
+	uint32_t flags;  /* MENDFS_EXTENT_* */
+	uint32_t reserved;
+};
+
+struct mendfs_ioc_bmap {
+	uint32_t version; /* in */
+	uint32_t flags;   /* in: 0 */
+	uint64_t start;   /* in */
+	uint64_t next;    /* out */
+	uint32_t nr;      /* out */
+	uint32_t last;    /* out */
+	uint64_t reserved[4];
+	struct mendfs_ioc_extent extents[MENDFS_BMAP_MAX]; /* out, ascending */
+};
+
+/* Zero-init: whole 512-byte sectors reset to zeros in place, poison cleared. */
+struct mendfs_ioc_zeroinit {
+	uint32_t version; /* in */
+	uint32_t flags;   /* in: 0 */
+	uint64_t offset;  /* in: multiple of 512 */
+	uint64_t length;  /* in: multiple of 512, > 0 */
+	uint64_t reserved[4];
+};
+
+/* Counters: the engine's (blk_dev_get_stats) and the filesystem's. */
+struct mendfs_ioc_stats {
+	uint32_t version; /* in */
+	uint32_t flags;   /* in: 0 */
+	uint64_t reserved[4];
+	/* out: engine */
+	uint64_t reads, writes, write_zeroes, read_bytes, write_bytes;
+	uint64_t requests, errors, poison_hits, media_errors;
+	uint64_t recovered_sectors, poison_cleared, faults, poison_ranges;
+	/* out: filesystem */
+	uint64_t meta_reads, meta_writes, meta_repairs, meta_lost;
+	uint64_t commits, journal_blocks, checkpoints;
+	uint64_t spare[16]; /* out: 0, room for more counters */
+};
+
+#define MENDFS_IOC_RECOVERY_READ _IOWR(MENDFS_IOC_MAGIC, 1, struct mendfs_ioc_recovery_read)
+#define MENDFS_IOC_BADRANGES     _IOWR(MENDFS_IOC_MAGIC, 2, struct mendfs_ioc_badranges)
+#define MENDFS_IOC_BMAP          _IOWR(MENDFS_IOC_MAGIC, 3, struct mendfs_ioc_bmap)
+#define MENDFS_IOC_ZEROINIT      _IOWR(MENDFS_IOC_MAGIC, 4, struct mendfs_ioc_zeroinit)
+#define MENDFS_IOC_STATS         _IOWR(MENDFS_IOC_MAGIC, 5, struct mendfs_ioc_stats)
+
+#endif /* MENDFS_IOCTL_H */

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recovery-check: system-call side of the recovery integration tests
+ * (recovery-test.sh).  Files hold a known pattern (byte i = pat(i)); every
+ * check compares with that pattern, zeros in the given byte ranges.
+ *
+ *   pattern FILE SIZE                  write the pattern
+ *   read FILE SIZE BADOFF              plain read(): the clean prefix up to BADOFF's page, then EIO
+ *   preadv2 FILE SIZE [OFF LEN]...     recovery read: full length, zeros exactly in the ranges
+ *   verify FILE SIZE [OFF LEN]...      plain read of the whole file equals the expectation
+ *   salvage OUT SIZE [OFF LEN]...      write the expected salvage copy to OUT
+ *   overwrite FILE OFF LEN             pwrite the pattern over [OFF, OFF + LEN)
+ *   rwrite FILE OFF LEN                plain pwrite -> EIO, then mendfs_pwritev2 with the flag
+ *   hostile FILE                       malformed ioctl structs -> EINVAL, wrong open mode -> EBADF
+ *   notmendfs FILE                     a file elsewhere: EOPNOTSUPP with the flag, preadv without
+ * Exit 0 pass, 1 fail.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "mendfs/ioctl.h"
+#include "mendfs/recovery.h"
+
+#define MAXR 64
+
+static struct mendfs_range zr[MAXR];
+static unsigned nzr;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("recovery-check: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+static uint8_t pat(uint64_t i)
+{
+	return (uint8_t)(((i * 2654435761u) >> 13) ^ (i >> 12) ^ 0x5a);
+}
+
+static uint64_t num(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 0);
+
+	if (*end || !*s)
+		die("bad number '%s'", s);
+	return v;
+}
+
+static void ranges(int argc, char **argv, int from)
+{
+	if ((argc - from) % 2 || (argc - from) / 2 > MAXR)
+		die("ranges come in OFF LEN pairs");
+	for (int i = from; i < argc; i += 2) {
+		zr[nzr].offset = num(argv[i]);
+		zr[nzr].length = num(argv[i + 1]);
+		nzr++;
+	}
+}
+
+static uint8_t expect(uint64_t i)
+{
+	for (unsigned r = 0; r < nzr; r++)
+		if (i >= zr[r].offset && i < zr[r].offset + zr[r].length)
+			return 0;
+	return pat(i);
+}
+
+static void compare(const uint8_t *buf, uint64_t off, uint64_t len, const char *what)
+{
+	for (uint64_t i = 0; i < len; i++)
+		if (buf[i] != expect(off + i))
+			die("%s: byte %llu is %#x, expected %#x", what,
+			    (unsigned long long)(off + i), buf[i], expect(off + i));
+}
+
+static int xopen(const char *path, int flags)
+{
+	int fd = open(path, flags, 0644);
+
+	if (fd < 0)
+		die("open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static uint8_t *xmalloc(size_t n)
+{
+	uint8_t *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static void write_pattern(int fd, uint64_t off, uint64_t len, bool zeros)
+{
+	uint8_t *buf = xmalloc(len);
+
+	for (uint64_t i = 0; i < len; i++)
+		buf[i] = zeros ? expect(off + i) : pat(off + i);
+	if (pwrite(fd, buf, len, (off_t)off) != (ssize_t)len)
+		die("pwrite: %s", strerror(errno));
+	free(buf);
+}
+
+static void read_whole(int fd, uint8_t *buf, uint64_t size, const char *what)
+{
+	uint64_t done = 0;
+
+	while (done < size) {
+		ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
+
+		if (n <= 0)
+			die("%s: read at %llu: %s", what, (unsigned long long)done,
+			    n ? strerror(errno) : "end of file");
+		done += (uint64_t)n;
+	}
+}
+
+/* Plain reads: the clean prefix up to the poisoned page, then EIO. */
+static void check_read(const char *path, uint64_t size, uint64_t bad)
+{
+	uint64_t want = bad / 4096 * 4096, done = 0;
+	uint8_t *buf = xmalloc(size);
+	int fd = xopen(path, O_RDONLY);
+
+	for (;;) {
+		ssize_t n = read(fd, buf + done, size - done);
+
+		if (n < 0) {
+			if (errno != EIO)
+				die("read: %s, expected EIO", strerror(errno));
+			break;
+		}
+		if (n == 0)
+			die("read reached end of file at %llu (poison at %llu)",
+			    (unsigned long long)done, (unsigned long long)bad);
+		done += (uint64_t)n;
+	}
+	if (done != want)
+		die("read returned %llu bytes before EIO, expected %llu", (unsigned long long)done,
+		    (unsigned long long)want);
+	compare(buf, 0, done, "read");
+	free(buf);
+	close(fd);
+}
+
+/* Recovery read in three iovecs of odd sizes, then mendfs_recover for the ranges. */
+static void check_preadv2(const char *path, uint64_t size)
+{
+	uint8_t *buf = xmalloc(size + 8);
+	struct mendfs_range got[MAXR];
+	size_t a = size / 3 + 1, b = size / 5 + 7;
+	struct iovec iov[3] = {{buf, a}, {buf + a, b}, {buf + a + b, size + 8 - a - b}};
+	int fd = xopen(path, O_RDONLY);
+	unsigned n;
+	ssize_t r;
+
+	memset(buf, 0xee, size + 8);
+	r = mendfs_preadv2(fd, iov, 3, 0, MENDFS_RWF_RECOVERY_DATA);
+	if (r != (ssize_t)size)
+		die("mendfs_preadv2 returned %zd (%s), expected %llu", r,
+		    r < 0 ? strerror(errno) : "", (unsigned long long)size);
+	compare(buf, 0, size, "mendfs_preadv2");
+	memset(buf, 0xee, size);
+	r = mendfs_recover(fd, buf, size + 8, 0, got, MAXR, &n);
+	if (r != (ssize_t)size)
+		die("mendfs_recover returned %zd", r);
+	compare(buf, 0, size, "mendfs_recover");
+	if (n != nzr)
+		die("mendfs_recover reported %u zero-filled ranges, expected %u", n, nzr);
+	for (unsigned i = 0; i < n; i++)
+		if (got[i].offset != zr[i].offset || got[i].length != zr[i].length)
+			die("zero-filled range %u is %llu+%llu, expected %llu+%llu", i,
+			    (unsigned long long)got[i].offset, (unsigned long long)got[i].length,
+			    (unsigned long long)zr[i].offset, (unsigned long long)zr[i].length);
+	/* a read from inside the file past its end stops at the end */
+	r = mendfs_preadv2(fd, iov, 3, (off_t)size - 1, MENDFS_RWF_RECOVERY_DATA);
+	if (r != 1)
+		die("mendfs_preadv2 at the last byte returned %zd", r);
+	free(buf);
+	close(fd);
+}
+
+static void check_verify(const char *path, uint64_t size)
+{
+	uint8_t *buf = xmalloc(size);
+	int fd = xopen(path, O_RDONLY);
+
+	read_whole(fd, buf, size, "verify");
+	compare(buf, 0, size, "verify");
+	free(buf);
+	close(fd);
+}
+
+static void check_rwrite(const char *path, uint64_t off, uint64_t len)
+{
+	uint8_t *buf = xmalloc(len);
+	struct iovec iov = {buf, len};
+	int fd = xopen(path, O_RDWR);
+	ssize_t r;
+
+	for (uint64_t i = 0; i < len; i++)
+		buf[i] = pat(off + i);
+	r = pwrite(fd, buf, len, (off_t)off);
+	if (r >= 0 || errno != EIO)
+		die("a plain write over part of a poisoned sector gave %zd (%s), expected EIO", r,
+		    r < 0 ? strerror(errno) : "success");
+	r = mendfs_pwritev2(fd, &iov, 1, (off_t)off, MENDFS_RWF_RECOVERY_DATA);
+	if (r != (ssize_t)len)
+		die("mendfs_pwritev2 returned %zd (%s)", r, r < 0 ? strerror(errno) : "");
+	free(buf);
+	close(fd);
+}
+
+static void want_errno(long r, int err, const char *what)
+{
+	if (r != -1 || errno != err)
+		die("%s: got %ld (%s), expected %s", what, r, r < 0 ? strerror(errno) : "success",
+		    strerror(err));
+}
+
+static void check_hostile(const char *path)
+{
+	struct mendfs_ioc_recovery_read *rr = (void *)xmalloc(sizeof(*rr));
+	struct mendfs_ioc_badranges br;
+	struct mendfs_ioc_bmap *bm = (void *)xmalloc(sizeof(*bm));
+	struct mendfs_ioc_zeroinit zi;
+	struct mendfs_ioc_stats st;
+	int fd = xopen(path, O_RDONLY), wfd = xopen(path, O_WRONLY);
+
+#define RR(field, val, what)                                                                       \
+	do {                                                                                       \
+		memset(rr, 0, sizeof(*rr));                                                        \
+		rr->version = MENDFS_IOC_VERSION;                                                  \
+		rr->length = 512;                                                                  \
+		rr->field = val;                                                                   \
+		want_errno(ioctl(fd, MENDFS_IOC_RECOVERY_READ, rr), EINVAL, what);                 \
+	} while (0)
+	RR(version, 0, "recovery read version 0");
+	RR(version, 99, "recovery read version 99");
+	RR(flags, 1, "recovery read flags");
+	RR(length, 0, "recovery read length 0");
+	RR(length, MENDFS_RR_CHUNK + 1, "recovery read length above the chunk");
+	RR(length, UINT64_MAX, "recovery read huge length");
+	RR(offset, UINT64_MAX - 100, "recovery read overflowing offset");
+	RR(offset, (uint64_t)INT64_MAX, "recovery read offset past the largest file");
+	RR(reserved[3], 1, "recovery read reserved");
+	memset(rr, 0, sizeof(*rr));
+	rr->version = MENDFS_IOC_VERSION;
+	rr->length = 512;
+	want_errno(ioctl(wfd, MENDFS_IOC_RECOVERY_READ, rr), EBADF, "recovery read on O_WRONLY");
+
+	memset(&br, 0, sizeof(br));
+	br.version = 2;
+	want_errno(ioctl(fd, MENDFS_IOC_BADRANGES, &br), EINVAL, "badranges version 2");
+	br.version = MENDFS_IOC_VERSION;
+	br.start = UINT64_MAX;
+	want_errno(ioctl(fd, MENDFS_IOC_BADRANGES, &br), EINVAL, "badranges huge start");
+	memset(bm, 0, sizeof(*bm));
+	bm->version = MENDFS_IOC_VERSION;
+	bm->reserved[0] = 7;
+	want_errno(ioctl(fd, MENDFS_IOC_BMAP, bm), EINVAL, "bmap reserved");
+
+	memset(&zi, 0, sizeof(zi));
+	zi.version = MENDFS_IOC_VERSION;
+	zi.offset = 100;
+	zi.length = 512;
+	want_errno(ioctl(wfd, MENDFS_IOC_ZEROINIT, &zi), EINVAL, "zeroinit partial sector");
+	zi.offset = 512;
+	zi.length = 0;
+	want_errno(ioctl(wfd, MENDFS_IOC_ZEROINIT, &zi), EINVAL, "zeroinit length 0");
+	zi.offset = UINT64_MAX - 511;
+	zi.length = 1024;
+	want_errno(ioctl(wfd, MENDFS_IOC_ZEROINIT, &zi), EINVAL, "zeroinit overflowing offset");
+	zi.offset = 0;
+	zi.length = 512;
+	want_errno(ioctl(fd, MENDFS_IOC_ZEROINIT, &zi), EBADF, "zeroinit on O_RDONLY");
+	want_errno(mendfs_zeroinit(wfd, 1, 512), EINVAL, "mendfs_zeroinit partial sector");
+
+	memset(&st, 0, sizeof(st));
+	st.version = MENDFS_IOC_VERSION;
+	st.spare[0] = 1; /* output field: ignored on input */
+	st.flags = 4;
+	want_errno(ioctl(fd, MENDFS_IOC_STATS, &st), EINVAL, "stats flags");
+	/* an ioctl number mendfs does not define */
+	want_errno(ioctl(fd, _IOWR(MENDFS_IOC_MAGIC, 99, struct mendfs_ioc_zeroinit), &zi), ENOTTY,
+	           "unknown ioctl");
+
+	/* still alive and answering */
+	memset(rr, 0, sizeof(*rr));
+	rr->version = MENDFS_IOC_VERSION;
+	rr->length = 512;
+	if (ioctl(fd, MENDFS_IOC_RECOVERY_READ, rr) || rr->bytes != 512)
+		die("a valid recovery read after the hostile ones failed: %s", strerror(errno));
+	free(rr);
+	free(bm);
+	close(fd);
+	close(wfd);
+}
+
+static void check_notmendfs(const char *path)
+{
+	uint8_t buf[100];
+	struct iovec iov = {buf, sizeof(buf)};
+	struct mendfs_range r;
+	unsigned n;
+	int fd = xopen(path, O_RDWR | O_CREAT | O_TRUNC);
+
+	write_pattern(fd, 0, sizeof(buf), false);
+	want_errno(mendfs_preadv2(fd, &iov, 1, 0, MENDFS_RWF_RECOVERY_DATA), EOPNOTSUPP,
+	           "mendfs_preadv2 with the flag off mendfs");
+	want_errno(mendfs_badranges(fd, 0, &r, 1, &n), EOPNOTSUPP, "mendfs_badranges off mendfs");
+	want_errno(mendfs_zeroinit(fd, 0, 512), EOPNOTSUPP, "mendfs_zeroinit off mendfs");
+	memset(buf, 0, sizeof(buf));
+	if (mendfs_preadv2(fd, &iov, 1, 0, 0) != (ssize_t)sizeof(buf))
+		die("mendfs_preadv2 flags 0 off mendfs: %s", strerror(errno));
+	compare(buf, 0, sizeof(buf), "mendfs_preadv2 flags 0");
+	if (mendfs_pwritev2(fd, &iov, 1, 200, 0) != (ssize_t)sizeof(buf))
+		die("mendfs_pwritev2 flags 0 off mendfs: %s", strerror(errno));
+	want_errno(mendfs_preadv2(fd, &iov, 1, 0, 0x80), EINVAL, "mendfs_preadv2 unknown flag");
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 2 ? argv[1] : "", *path = argc > 2 ? argv[2] : "";
+
+	if (!strcmp(cmd, "pattern") && argc == 4) {
+		int fd = xopen(path, O_WRONLY | O_CREAT | O_TRUNC);
+
+		write_pattern(fd, 0, num(argv[3]), false);
+		if (fsync(fd))
+			die("fsync: %s", strerror(errno));
+		close(fd);
+	} else if (!strcmp(cmd, "read") && argc == 5) {
+		check_read(path, num(argv[3]), num(argv[4]));
+	} else if (!strcmp(cmd, "preadv2") && argc >= 4) {
+		ranges(argc, argv, 4);
+		check_preadv2(path, num(argv[3]));
+	} else if (!strcmp(cmd, "verify") && argc >= 4) {
+		ranges(argc, argv, 4);
+		check_verify(path, num(argv[3]));
+	} else if (!strcmp(cmd, "salvage") && argc >= 4) {
+		int fd = xopen(path, O_WRONLY | O_CREAT | O_TRUNC);
+
+		ranges(argc, argv, 4);
+		write_pattern(fd, 0, num(argv[3]), true);
+		close(fd);
+	} else if (!strcmp(cmd, "overwrite") && argc == 5) {
+		int fd = xopen(path, O_WRONLY);
+
+		write_pattern(fd, num(argv[3]), num(argv[4]), false);
+		close(fd);
+	} else if (!strcmp(cmd, "rwrite") && argc == 5) {
+		check_rwrite(path, num(argv[3]), num(argv[4]));
+	} else if (!strcmp(cmd, "hostile") && argc == 3) {
+		check_hostile(path);
+	} else if (!strcmp(cmd, "notmendfs") && argc == 3) {
+		check_notmendfs(path);
+	} else {
+		fprintf(stderr, "usage: see the top of tests/integration/recovery-check.c\n");
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,172 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Recovery integration tests (ARCHITECTURE.md §4-§6, docs/RECOVERY.md) on real
+# FUSE mounts: `recovery-test.sh NAME` with NAME one of
+#   read     a poisoned sector mid-block: plain read, recovery read, badranges,
+#            mendctl recover, in-place overwrite, hostile ioctls, a non-mendfs file
+#   zeroinit zero-init in place, recovery writes over part of a poisoned sector,
+#            a fully poisoned block, poison at end of file
+# Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
+# 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
+set -u
+
+name=${1:?usage: recovery-test.sh NAME}
+for v in MENDFS MKFS_MENDFS MENDCTL RCHECK; do
+	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
+done
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "skip: needs root and /dev/fuse"
+	exit 77
+fi
+
+WORK=$(mktemp -d /tmp/mendfs-rec.XXXXXX)
+IMG=$WORK/img
+MNT=$WORK/m
+mkdir -p "$MNT"
+DPID=
+cleanup() {
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
+			fusermount3 -u -z "$MNT" 2>/dev/null
+	fi
+	if [ -n "$DPID" ]; then
+		for ((i = 0; i < 50; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$DPID" 2>/dev/null
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+	echo "FAIL ($name): $*" >&2
+	[ -s "$WORK/log" ] && sed 's/^/  daemon: /' "$WORK/log" >&2
+	exit 1
+}
+
+rcheck() { timeout 60 "$RCHECK" "$@" || fail "recovery-check $*"; }
+mendctl() { timeout 60 "$MENDCTL" "$@"; }
+
+mount_fg() {
+	"$MENDFS" -f "$IMG" "$MNT" 2>>"$WORK/log" &
+	DPID=$!
+	for ((i = 0; i < 200; i++)); do
+		mountpoint -q "$MNT" && return 0
+		sleep 0.1
+	done
+	fail "$MNT not mounted after 20 s"
+}
+
+umount_fg() {
+	umount "$MNT" || fail "umount"
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	wait "$DPID" || fail "the daemon exited with status $?"
+	DPID=
+}
+
+# first_sector FILE SIZE: the device sector of FILE's one extent (from mendctl bmap --json)
+first_sector() {
+	local j
+	j=$(mendctl bmap --json "$1") || fail "mendctl bmap $1"
+	[ "$(grep -o '"offset"' <<<"$j" | wc -l)" = 1 ] || fail "$1 is not one extent: $j"
+	grep -q "\"offset\":0,\"length\":$2," <<<"$j" || fail "$1 extent: $j"
+	grep -o '"sector":[0-9]*' <<<"$j" | cut -d: -f2
+}
+
+"$MKFS_MENDFS" -q "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
+SIZE=65536
+
+case $name in
+read)
+	mount_fg
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	map=$(mendctl bmap --json "$MNT/f")
+	umount_fg
+	# one sector mid-block: sector 3 of block 5, bytes [22016, 22528)
+	echo "$((S + 5 * 8 + 3)) 1" >"$IMG.badblocks"
+	mount_fg
+	rcheck read "$MNT/f" $SIZE 22016
+	rcheck preadv2 "$MNT/f" $SIZE 22016 512
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[{"offset":22016,"length":512}]}' ] || fail "badranges: $out"
+	out=$(mendctl badranges "$MNT/f") || fail "mendctl badranges (text)"
+	[ "$out" = "22016 512" ] || fail "badranges text: $out"
+	out=$(mendctl recover --json "$MNT/f" "$WORK/salvage") || fail "mendctl recover"
+	[ "$out" = '{"bytes":65536,"zeroed":[{"offset":22016,"length":512}]}' ] ||
+		fail "recover: $out"
+	rcheck salvage "$WORK/expected" $SIZE 22016 512
+	cmp "$WORK/salvage" "$WORK/expected" || fail "the salvage copy differs"
+	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
+	grep -q '"recovered_sectors":[1-9]' <<<"$out" || fail "stats: $out"
+	grep -q '"meta_repairs":[0-9]' <<<"$out" || fail "stats: $out"
+	grep -q '"poison_ranges":1' <<<"$out" || fail "stats: $out"
+	rcheck hostile "$MNT/f"
+	kill -0 "$DPID" || fail "the daemon died"
+	rcheck notmendfs "$WORK/plain"
+	# a whole-block overwrite clears the poison in place
+	rcheck overwrite "$MNT/f" 20480 4096
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[]}' ] || fail "badranges after the overwrite: $out"
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "the overwrite moved the block"
+	rcheck verify "$MNT/f" $SIZE
+	umount_fg
+	grep -q '^[0-9]' "$IMG.badblocks" && fail "poison left in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	mount_fg
+	rcheck verify "$MNT/f" $SIZE
+	umount_fg
+	;;
+zeroinit)
+	mount_fg
+	rcheck pattern "$MNT/f" $SIZE
+	rcheck pattern "$MNT/h" 10000
+	S=$(first_sector "$MNT/f" $SIZE)
+	H=$(first_sector "$MNT/h" 10000)
+	map=$(mendctl bmap --json "$MNT/f")
+	umount_fg
+	# block 7 sector 0 [28672, 29184); block 9 sector 2 [37888, 38400);
+	# all of block 11 [45056, 49152); h: the sector holding its last byte [9728, 10000)
+	printf '%s\n' "$((S + 7 * 8)) 1" "$((S + 9 * 8 + 2)) 1" "$((S + 11 * 8)) 8" \
+		"$((H + 2 * 8 + 3)) 1" >"$IMG.badblocks"
+	mount_fg
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[{"offset":28672,"length":512},{"offset":37888,"length":512},{"offset":45056,"length":4096}]}' ] ||
+		fail "badranges: $out"
+	rcheck preadv2 "$MNT/f" $SIZE 28672 512 37888 512 45056 4096
+	out=$(mendctl badranges --json "$MNT/h") || fail "mendctl badranges h"
+	[ "$out" = '{"ranges":[{"offset":9728,"length":272}]}' ] || fail "badranges h: $out"
+	rcheck preadv2 "$MNT/h" 10000 9728 272
+	rcheck read "$MNT/h" 10000 9728
+	# zero-init: in place, poison cleared, the rest untouched
+	mendctl zeroinit "$MNT/f" 28672 512 || fail "mendctl zeroinit"
+	mendctl zeroinit "$MNT/f" 45056 4096 || fail "mendctl zeroinit (whole block)"
+	mendctl zeroinit "$MNT/h" 9728 512 || fail "mendctl zeroinit at end of file"
+	mendctl zeroinit "$MNT/f" 100 512 2>/dev/null && fail "zeroinit of a partial sector succeeded"
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[{"offset":37888,"length":512}]}' ] || fail "badranges after zeroinit: $out"
+	[ "$(mendctl badranges --json "$MNT/h")" = '{"ranges":[]}' ] || fail "h still poisoned"
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "zeroinit moved blocks"
+	# a recovery write over part of the poisoned sector of block 9
+	rcheck rwrite "$MNT/f" 37900 100
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[]}' ] || fail "f still poisoned"
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "the recovery write moved blocks"
+	zeros="28672 512 37888 12 38000 400 45056 4096"
+	rcheck verify "$MNT/f" $SIZE $zeros
+	rcheck verify "$MNT/h" 10000 9728 272
+	umount_fg
+	mount_fg
+	rcheck verify "$MNT/f" $SIZE $zeros
+	out=$(mendctl stats "$MNT") || fail "mendctl stats"
+	grep -q '^poison_ranges *0$' <<<"$out" || fail "stats: $out"
+	umount_fg
+	;;
+*)
+	echo "unknown test $name" >&2
+	exit 1
+	;;
+esac
+exit 0
