@@ -1044,6 +1044,8 @@ static int ioc_bmap(struct mfsd *d, uint64_t ino, struct mendfs_ioc_bmap *a)
 static int ioc_zeroinit(struct mfsd *d, uint64_t ino, struct mendfs_ioc_zeroinit *a,
                         struct mfsd_file *f)
 {
+	int ret;
+
 	if (!ioc_valid(a->version, a->flags, a->reserved, 4) || !a->length || a->offset % 512 ||
 	    a->length % 512 || a->offset > (uint64_t)INT64_MAX - a->length)
 		return -EINVAL;
@@ -1051,7 +1053,10 @@ static int ioc_zeroinit(struct mfsd *d, uint64_t ino, struct mendfs_ioc_zeroinit
 		return -EBADF;
 	if (d->read_only)
 		return -EROFS;
-	return mfs_zeroinit(d->fs, ino, a->offset, a->length);
+	ret = mfs_zeroinit(d->fs, ino, a->offset, a->length);
+	if (!ret) /* the kernel's cached pages and attributes (mtime) are stale now */
+		fuse_lowlevel_notify_inval_inode(d->se, ino, (off_t)a->offset, (off_t)a->length);
+	return ret;
 }
 
 static int ioc_stats(struct mfsd *d, struct mendfs_ioc_stats *a)

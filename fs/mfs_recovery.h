@@ -42,7 +42,8 @@ int mfs_bmap_extents(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_fe
  * Reset file bytes [off, off + len) to zeros in place and clear their poison:
  * WRITE_ZEROES on the written blocks' sectors; holes and unwritten extents
  * are left as they are; nothing is allocated or freed.  @off and @len must be
- * multiples of 512 (-EINVAL).  The part past the size is ignored.
+ * multiples of 512 (-EINVAL).  The part past the size is ignored.  mtime and
+ * ctime are set as by a write.
  */
 int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len);
 

@@ -5,13 +5,15 @@
  * (mfs_bmap) and the engine (BLK_BIO_RECOVERY reads, blk_poison_lookup,
  * BLK_OP_WRITE_ZEROES).  Reads and maps take the inode lock shared, zero-init
  * takes it exclusive.  Zero-init works in place: nothing is allocated, freed
- * or remapped, so the file keeps its blocks.
+ * or remapped, so the file keeps its blocks; it sets mtime and ctime like a
+ * write.
  */
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "mfs_int.h"
 #include "mfs_recovery.h"
@@ -125,19 +127,31 @@ ssize_t mfs_recovery_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, u
 			pos = to;
 			continue;
 		}
-		ret = mfs_file_read_blocks(fs, ip, (uint8_t *)buf + (pos - off), to - pos, pos,
-		                           BLK_BIO_RECOVERY, &rec);
-		if (ret < 0)
-			goto out;
-		if (rec.truncated)
-			*truncated = true;
-		qsort(rr, rec.nr, sizeof(*rr), cmp_blk_range);
-		for (unsigned i = 0; i < rec.nr; i++) {
-			uint64_t zo, zl;
+		/*
+		 * One block per call: one bio, so the engine never fills @rec from two
+		 * completions at once.
+		 */
+		for (uint64_t b = pos; b < to;) {
+			uint64_t be = (b / BS + 1) * BS < to ? (b / BS + 1) * BS : to;
 
-			if (sect_to_file(lblk, pblk, rr[i].sector, rr[i].nr, pos, to, &zo, &zl) &&
-			    !range_add(zeroed, max, nr, zo, zl))
+			rec.nr = 0;
+			rec.truncated = false;
+			ret = mfs_file_read_blocks(fs, ip, (uint8_t *)buf + (b - off), be - b, b,
+			                           BLK_BIO_RECOVERY, &rec);
+			if (ret < 0)
+				goto out;
+			if (rec.truncated)
 				*truncated = true;
+			qsort(rr, rec.nr, sizeof(*rr), cmp_blk_range);
+			for (unsigned i = 0; i < rec.nr; i++) {
+				uint64_t zo, zl;
+
+				if (sect_to_file(lblk, pblk, rr[i].sector, rr[i].nr, b, be, &zo,
+				                 &zl) &&
+				    !range_add(zeroed, max, nr, zo, zl))
+					*truncated = true;
+			}
+			b = be;
 		}
 		pos = to;
 	}
@@ -269,6 +283,26 @@ static int zero_sectors(struct mfs *fs, uint64_t sector, uint64_t nr)
 	return 0;
 }
 
+/* mtime and ctime to now, like a write (caller holds ip->lock for writing). */
+static int touch(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_txn *txn;
+	struct timespec ts;
+	int64_t t;
+	int ret, err;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t = (int64_t)htole64((uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		return ret;
+	ip->di.mtime_ns = t;
+	ip->di.ctime_ns = t;
+	ret = mfs_inode_write(fs, txn, ip);
+	err = mfs_txn_end(txn);
+	return ret ? ret : err;
+}
+
 int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 {
 	struct mfs_ino *ip;
@@ -301,6 +335,8 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 		}
 		pos = to;
 	}
+	if (!ret)
+		ret = touch(fs, ip);
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return ret;

@@ -141,7 +141,10 @@ zeroinit)
 	[ "$out" = '{"ranges":[{"offset":9728,"length":272}]}' ] || fail "badranges h: $out"
 	rcheck preadv2 "$MNT/h" 10000 9728 272
 	rcheck read "$MNT/h" 10000 9728
-	# zero-init: in place, poison cleared, the rest untouched
+	# zero-init: in place, poison cleared, the rest untouched, mtime set
+	touch -d '2001-01-01' "$MNT/f"
+	dd if="$MNT/f" of=/dev/null bs=4096 count=2 status=none || fail "read of clean blocks"
+	mendctl zeroinit "$MNT/f" 4096 512 || fail "mendctl zeroinit (clean, cached sector)"
 	mendctl zeroinit "$MNT/f" 28672 512 || fail "mendctl zeroinit"
 	mendctl zeroinit "$MNT/f" 45056 4096 || fail "mendctl zeroinit (whole block)"
 	mendctl zeroinit "$MNT/h" 9728 512 || fail "mendctl zeroinit at end of file"
@@ -149,12 +152,13 @@ zeroinit)
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[{"offset":37888,"length":512}]}' ] || fail "badranges after zeroinit: $out"
 	[ "$(mendctl badranges --json "$MNT/h")" = '{"ranges":[]}' ] || fail "h still poisoned"
+	[ "$(stat -c %Y "$MNT/f")" -gt 1000000000 ] || fail "zeroinit left mtime $(stat -c %y "$MNT/f")"
 	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "zeroinit moved blocks"
 	# a recovery write over part of the poisoned sector of block 9
 	rcheck rwrite "$MNT/f" 37900 100
 	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[]}' ] || fail "f still poisoned"
 	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "the recovery write moved blocks"
-	zeros="28672 512 37888 12 38000 400 45056 4096"
+	zeros="4096 512 28672 512 37888 12 38000 400 45056 4096"
 	rcheck verify "$MNT/f" $SIZE $zeros
 	rcheck verify "$MNT/h" 10000 9728 272
 	umount_fg
