@@ -2,11 +2,12 @@
 /*
  * fsx: a data-integrity stress run in the manner of fsx.  Seeded random
  * operations (write, read, truncate, fallocate in every mode, punch, rename,
- * link, unlink, mkdir, rmdir, fsync, remove a tree) are applied to the same
+ * link, unlink, mkdir, rmdir, symlink, chmod, xattrs, fsync, remove a tree;
+ * offsets now and then around and beyond 4 GiB) are applied to the same
  * relative paths under MNT (a mendfs mount) and under MIRROR (a directory on
  * tmpfs).  Each operation must give the same result on both sides (same data
  * for reads, same errno for failures); the full trees (names, types, sizes,
- * modes, link counts, contents, symlink targets) are compared every few
+ * modes, link counts, contents, user xattrs, symlink targets) are compared every few
  * hundred operations, after each remount (the -r command, run with no file
  * open on the mount) and at the end.  On a mismatch the seed, the failing
  * operation and the last operations are printed and the exit status is 1.
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,6 +125,8 @@ static void fill(char *b, size_t len)
 
 static off_t pick_off(void)
 {
+	if (rndn(300) == 0) /* around and beyond 4 GiB */
+		return ((off_t)4 << 30) - (1 << 20) + (off_t)rndn(4 << 20);
 	return (off_t)(rndn(20) == 0 ? rndn(BIGSIZE) : rndn(MAXSIZE));
 }
 
@@ -140,15 +144,48 @@ static size_t pick_len(void)
 
 /* ---- tree comparison ---- */
 
+/* where the next data of @fd starts at or after @off (@size if none) */
+static off_t next_data(int fd, off_t off, off_t size, int whence, const char *p)
+{
+	off_t r = lseek(fd, off, whence);
+
+	if (r < 0 && errno == ENXIO)
+		return size;
+	if (r < 0)
+		die("lseek %s %lld %d: %s", p, (long long)off, whence, strerror(errno));
+	return r;
+}
+
+/*
+ * Compare the union of both sides' data regions (SEEK_DATA/SEEK_HOLE): where
+ * both report a hole, both read zeros; a hole reported wrongly by mendfs is
+ * caught where the mirror has data.
+ */
 static void cmp_file(const char *a, const char *b, off_t size)
 {
 	int f1 = open(a, O_RDONLY), f2 = open(b, O_RDONLY);
-	off_t off;
+	off_t off = 0, end = 0;
 
 	if (f1 < 0 || f2 < 0)
 		die("compare: open %s: %s", f1 < 0 ? a : b, strerror(errno));
-	for (off = 0; off < size;) {
-		ssize_t n1 = pread(f1, buf1, BIGSIZE, off), n2 = pread(f2, buf2, BIGSIZE, off);
+	while (off < size) {
+		ssize_t n1, n2;
+		size_t want;
+
+		if (off >= end) {
+			off_t d1 = next_data(f1, off, size, SEEK_DATA, a),
+			      d2 = next_data(f2, off, size, SEEK_DATA, b), h1, h2;
+
+			off = d1 < d2 ? d1 : d2;
+			if (off >= size)
+				break;
+			h1 = next_data(f1, off, size, SEEK_HOLE, a);
+			h2 = next_data(f2, off, size, SEEK_HOLE, b);
+			end = h1 > h2 ? h1 : h2;
+		}
+		want = end - off > BIGSIZE ? BIGSIZE : (size_t)(end - off);
+		n1 = pread(f1, buf1, want, off);
+		n2 = pread(f2, buf2, want, off);
 
 		if (n1 != n2 || n1 <= 0)
 			die("compare %s: read at %lld: %zd vs %zd", a, (long long)off, n1, n2);
@@ -194,6 +231,7 @@ static int list_dir(const char *p, char ***out)
 }
 
 static long ncompared;
+static void cmp_xattrs(const char *rel, const char *a, const char *b);
 
 static void cmp_tree(const char *rel)
 {
@@ -225,6 +263,8 @@ static void cmp_tree(const char *rel)
 		if (S_ISDIR(s1.st_mode) && s1.st_nlink != s2.st_nlink)
 			die("compare %s: dir nlink %lu vs %lu", sub, (unsigned long)s1.st_nlink,
 			    (unsigned long)s2.st_nlink);
+		if (!S_ISLNK(s1.st_mode))
+			cmp_xattrs(sub, a, b);
 		if (S_ISREG(s1.st_mode)) {
 			if (s1.st_size != s2.st_size)
 				die("compare %s: size %lld vs %lld", sub, (long long)s1.st_size,
@@ -448,6 +488,54 @@ static void op_chmod(const char *rel)
 	same("chmod", RES(chmod(a, m)), RES(chmod(b, m)));
 }
 
+static void op_xattr(const char *rel)
+{
+	char a[8192], b[8192], name[32], val[256];
+	size_t len = rndn(sizeof(val));
+
+	both(rel, a, b);
+	snprintf(name, sizeof(name), "user.x%d", (int)rndn(4));
+	if (rndn(3) == 0) {
+		note("removexattr %s %s", rel, name);
+		same("removexattr", RES(lremovexattr(a, name)), RES(lremovexattr(b, name)));
+	} else {
+		int flags = rndn(4) == 0 ? XATTR_CREATE : rndn(4) == 0 ? XATTR_REPLACE : 0;
+
+		fill(val, len);
+		note("setxattr %s %s len %zu flags %d", rel, name, len, flags);
+		same("setxattr", RES(lsetxattr(a, name, val, len, flags)),
+		     RES(lsetxattr(b, name, val, len, flags)));
+	}
+}
+
+/* the user.* xattrs of both sides are the same (names and values) */
+static void cmp_xattrs(const char *rel, const char *a, const char *b)
+{
+	char l1[4096], l2[4096], v1[512], v2[512], *n;
+	ssize_t n1 = llistxattr(a, l1, sizeof(l1)), n2 = llistxattr(b, l2, sizeof(l2));
+	int c1 = 0, c2 = 0;
+
+	if (n1 < 0 || n2 < 0)
+		die("compare %s: listxattr: %zd %zd (%s)", rel, n1, n2, strerror(errno));
+	for (n = l2; n < l2 + n2; n += strlen(n) + 1)
+		if (!strncmp(n, "user.", 5))
+			c2++;
+	for (n = l1; n < l1 + n1; n += strlen(n) + 1) {
+		ssize_t s1, s2;
+
+		if (strncmp(n, "user.", 5))
+			continue;
+		c1++;
+		s1 = lgetxattr(a, n, v1, sizeof(v1));
+		s2 = lgetxattr(b, n, v2, sizeof(v2));
+		if (s1 != s2 || s1 < 0 || memcmp(v1, v2, (size_t)s1))
+			die("compare %s: xattr %s: %zd vs %zd bytes or values differ", rel, n, s1,
+			    s2);
+	}
+	if (c1 != c2)
+		die("compare %s: %d vs %d user xattrs", rel, c1, c2);
+}
+
 static void free_space(void)
 {
 	struct statvfs sv;
@@ -535,7 +623,9 @@ usage:
 			op_namespace();
 		} else if (k < 88) {
 			op_chmod(p);
-		} else if (k < 89 && rndn(5) == 0) {
+		} else if (k < 92) {
+			op_xattr(p);
+		} else if (k < 93 && rndn(3) == 0) {
 			char a[8192], b[8192];
 
 			both(names[rndn(NNAMES)], a, b);
