@@ -5,7 +5,8 @@
 # `posix-test.sh NAME [SECONDS]` runs one test against the built programs named
 # by $MENDFS, $MKFS_MENDFS, $POSIX (posix.c) and $FSX (fsx.c):
 #
-#   posix   error cases, links, rename, sparse/fallocate, xattrs, concurrency,
+#   posix   error cases, links, rename, sparse/fallocate, xattrs, concurrent
+#           writers and namespace races,
 #           permission rules as nobody (setpriv), a file beyond 4 GiB and
 #           data that must survive unmount/remount
 #   many    100 000 files in one directory
@@ -115,6 +116,7 @@ posix)
 	px sparse
 	px xattr
 	px concurrent
+	px concurrent-ns
 	px perm-prep
 	timeout 60 setpriv --reuid=nobody --regid=nogroup --clear-groups \
 		--inh-caps=-all --bounding-set=-all "$POSIX" perm "$MNT" >"$WORK/px.out" 2>&1 ||
@@ -126,6 +128,7 @@ posix)
 	remount
 	px large-verify
 	px persist-verify
+	px concurrent-ns verify
 	umount_fs
 	;;
 many)

@@ -14,6 +14,8 @@
  *   large        a file written beyond the 4 GiB offset (and large-verify)
  *   many         ARG files in one directory: create, list, stat, delete
  *   concurrent   threads writing one file and different files
+ *   concurrent-ns  processes racing on one namespace, then its consistency
+ *                (ARG "verify": only the consistency, after a remount)
  *   perm-prep    (root) lay out files for perm; perm (as nobody) and
  *   perm-root    (root, after perm) the permission and ownership rules
  *   enospc       fill the filesystem to ENOSPC, delete, write again
@@ -784,6 +786,139 @@ static void check_concurrent(void)
 	free(buf);
 }
 
+/*
+ * Processes racing on one small namespace (rename, link, unlink, mkdir, rmdir,
+ * create); afterwards (and after a remount: ARG "verify") every entry must be
+ * reachable, every directory's nlink 2 + its subdirectories and every file's
+ * nlink the number of its names.
+ */
+#define NS_PROCS 4
+#define NS_NAMES 6
+
+static void ns_path(char *p, size_t n, unsigned *seedp)
+{
+	static const char *nm[NS_NAMES] = {"a", "b", "c", "d", "e", "f"};
+
+	if (rand_r(seedp) % 3 == 0)
+		snprintf(p, n, "ns/%s", nm[rand_r(seedp) % NS_NAMES]);
+	else
+		snprintf(p, n, "ns/%s/%s", nm[rand_r(seedp) % NS_NAMES],
+		         nm[rand_r(seedp) % NS_NAMES]);
+}
+
+struct nsino {
+	ino_t ino;
+	nlink_t nlink;
+	int names;
+};
+
+static int ns_walk(const char *dir, struct nsino *tab, int *ntab)
+{
+	char sub[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	int subdirs = 0, bad = 0, i;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 1;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+		if (lstat(sub, &st)) {
+			printf("  %s listed but lstat fails: %s\n", sub, strerror(errno));
+			bad++;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			subdirs++;
+			bad += ns_walk(sub, tab, ntab);
+			continue;
+		}
+		for (i = 0; i < *ntab && tab[i].ino != st.st_ino; i++)
+			;
+		if (i == *ntab && *ntab < 4096)
+			tab[(*ntab)++] = (struct nsino){st.st_ino, st.st_nlink, 0};
+		if (i < *ntab)
+			tab[i].names++;
+	}
+	closedir(d);
+	if (lstat(dir, &st) || st.st_nlink != (nlink_t)(2 + subdirs)) {
+		printf("  %s: nlink %lu with %d subdirectories\n", dir, (unsigned long)st.st_nlink,
+		       subdirs);
+		bad++;
+	}
+	return bad;
+}
+
+static void check_concurrent_ns(const char *arg)
+{
+	static struct nsino tab[4096];
+	int i, ntab = 0, bad, errs = 0;
+
+	if (!arg || strcmp(arg, "verify")) {
+		pid_t kids[NS_PROCS];
+
+		CHECK(mkdir("ns", 0755) == 0, "mkdir ns");
+		for (i = 0; i < NS_PROCS; i++) {
+			kids[i] = fork();
+			if (kids[i] == 0) {
+				unsigned seedv = (unsigned)getpid();
+				char p1[PATH_MAX], p2[PATH_MAX];
+				int k, fd;
+
+				for (k = 0; k < 3000; k++) {
+					ns_path(p1, sizeof(p1), &seedv);
+					ns_path(p2, sizeof(p2), &seedv);
+					switch (rand_r(&seedv) % 7) {
+					case 0:
+					case 1:
+						rename(p1, p2);
+						break;
+					case 2:
+						link(p1, p2);
+						break;
+					case 3:
+						unlink(p1);
+						break;
+					case 4:
+						mkdir(p1, 0755);
+						break;
+					case 5:
+						rmdir(p1);
+						break;
+					default:
+						fd = open(p1, O_CREAT | O_WRONLY, 0644);
+						if (fd >= 0) {
+							if (write(fd, p1, strlen(p1)) < 0)
+								_exit(2);
+							close(fd);
+						}
+					}
+				}
+				_exit(0);
+			}
+		}
+		for (i = 0; i < NS_PROCS; i++) {
+			int status;
+
+			waitpid(kids[i], &status, 0);
+			if (!WIFEXITED(status) || WEXITSTATUS(status))
+				errs++;
+		}
+		CHECK(errs == 0, "%d processes racing on one namespace", NS_PROCS);
+	}
+	bad = ns_walk("ns", tab, &ntab);
+	for (i = 0; i < ntab; i++)
+		if (tab[i].nlink != (nlink_t)tab[i].names) {
+			printf("  inode %lu: nlink %lu, %d names\n", (unsigned long)tab[i].ino,
+			       (unsigned long)tab[i].nlink, tab[i].names);
+			bad++;
+		}
+	CHECK(bad == 0, "namespace consistent after the race (%d files, %d problems)", ntab, bad);
+}
+
 /* --- permissions and ownership --------------------------------------------------------- */
 
 #define NOBODY 65534
@@ -1107,6 +1242,8 @@ int main(int argc, char **argv)
 		check_many(arg ? atol(arg) : 100000);
 	else if (!strcmp(check, "concurrent"))
 		check_concurrent();
+	else if (!strcmp(check, "concurrent-ns"))
+		check_concurrent_ns(arg);
 	else if (!strcmp(check, "perm-prep"))
 		perm_prep();
 	else if (!strcmp(check, "perm"))
