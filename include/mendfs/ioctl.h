@@ -109,4 +109,13 @@ struct mendfs_ioc_stats {
 #define MENDFS_IOC_ZEROINIT      _IOWR(MENDFS_IOC_MAGIC, 4, struct mendfs_ioc_zeroinit)
 #define MENDFS_IOC_STATS         _IOWR(MENDFS_IOC_MAGIC, 5, struct mendfs_ioc_stats)
 
+#ifndef __cplusplus
+/* The ABI: these sizes are part of the ioctl numbers. */
+_Static_assert(sizeof(struct mendfs_ioc_recovery_read) == 12616, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_badranges) == 1088, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_bmap) == 2112, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_zeroinit) == 56, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_stats) == 328, "ABI");
+#endif
+
 #endif /* MENDFS_IOCTL_H */
