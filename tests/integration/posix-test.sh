@@ -10,7 +10,8 @@
 #           permission rules as nobody (setpriv), a file beyond 4 GiB and
 #           data that must survive unmount/remount
 #   many    100 000 files in one directory
-#   enospc  fill a small filesystem, delete, write again, remount
+#   enospc  fill a small filesystem (blocks, then inodes), delete, write
+#           again, remount
 #   fsx     seeded random operations mirrored on /dev/shm for SECONDS
 #           (default 30; $FSX_SEED picks the seed), remounting at intervals
 #
@@ -69,7 +70,7 @@ wait_mounted() {
 
 # mkfs SIZE [INODES]
 mkfs() {
-	"$MKFS_MENDFS" -q ${2:+-N "$2"} "$IMG" "$1" >"$WORK/mkfs.log" 2>&1 ||
+	"$MKFS_MENDFS" -q -f ${2:+-N "$2"} "$IMG" "$1" >"$WORK/mkfs.log" 2>&1 ||
 		{ cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
 }
 
@@ -117,6 +118,7 @@ posix)
 	px xattr
 	px concurrent
 	px concurrent-ns
+	px mmap
 	px perm-prep
 	timeout 60 setpriv --reuid=nobody --regid=nogroup --clear-groups \
 		--inh-caps=-all --bounding-set=-all "$POSIX" perm "$MNT" >"$WORK/px.out" 2>&1 ||
@@ -143,6 +145,12 @@ enospc)
 	px enospc
 	remount
 	px enospc
+	umount_fs
+	mkfs 64M 3000
+	mount_fs
+	px enospc-inodes
+	remount
+	px enospc-inodes
 	umount_fs
 	;;
 fsx)

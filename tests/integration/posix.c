@@ -19,6 +19,8 @@
  *   perm-prep    (root) lay out files for perm; perm (as nobody) and
  *   perm-root    (root, after perm) the permission and ownership rules
  *   enospc       fill the filesystem to ENOSPC, delete, write again
+ *   enospc-inodes  run out of inodes, delete, create again
+ *   mmap         a shared writable mapping
  *   persist / persist-verify   data that must survive unmount/remount
  */
 #include <dirent.h>
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -1158,6 +1161,80 @@ static int get_check_n(const char *path, const char *want, size_t n)
 	return r == (ssize_t)n && !memcmp(buf, want, n);
 }
 
+/* inode exhaustion: create files until ENOSPC, delete them, create as many again */
+static void check_enospc_inodes(void)
+{
+	char name[64];
+	struct statvfs sv;
+	long i, made = 0, again = 0;
+	int fd;
+
+	CHECK(mkdir("in", 0755) == 0, "mkdir in");
+	for (i = 0; i < 10000000; i++) {
+		snprintf(name, sizeof(name), "in/%ld", i);
+		fd = open(name, O_CREAT | O_WRONLY, 0644);
+		if (fd < 0)
+			break;
+		close(fd);
+		made++;
+	}
+	CHECK(i < 10000000 && errno == ENOSPC, "inodes run out with ENOSPC after %ld files", made);
+	CHECK(statvfs(".", &sv) == 0 && sv.f_ffree == 0, "statvfs: no free inodes (%llu)",
+	      (unsigned long long)sv.f_ffree);
+	ERR(mkdir("in/d", 0755), ENOSPC, "mkdir without inodes: ENOSPC");
+	ERR(symlink("x", "in/s"), ENOSPC, "symlink without inodes: ENOSPC");
+	CHECK(link("in/0", "in/hard") == 0 && unlink("in/hard") == 0, "link needs no inode");
+	for (i = 0; i < made; i++) {
+		snprintf(name, sizeof(name), "in/%ld", i);
+		unlink(name);
+	}
+	CHECK(statvfs(".", &sv) == 0 && sv.f_ffree >= (unsigned long)made, "inodes free again");
+	for (i = 0; i < made; i++) {
+		snprintf(name, sizeof(name), "in/%ld", i);
+		fd = open(name, O_CREAT | O_WRONLY, 0644);
+		if (fd < 0)
+			break;
+		close(fd);
+		again++;
+	}
+	CHECK(again == made, "created %ld files again", again);
+	for (i = 0; i < made; i++) {
+		snprintf(name, sizeof(name), "in/%ld", i);
+		unlink(name);
+	}
+	CHECK(rmdir("in") == 0, "rmdir in");
+}
+
+/* a shared writable mapping reaches the file, past-EOF bytes of the last page stay out */
+static void check_mmap(void)
+{
+	char buf[20000];
+	size_t len = 3 * 4096 + 100;
+	char *p;
+	int fd = open("mm", O_CREAT | O_RDWR | O_TRUNC, 0644);
+
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0, "create mm");
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED, "mmap shared writable");
+	if (p == MAP_FAILED) {
+		close(fd);
+		return;
+	}
+	memset(p + 4000, 'm', 200);
+	p[len - 1] = 'e';
+	CHECK(msync(p, len, MS_SYNC) == 0, "msync");
+	munmap(p, len);
+	close(fd);
+	fd = open("mm", O_RDONLY);
+	CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == (ssize_t)len && buf[4000] == 'm' &&
+	              buf[4199] == 'm' && buf[4200] == 0 && buf[len - 1] == 'e' &&
+	              is_zero(buf, 4000),
+	      "written through the mapping, read back with read(2)");
+	if (fd >= 0)
+		close(fd);
+	CHECK(unlink("mm") == 0, "unlink mm");
+}
+
 /* --- persistence ----------------------------------------------------------------------- */
 
 static void check_persist(int verify)
@@ -1252,6 +1329,10 @@ int main(int argc, char **argv)
 		check_perm_root();
 	else if (!strcmp(check, "enospc"))
 		check_enospc();
+	else if (!strcmp(check, "enospc-inodes"))
+		check_enospc_inodes();
+	else if (!strcmp(check, "mmap"))
+		check_mmap();
 	else if (!strcmp(check, "persist"))
 		check_persist(0);
 	else if (!strcmp(check, "persist-verify"))
