@@ -3,7 +3,8 @@
  * fsx: a data-integrity stress run in the manner of fsx.  Seeded random
  * operations (write, read, truncate, fallocate in every mode, punch, rename,
  * link, unlink, mkdir, rmdir, symlink, chmod, xattrs, fsync, remove a tree;
- * offsets now and then around and beyond 4 GiB) are applied to the same
+ * writes and truncates through files kept open while their names change or
+ * go; offsets now and then around and beyond 4 GiB) are applied to the same
  * relative paths under MNT (a mendfs mount) and under MIRROR (a directory on
  * tmpfs).  Each operation must give the same result on both sides (same data
  * for reads, same errno for failures); the full trees (names, types, sizes,
@@ -536,11 +537,102 @@ static void cmp_xattrs(const char *rel, const char *a, const char *b)
 		die("compare %s: %d vs %d user xattrs", rel, c1, c2);
 }
 
+/*
+ * Files kept open across operations (their names may be renamed or unlinked
+ * meanwhile): written and read through the descriptors, compared in full
+ * before they are closed (and all of them before a remount).
+ */
+#define NKEEP 4
+static int keep1[NKEEP] = {-1, -1, -1, -1}, keep2[NKEEP] = {-1, -1, -1, -1};
+
+static void keep_close(int i)
+{
+	struct stat s1, s2;
+	off_t off;
+
+	if (keep1[i] < 0)
+		return;
+	note("close kept %d", i);
+	if (fstat(keep1[i], &s1) || fstat(keep2[i], &s2) || s1.st_size != s2.st_size ||
+	    s1.st_nlink != s2.st_nlink)
+		die("kept %d: fstat: size %lld vs %lld, nlink %lu vs %lu", i, (long long)s1.st_size,
+		    (long long)s2.st_size, (unsigned long)s1.st_nlink, (unsigned long)s2.st_nlink);
+	for (off = 0; off < s1.st_size && off < (64 << 20); off += BIGSIZE) {
+		ssize_t n1 = pread(keep1[i], buf1, BIGSIZE, off),
+		        n2 = pread(keep2[i], buf2, BIGSIZE, off);
+
+		if (n1 != n2 || n1 < 0 || memcmp(buf1, buf2, (size_t)n1))
+			die("kept %d: content differs in [%lld, +%zd)", i, (long long)off, n1);
+	}
+	close(keep1[i]);
+	close(keep2[i]);
+	keep1[i] = keep2[i] = -1;
+}
+
+static void op_keep(const char *rel)
+{
+	int i = (int)rndn(NKEEP);
+	char a[8192], b[8192];
+
+	if (keep1[i] < 0) {
+		int r1, r2;
+
+		both(rel, a, b);
+		note("open-keep %d %s", i, rel);
+		keep1[i] = open(a, O_RDWR);
+		r1 = RES(keep1[i]);
+		keep2[i] = open(b, O_RDWR);
+		r2 = RES(keep2[i]);
+		same("open-keep", r1, r2);
+		return;
+	}
+	switch (rndn(4)) {
+	case 0:
+		keep_close(i);
+		break;
+	case 1: {
+		off_t size = pick_off();
+
+		note("ftruncate kept %d %lld", i, (long long)size);
+		same("ftruncate kept", RES(ftruncate(keep1[i], size)),
+		     RES(ftruncate(keep2[i], size)));
+		break;
+	}
+	default: {
+		off_t off = pick_off();
+		size_t len = pick_len();
+		ssize_t n1, n2;
+
+		fill(buf1, len);
+		note("write kept %d off %lld len %zu", i, (long long)off, len);
+		n1 = pwrite(keep1[i], buf1, len, off);
+		n2 = pwrite(keep2[i], buf1, len, off);
+		if (n1 != n2)
+			die("write kept %d: %zd vs %zd (%s)", i, n1, n2, strerror(errno));
+		break;
+	}
+	}
+}
+
+static void keep_close_all(void)
+{
+	int i;
+
+	for (i = 0; i < NKEEP; i++)
+		keep_close(i);
+}
+
 static void free_space(void)
 {
 	struct statvfs sv;
+	int tries = 0;
 
 	while (statvfs(mnt, &sv) == 0 && sv.f_bavail < sv.f_blocks / 3) {
+		if (++tries > 2 * NNAMES) /* the space is held by kept files */
+			keep_close_all();
+		if (tries > 4 * NNAMES)
+			die("no space to free (%llu of %llu blocks free)",
+			    (unsigned long long)sv.f_bavail, (unsigned long long)sv.f_blocks);
 		char a[8192], b[8192];
 		const char *n = names[rndn(NNAMES)];
 
@@ -625,7 +717,10 @@ usage:
 			op_chmod(p);
 		} else if (k < 92) {
 			op_xattr(p);
-		} else if (k < 93 && rndn(3) == 0) {
+		} else if (k < 96) {
+			free_space();
+			op_keep(p);
+		} else if (k < 97 && rndn(3) == 0) {
 			char a[8192], b[8192];
 
 			both(names[rndn(NNAMES)], a, b);
@@ -648,6 +743,7 @@ usage:
 		if (opno % CMP_EVERY == CMP_EVERY - 1)
 			full_compare("periodic");
 		if (remount && opno >= next_remount) {
+			keep_close_all();
 			note("remount");
 			if (system(remount) != 0)
 				die("remount command failed");
@@ -656,6 +752,7 @@ usage:
 			next_remount = opno + 3000 + (long)rndn(3000);
 		}
 	}
+	keep_close_all();
 	full_compare("end");
 	if (remount) {
 		note("final remount");
