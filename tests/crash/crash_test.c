@@ -38,22 +38,28 @@
  *    data bitmap has no other bit set (the quarantine is empty here); the
  *    free-block count (statfs, recounted from the bitmap) is data_len minus
  *    the blocks used; the inode bitmap holds exactly the reachable inodes;
- *    the orphan tree is empty (mount processed it);
+ *    the orphan tree is empty (mount processed it); the meta zone holds
+ *    the B+tree blocks of every reachable inode (each used once, right level
+ *    and kind) plus the fixed part, exactly as the meta bitmap says;
  *  - durability: for every file, take its last fsync (or sync, or the final
  *    unmount) that returned at log length F <= c.  If no operation that
  *    changes the file's content or frees it (write, truncate, unlinking its
  *    last name, being replaced by a rename) started before c after that
  *    fsync, the file must be reachable and hold exactly the fsync'ed data and
- *    size.  Files changed after their fsync are not asserted (their content
- *    may legitimately be any mix of the two versions): the rule is "not
- *    modified after the fsync within the crash window", chosen over "the
- *    fsync'ed or a later version" because overwrites in place are not atomic.
+ *    size.
+ *    A file changed after its fsync inside the window (and not freed) is
+ *    checked per byte instead (check_mixed): its size is the fsync'ed one or
+ *    one it had after a change, and each byte holds its value in the fsync'ed
+ *    version or after one of the changes.  Versions may mix byte by byte
+ *    because overwrites in place are not atomic.  This check exposes a KNOWN
+ *    BUG (see check_mixed): reported and counted, fatal only with --strict.
  *  then it must unmount cleanly.  The working image is reset between crash
  *  points by copying back only the blocks that differ from the expected
  *  state (kept in memory), so a crash point costs one mount, not an image
  *  copy.
  *
- * Usage: crash_test [--long] [--seed N].  The short run is the 'crash'
+ * Usage: crash_test [--long] [--strict] [--seed N] [--ops N]; CRASH_TRACE=1
+ * prints the workload and its log.  The short run is the 'crash'
  * suite (part of the default `meson test`), the long one the 'long' suite.
  * Prints "crash points checked: N".  A failure prints the crash point, the
  * failing check and the workload step, and keeps the pre-mount image in
@@ -220,8 +226,18 @@ struct snap {
 	size_t size;
 };
 
+/* A change of a file after which bytes [lo, hi) hold data (a copy) and the size is size. */
+struct fmod {
+	size_t lstart;
+	size_t lo, hi, size;
+	uint8_t *data;
+	bool freed; /* the file lost its last name */
+};
+
 struct mfile {
 	uint64_t ino;
+	struct fmod *mods;
+	unsigned nmods, capmods;
 	uint8_t *data;
 	size_t size, cap;
 	unsigned nlinks;
@@ -256,6 +272,7 @@ struct event {
 	size_t F;        /* log length when the fsync returned */
 	size_t next_mod; /* lstart of the first later change of the file (SIZE_MAX: none) */
 	unsigned op;
+	unsigned mod0; /* files[file].mods[mod0 ...] came after it */
 	struct snap *snap;
 };
 
@@ -278,6 +295,24 @@ static struct mfs_ino *held[MAX_HELD]; /* unlinked files still referenced */
 static unsigned nheld;
 
 static struct mfs *wfs; /* the workload's mount */
+
+/* Record a change of file @f: bytes [lo, hi) of its new content, or its freeing. */
+static void file_mod(int f, size_t lstart, size_t lo, size_t hi, bool freed)
+{
+	struct mfile *mf = &files[f];
+	struct fmod *m;
+
+	GROW(mf->mods, mf->nmods, mf->capmods);
+	m = &mf->mods[mf->nmods++];
+	m->lstart = lstart;
+	m->lo = lo;
+	m->hi = hi > lo ? hi : lo;
+	m->size = mf->size;
+	m->freed = freed;
+	m->data = xmalloc(m->hi - m->lo);
+	if (m->hi > m->lo)
+		memcpy(m->data, mf->data + lo, m->hi - m->lo);
+}
 
 static void file_changed(int f, size_t lstart)
 {
@@ -311,6 +346,7 @@ static void record_event(int f, size_t F)
 	e->F = F;
 	e->next_mod = SIZE_MAX;
 	e->op = nops - 1;
+	e->mod0 = mf->nmods;
 	e->snap = mf->snap;
 }
 
@@ -455,6 +491,7 @@ static void file_unlinked(int f, size_t lstart)
 {
 	if (--files[f].nlinks == 0) {
 		files[f].live = false;
+		file_mod(f, lstart, 0, 0, true);
 		file_changed(f, lstart);
 	}
 }
@@ -511,7 +548,7 @@ static bool do_op(unsigned kind, size_t lstart)
 	case 5:
 	case 6: {
 		struct mfile *mf;
-		size_t off, len, i;
+		size_t off, len, i, lo;
 		uint8_t *buf;
 		ssize_t n;
 
@@ -540,9 +577,11 @@ static bool do_op(unsigned kind, size_t lstart)
 			    nops - 1, mf->ino, len, off, n);
 		file_reserve(mf, off + len);
 		memcpy(mf->data + off, buf, len);
+		lo = off < mf->size ? off : mf->size; /* a gap past the old EOF reads zeros */
 		if (off + len > mf->size)
 			mf->size = off + len;
 		free(buf);
+		file_mod(f, lstart, lo, off + len, false);
 		file_changed(f, lstart);
 		snprintf(op->desc, sizeof(op->desc), "write ino %" PRIu64 " [%zu, +%zu)", mf->ino,
 		         off, len);
@@ -550,7 +589,7 @@ static bool do_op(unsigned kind, size_t lstart)
 	}
 	case 7: { /* truncate */
 		struct mfile *mf;
-		size_t size;
+		size_t size, i;
 
 		if ((f = pick_file()) < 0)
 			return false;
@@ -564,7 +603,9 @@ static bool do_op(unsigned kind, size_t lstart)
 		file_reserve(mf, size > mf->size ? size : mf->size);
 		if (size < mf->size)
 			memset(mf->data + size, 0, mf->size - size);
+		i = mf->size;
 		mf->size = size;
+		file_mod(f, lstart, i, size, false); /* growing: the new bytes read zeros */
 		file_changed(f, lstart);
 		snprintf(op->desc, sizeof(op->desc), "truncate ino %" PRIu64 " to %zu", mf->ino,
 		         size);
@@ -735,6 +776,7 @@ static bool do_op(unsigned kind, size_t lstart)
 		if (off + len > mf->size)
 			len = mf->size - off;
 		memset(mf->data + off, 0, len);
+		file_mod(f, lstart, off, off + len, false);
 		file_changed(f, lstart);
 		snprintf(op->desc, sizeof(op->desc), "punch ino %" PRIu64 " [%zu, +%zu)", mf->ino,
 		         off, len);
@@ -808,6 +850,16 @@ static void run_workload(void)
 			kind = rnd(24);
 		} while (!do_op(kind, lstart));
 		op->lend = nlog;
+		if (getenv("CRASH_TRACE")) {
+			size_t k;
+
+			printf("op %u: %s (log [%zu, %zu))\n", nops - 1, op->desc, op->lstart,
+			       op->lend);
+			for (k = op->lstart; k < op->lend; k++)
+				printf("    log %zu: %s block %" PRIu64 " +%u bytes\n", k,
+				       wlog[k].op == BLK_OP_FLUSH ? "flush" : "write",
+				       wlog[k].pos / MFS_BLOCK_SIZE, wlog[k].len);
+		}
 		if (kind == 8 || kind == 9)
 			record_event(fsync_file, nlog);
 		else if (kind == 17) {
@@ -823,7 +875,7 @@ static void run_workload(void)
 /* --- checks -------------------------------------------------------------------------- */
 
 static char cerr[512]; /* the first failing check */
-static unsigned long long files_asserted, tree_files, tree_nodes;
+static unsigned long long files_asserted, mixed_asserted, tree_files, tree_nodes;
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -1288,6 +1340,106 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 	return ret;
 }
 
+/*
+ * KNOWN BUG, not fixed yet (reported to the lead): data blocks freed by a
+ * transaction that has not committed (truncate, punch, unlink) go back to the
+ * allocator at once (fs/alloc.c free_clean -> fx_add), so another file's
+ * write reuses them and overwrites them in place before the free commits.
+ * After a crash before that commit, the first file still maps the blocks and
+ * reads the other file's data.  Reproduce: `crash_test --strict` (prefix
+ * k=76 of the default seed: op 48 truncates ino 8, op 49 writes ino 14 into
+ * the freed block 6145, ino 8 shows ino 14's bytes at 98304).  Until it is
+ * fixed, a byte of a changed file found in none of its versions is reported
+ * as "KNOWN BUG" and counted, and fails the run only with --strict; every
+ * other check always fails the run.
+ */
+static bool strict;
+static char known[512];
+static unsigned long long known_points;
+
+static int known_bug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int known_bug(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (strict)
+		return fail("%s", msg);
+	if (!known[0])
+		snprintf(known, sizeof(known), "%s", msg);
+	return 0;
+}
+
+/*
+ * A file changed after its fsync, inside the crash window (changes that
+ * started before @c): unless one of them freed it, its size must be the
+ * fsync'ed size or the size after one of the changes, and every byte must
+ * hold the value it had in the fsync'ed version or after one of the changes
+ * (a byte past a version's size matches nothing in that version).  So data
+ * synced before can only be replaced by data written since, never by zeros
+ * or stale bytes of an uncommitted truncate or punch.  Per byte: versions may
+ * mix, as overwrites in place are not atomic.
+ */
+static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const struct event *e,
+                       const uint8_t *kind, uint8_t *buf)
+{
+	static uint8_t *ok;
+	size_t size, j, i;
+	unsigned m, nm = 0;
+	bool size_ok;
+	struct stat st;
+	ssize_t n;
+	int ret;
+
+	if (!ok)
+		ok = xmalloc(P.max_file * 2 + MFS_BLOCK_SIZE);
+	for (m = e->mod0; m < mf->nmods && mf->mods[m].lstart < c; m++, nm++)
+		if (mf->mods[m].freed)
+			return 0; /* may be gone */
+	if (mf->ino > fs->sb.nr_inodes || kind[mf->ino] != 2)
+		return fail("file ino %" PRIu64 " fsync'ed at op %u (log %zu), changed since but "
+		            "never unlinked, is not reachable",
+		            mf->ino, e->op, e->F);
+	ret = mfs_getattr(fs, mf->ino, &st);
+	if (ret || !S_ISREG(st.st_mode))
+		return fail("file ino %" PRIu64 ": getattr %s, mode 0%o", mf->ino,
+		            ret ? strerror(-ret) : "ok", ret ? 0 : (unsigned)st.st_mode);
+	size = (size_t)st.st_size;
+	size_ok = size == e->snap->size;
+	for (m = e->mod0; m < e->mod0 + nm; m++)
+		size_ok |= size == mf->mods[m].size;
+	if (!size_ok || size > P.max_file * 2)
+		return fail("file ino %" PRIu64 " fsync'ed at op %u (log %zu) and changed %u times "
+		            "since: size %zu is none of its versions' (fsync'ed: %zu)",
+		            mf->ino, e->op, e->F, nm, size, e->snap->size);
+	n = mfs_read(fs, mf->ino, buf, size + MFS_BLOCK_SIZE, 0);
+	if (n != (ssize_t)size)
+		return fail("file ino %" PRIu64 ": read returned %zd, size %zu", mf->ino, n, size);
+	for (j = 0; j < size; j++)
+		ok[j] = j < e->snap->size && buf[j] == e->snap->data[j];
+	for (m = e->mod0; m < e->mod0 + nm; m++) {
+		const struct fmod *fm = &mf->mods[m];
+
+		for (i = fm->lo; i < fm->hi && i < size; i++)
+			ok[i] |= buf[i] == fm->data[i - fm->lo];
+	}
+	mixed_asserted++;
+	for (j = 0; j < size; j++)
+		if (!ok[j])
+			return known_bug(
+			        "file ino %" PRIu64 " fsync'ed at op %u (log %zu) and changed %u "
+			        "times since (first: op at log %zu): byte %zu of %zu is 0x%02x, "
+			        "in none of its versions (fsync'ed: %s0x%02x)",
+			        mf->ino, e->op, e->F, nm, mf->mods[e->mod0].lstart, j, size, buf[j],
+			        j < e->snap->size ? "" : "past EOF, ",
+			        j < e->snap->size ? e->snap->data[j] : 0);
+	return 0;
+}
+
 /* Files whose last fsync before the bound @c was not followed by a change before @c. */
 static int check_durability(struct mfs *fs, size_t c, const uint8_t *kind)
 {
@@ -1312,8 +1464,11 @@ static int check_durability(struct mfs *fs, size_t c, const uint8_t *kind)
 		if (last[i] < 0)
 			continue;
 		e = &evs[last[i]];
-		if (e->next_mod < c)
-			continue; /* changed after its fsync, inside the crash window */
+		if (e->next_mod < c) {
+			/* changed after its fsync, inside the crash window */
+			ret = check_mixed(fs, c, &files[i], e, kind, buf);
+			continue;
+		}
 		if (files[i].ino > fs->sb.nr_inodes || kind[files[i].ino] != 2) {
 			ret = fail("file ino %" PRIu64
 			           " fsync'ed at op %u (log %zu) is not reachable",
@@ -1397,6 +1552,7 @@ static void check_point(size_t c, const char *where, size_t last_idx)
 	int ret;
 
 	cerr[0] = 0;
+	known[0] = 0;
 	checked++;
 	ret = mfs_mount(img, &o, &fs, err, sizeof(err));
 	if (ret) {
@@ -1408,6 +1564,15 @@ static void check_point(size_t c, const char *where, size_t last_idx)
 		free(kind);
 		if (mfs_unmount(fs) && !ret)
 			ret = fail("unmount failed");
+	}
+	if (known[0] && !cerr[0]) {
+		if (known_points++ < 3)
+			fprintf(stderr,
+			        "KNOWN BUG (blocks reused before their free commits) at crash "
+			        "point %s "
+			        "(bound %zu of %zu log entries)\n  check: %s\n  workload step: "
+			        "%s\n",
+			        where, c, nlog, known, step_at(last_idx, step, sizeof(step)));
 	}
 	if (!cerr[0])
 		return;
@@ -1559,12 +1724,14 @@ int main(int argc, char **argv)
 			P.subsets = 8;
 			P.max_file = 256 << 10;
 			P.max_write = 40 << 10;
+		} else if (!strcmp(argv[i], "--strict")) {
+			strict = true;
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
 			P.seed = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--ops") && i + 1 < argc) {
 			P.ops = (unsigned)strtoul(argv[++i], NULL, 0);
 		} else {
-			die("usage: crash_test [--long] [--seed N] [--ops N]");
+			die("usage: crash_test [--long] [--strict] [--seed N] [--ops N]");
 		}
 	}
 	if (!P.seed)
@@ -1656,9 +1823,15 @@ int main(int argc, char **argv)
 	       checked - prefix_points, P.subsets,
 	       (double)(t1.tv_sec - t2.tv_sec) + (double)(t1.tv_nsec - t2.tv_nsec) / 1e9);
 	printf("crash points checked: %llu\n", checked);
-	printf("fsync'ed files asserted: %llu; files with an extent tree seen: %llu; B+tree "
-	       "interior nodes seen: %llu; blocks restored between crash points: %llu\n",
-	       files_asserted, tree_files, tree_nodes, restored_blocks);
+	if (known_points)
+		printf("crash points showing the KNOWN BUG (blocks reused before their free "
+		       "commits, "
+		       "see check_mixed; fatal with --strict): %llu\n",
+		       known_points);
+	printf("fsync'ed files asserted exactly: %llu, as a mix of versions: %llu; files with an "
+	       "extent tree seen: %llu; B+tree interior nodes seen: %llu; blocks restored between "
+	       "crash points: %llu\n",
+	       files_asserted, mixed_asserted, tree_files, tree_nodes, restored_blocks);
 
 	munmap(map, IMG_SIZE);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -1672,8 +1845,14 @@ int main(int argc, char **argv)
 		free(snaps[i]);
 	}
 	free(snaps);
-	for (i = 0; i < (int)nfiles; i++)
+	for (i = 0; i < (int)nfiles; i++) {
+		unsigned m;
+
+		for (m = 0; m < files[i].nmods; m++)
+			free(files[i].mods[m].data);
+		free(files[i].mods);
 		free(files[i].data);
+	}
 	free(files);
 	free(dirs);
 	free(ents);
