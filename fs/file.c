@@ -1423,7 +1423,10 @@ static int zero_edges(struct mfs *fs, struct mfs_ino *ip, uint64_t off, uint64_t
 	return ret;
 }
 
-/* Set the size (unless KEEP_SIZE) and ctime/mtime after a fallocate. */
+/*
+ * Set the size (unless KEEP_SIZE) and ctime/mtime after a fallocate: a size
+ * change always sets mtime too (as ftruncate does, and as ext4 and tmpfs do).
+ */
 static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool keep, bool mtime)
 {
 	struct mfs_txn *txn;
@@ -1439,6 +1442,7 @@ static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool 
 			return ret;
 		}
 		di_set_size(ip, end);
+		mtime = true;
 	}
 	di_touch(ip, mtime);
 	ret = mfs_inode_write(fs, txn, ip);
