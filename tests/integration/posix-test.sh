@@ -116,6 +116,7 @@ posix)
 	px rename
 	px sparse
 	px xattr
+	px times
 	px concurrent
 	px concurrent-ns
 	px mmap

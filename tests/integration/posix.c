@@ -10,6 +10,7 @@
  *   links        hard-link counts (files and directories)
  *   rename       rename over existing files and directories, flags
  *   sparse       sparse files, SEEK_DATA/SEEK_HOLE, fallocate modes
+ *   times        which operations update mtime and ctime
  *   xattr        extended attributes
  *   large        a file written beyond the 4 GiB offset (and large-verify)
  *   many         ARG files in one directory: create, list, stat, delete
@@ -470,6 +471,67 @@ static void check_sparse(void)
 	      "truncate down then up: zeros past the old EOF");
 	close(fd);
 	CHECK(unlink("sp") == 0, "unlink sp");
+}
+
+/* --- timestamps ------------------------------------------------------------------------ */
+
+static double ts_of(const char *path, int ctime)
+{
+	struct stat st;
+
+	if (lstat(path, &st))
+		return -1;
+	return ctime ? st.st_ctim.tv_sec + st.st_ctim.tv_nsec / 1e9
+	             : st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+}
+
+/* TOUCHED(what, path, ctime?, statement): the statement moves the time forward */
+#define TOUCHED(what, path, c, stmt)                                                               \
+	do {                                                                                       \
+		double b_ = ts_of(path, c);                                                        \
+		usleep(20000);                                                                     \
+		stmt;                                                                              \
+		CHECK(ts_of(path, c) > b_, "%s updates %s %s", what, path, c ? "ctime" : "mtime"); \
+	} while (0)
+
+static void check_times(void)
+{
+	int fd, r = 0;
+
+	CHECK(mkdir("t", 0755) == 0, "mkdir t");
+	fd = open("t/f", O_CREAT | O_RDWR, 0644);
+	CHECK(fd >= 0, "create t/f");
+	TOUCHED("write", "t/f", 0, r = (int)pwrite(fd, "x", 1, 0));
+	TOUCHED("write", "t/f", 1, r = (int)pwrite(fd, "x", 1, 0));
+	TOUCHED("create", "t", 0, close(open("t/g", O_CREAT | O_WRONLY, 0644)));
+	TOUCHED("unlink", "t", 0, r = unlink("t/g"));
+	TOUCHED("link", "t/f", 1, r = link("t/f", "t/h"));
+	TOUCHED("link", "t", 0, r = link("t/f", "t/h2"));
+	TOUCHED("unlink of a link", "t/f", 1, r = unlink("t/h"));
+	TOUCHED("rename", "t", 0, r = rename("t/h2", "t/h3"));
+	TOUCHED("chmod", "t/f", 1, r = chmod("t/f", 0600));
+	TOUCHED("chown", "t/f", 1, r = chown("t/f", 1, 1));
+	TOUCHED("setxattr", "t/f", 1, r = setxattr("t/f", "user.a", "1", 1, 0));
+	TOUCHED("ftruncate", "t/f", 0, r = ftruncate(fd, 100));
+	TOUCHED("ftruncate", "t/f", 1, r = ftruncate(fd, 50));
+	TOUCHED("fallocate extending the size", "t/f", 0, r = fallocate(fd, 0, 0, 10000));
+	TOUCHED("fallocate extending the size", "t/f", 1, r = fallocate(fd, 0, 0, 20000));
+	TOUCHED("fallocate KEEP_SIZE", "t/f", 1, r = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 40000));
+	TOUCHED("punch", "t/f", 0,
+	        r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096));
+	TOUCHED("mkdir", "t", 0, r = mkdir("t/d", 0755));
+	TOUCHED("rmdir", "t", 0, r = rmdir("t/d"));
+	TOUCHED("O_TRUNC", "t/f", 0, close(open("t/f", O_WRONLY | O_TRUNC)));
+	{
+		double b = ts_of("t/h3", 1);
+
+		usleep(20000);
+		CHECK(rename("t/h3", "t/h4") == 0 && ts_of("t/h4", 1) > b,
+		      "rename updates the inode's ctime");
+	}
+	(void)r;
+	close(fd);
+	CHECK(unlink("t/f") == 0 && unlink("t/h4") == 0 && rmdir("t") == 0, "cleanup t");
 }
 
 /* --- xattr ----------------------------------------------------------------------------- */
@@ -1309,6 +1371,8 @@ int main(int argc, char **argv)
 		check_rename();
 	else if (!strcmp(check, "sparse"))
 		check_sparse();
+	else if (!strcmp(check, "times"))
+		check_times();
 	else if (!strcmp(check, "xattr"))
 		check_xattr();
 	else if (!strcmp(check, "large"))
