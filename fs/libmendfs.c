@@ -29,6 +29,20 @@ static bool not_mendfs(int err)
 	return err == ENOTTY || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP;
 }
 
+/* True when @fd is on mendfs (a STATS ioctl answers); else false with errno EOPNOTSUPP. */
+static bool is_mendfs(int fd)
+{
+	struct mendfs_ioc_stats probe;
+
+	memset(&probe, 0, sizeof(probe));
+	probe.version = MENDFS_IOC_VERSION;
+	if (ioctl(fd, MENDFS_IOC_STATS, &probe) == 0)
+		return true;
+	if (not_mendfs(errno))
+		errno = EOPNOTSUPP;
+	return false;
+}
+
 static int iov_total(const struct iovec *iov, int iovcnt, size_t *total)
 {
 	size_t t = 0;
@@ -188,6 +202,8 @@ ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, 
 	}
 	start = (uint64_t)off;
 	end = start + total;
+	if (!is_mendfs(fd))
+		return -1;
 	if (start % SECTOR == 0 && end % SECTOR == 0)
 		return pwritev(fd, iov, iovcnt, off); /* whole sectors clear poison */
 	if (fstat(fd, &st))

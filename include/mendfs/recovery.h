@@ -36,7 +36,8 @@ ssize_t mendfs_preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, i
  * content (poisoned ones as zeros), so it never fails with EIO on a partly
  * covered poisoned sector.  The widening reads then writes the edge sectors:
  * concurrent writers to those sectors' other bytes race with it.  @fd must be
- * open for reading and writing then (EBADF otherwise).
+ * open for reading and writing then (EBADF otherwise).  EOPNOTSUPP when @fd
+ * is not on mendfs.
  */
 ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags);
 /*

@@ -328,6 +328,16 @@ static void check_notmendfs(const char *path)
 	           "mendfs_preadv2 with the flag off mendfs");
 	want_errno(mendfs_badranges(fd, 0, &r, 1, &n), EOPNOTSUPP, "mendfs_badranges off mendfs");
 	want_errno(mendfs_zeroinit(fd, 0, 512), EOPNOTSUPP, "mendfs_zeroinit off mendfs");
+	want_errno(mendfs_pwritev2(fd, &iov, 1, 0, MENDFS_RWF_RECOVERY_DATA), EOPNOTSUPP,
+	           "mendfs_pwritev2 with the flag off mendfs (unaligned)");
+	{
+		uint8_t sect[512];
+		struct iovec siov = {sect, sizeof(sect)};
+
+		memset(sect, 0, sizeof(sect));
+		want_errno(mendfs_pwritev2(fd, &siov, 1, 512, MENDFS_RWF_RECOVERY_DATA), EOPNOTSUPP,
+		           "mendfs_pwritev2 with the flag off mendfs (whole sector)");
+	}
 	memset(buf, 0, sizeof(buf));
 	if (mendfs_preadv2(fd, &iov, 1, 0, 0) != (ssize_t)sizeof(buf))
 		die("mendfs_preadv2 flags 0 off mendfs: %s", strerror(errno));
