@@ -180,12 +180,28 @@ ssize_t mendfs_recover(int fd, void *buf, size_t len, off_t off, struct mendfs_r
 	return recovery_read(fd, NULL, 0, buf, len, off, zeroed, max, n);
 }
 
+/*
+ * Read the edge sector at @pos (@len bytes of it, up to the end of file) for a
+ * widened recovery write.  A poisoned one is zero-initialised first thing
+ * after: the write that follows may cover it only up to the end of file,
+ * which a plain write into a poisoned sector refuses.
+ */
+static int edge_read(int fd, uint8_t *buf, size_t len, uint64_t pos)
+{
+	struct mendfs_range r;
+	unsigned n;
+
+	if (recovery_read(fd, NULL, 0, buf, len, (off_t)pos, &r, 1, &n) < 0)
+		return -1;
+	return n ? mendfs_zeroinit(fd, (off_t)pos, SECTOR) : 0;
+}
+
 ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
 {
 	uint64_t start, end, wstart, wend, size;
 	size_t total, pos;
 	uint8_t *buf;
-	ssize_t got, ret;
+	ssize_t ret;
 	struct stat st;
 
 	if (flags & ~MENDFS_RWF_RECOVERY_DATA) {
@@ -217,19 +233,13 @@ ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, 
 	buf = calloc(1, wend - wstart);
 	if (!buf)
 		return -1;
-	if (start > wstart) {
-		got = recovery_read(fd, NULL, 0, buf,
-		                    wend - wstart < SECTOR ? wend - wstart : SECTOR, (off_t)wstart,
-		                    NULL, 0, NULL);
-		if (got < 0)
-			goto fail;
-	}
+	if (start > wstart &&
+	    edge_read(fd, buf, wend - wstart < SECTOR ? wend - wstart : SECTOR, wstart))
+		goto fail;
 	if (wend > end && (end / SECTOR != wstart / SECTOR || start == wstart)) {
 		uint64_t ts = end / SECTOR * SECTOR;
 
-		got = recovery_read(fd, NULL, 0, buf + (ts - wstart), wend - ts, (off_t)ts, NULL, 0,
-		                    NULL);
-		if (got < 0)
+		if (edge_read(fd, buf + (ts - wstart), wend - ts, ts))
 			goto fail;
 	}
 	pos = start - wstart;

@@ -33,8 +33,9 @@ ssize_t mendfs_preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, i
 /*
  * With MENDFS_RWF_RECOVERY_DATA: a write whose ends are not on 512-byte sector
  * boundaries is widened to whole sectors with the edge sectors' recoverable
- * content (poisoned ones as zeros), so it never fails with EIO on a partly
- * covered poisoned sector.  The widening reads then writes the edge sectors:
+ * content (poisoned ones as zeros, zero-initialised before the write), so it
+ * never fails with EIO on a partly covered poisoned sector.  The widening
+ * reads then writes the edge sectors:
  * concurrent writers to those sectors' other bytes race with it.  @fd must be
  * open for reading and writing then (EBADF otherwise).  EOPNOTSUPP when @fd
  * is not on mendfs.

@@ -141,6 +141,16 @@ zeroinit)
 	[ "$out" = '{"ranges":[{"offset":9728,"length":272}]}' ] || fail "badranges h: $out"
 	rcheck preadv2 "$MNT/h" 10000 9728 272
 	rcheck read "$MNT/h" 10000 9728
+	# a recovery write into the poisoned last sector, up to the end of file
+	rcheck rwrite "$MNT/h" 9800 100
+	[ "$(mendctl badranges --json "$MNT/h")" = '{"ranges":[]}' ] || fail "h still poisoned"
+	rcheck verify "$MNT/h" 10000 9728 72 9900 100
+	rcheck overwrite "$MNT/h" 9728 272
+	[ "$(first_sector "$MNT/h" 10000)" = "$H" ] || fail "h moved"
+	umount_fg
+	echo "$((H + 2 * 8 + 3)) 1" >>"$IMG.badblocks"
+	mount_fg
+	rcheck preadv2 "$MNT/h" 10000 9728 272
 	# zero-init: in place, poison cleared, the rest untouched, mtime set
 	touch -d '2001-01-01' "$MNT/f"
 	dd if="$MNT/f" of=/dev/null bs=4096 count=2 status=none || fail "read of clean blocks"
