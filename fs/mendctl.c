@@ -19,6 +19,8 @@
 #include "mendfs/recovery.h"
 
 #define COPY_CHUNK (1u << 20)
+/* zero-filled ranges in a chunk: at most every other sector */
+#define Z_MAX (COPY_CHUNK / 512 / 2 + 1)
 
 static bool json;
 
@@ -103,7 +105,7 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 
 static int cmd_recover(const char *path, const char *outpath)
 {
-	struct mendfs_range *all = NULL, z[64];
+	struct mendfs_range *all = NULL, *z = NULL;
 	size_t nall = 0, cap = 0;
 	uint64_t off = 0;
 	uint8_t *buf;
@@ -118,22 +120,20 @@ static int cmd_recover(const char *path, const char *outpath)
 		return fail("open", outpath);
 	}
 	buf = malloc(COPY_CHUNK);
-	if (!buf)
+	z = malloc(Z_MAX * sizeof(*z));
+	if (!buf || !z) {
+		fail("recover", path);
 		goto done;
+	}
 	for (;;) {
 		unsigned n;
-		ssize_t got = mendfs_recover(in, buf, COPY_CHUNK, (off_t)off, z, 64, &n);
+		ssize_t got = mendfs_recover(in, buf, COPY_CHUNK, (off_t)off, z, Z_MAX, &n);
 
 		if (got < 0) {
 			fail("recovery read", path);
 			goto done;
 		}
-		if (n > 64) { /* more than fit: ask for this chunk's ranges in full */
-			errno = EOVERFLOW;
-			fail("recovery read", path);
-			goto done;
-		}
-		for (unsigned i = 0; i < n; i++) {
+		for (unsigned i = 0; i < n && i < Z_MAX; i++) {
 			if (nall && all[nall - 1].offset + all[nall - 1].length == z[i].offset) {
 				all[nall - 1].length += z[i].length;
 				continue;
@@ -143,8 +143,10 @@ static int cmd_recover(const char *path, const char *outpath)
 
 				cap = cap ? cap * 2 : 64;
 				p = realloc(all, cap * sizeof(*all));
-				if (!p)
+				if (!p) {
+					fail("recover", path);
 					goto done;
+				}
 				all = p;
 			}
 			all[nall++] = z[i];
@@ -179,6 +181,7 @@ done:
 		ret = fail("close", outpath);
 	close(in);
 	free(buf);
+	free(z);
 	free(all);
 	return ret;
 }
