@@ -64,6 +64,25 @@ struct mfs_alloc {
 	uint32_t rnd;
 	struct mfs_bmap meta, ino;
 	pthread_mutex_t qlock; /* the quarantine tree and fs->sb.quarantine_root/depth */
+	/*
+	 * Data blocks freed by the running transaction.  They are not handed
+	 * out again until that transaction's commit is durable: ordered mode
+	 * writes new data in place before its commit, so a block reused early
+	 * could receive another file's data while the committed state (after a
+	 * crash) still maps it to the old file.  Protected by fs->alloc_lock.
+	 */
+	struct mfs_pending_free *pend;
+	size_t npend, cap_pend;
+};
+
+struct mfs_pending_free {
+	uint64_t start, len;
+};
+
+/* The frees of a closed transaction, waiting for its commit (mfs_alloc_commit_*). */
+struct mfs_pending_batch {
+	struct mfs_pending_free *v;
+	size_t n;
 };
 
 static inline struct mfs_alloc *A(struct mfs *fs)
@@ -740,6 +759,7 @@ void mfs_alloc_destroy(struct mfs *fs)
 	if (!a)
 		return;
 	fx_free_all(a->by_start);
+	free(a->pend);
 	free(a->meta.map);
 	free(a->ino.map);
 	pthread_mutex_destroy(&a->qlock);
@@ -815,7 +835,29 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 	return 0;
 }
 
-/* Return clean blocks: bitmap first, then the index (see the top comment). */
+/* alloc_lock held: remember blocks freed by the running transaction. */
+static int pending_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
+{
+	if (a->npend && a->pend[a->npend - 1].start + a->pend[a->npend - 1].len == start) {
+		a->pend[a->npend - 1].len += len;
+		return 0;
+	}
+	if (a->npend == a->cap_pend) {
+		size_t cap = a->cap_pend ? a->cap_pend * 2 : 64;
+		struct mfs_pending_free *v = realloc(a->pend, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		a->pend = v;
+		a->cap_pend = cap;
+	}
+	a->pend[a->npend].start = start;
+	a->pend[a->npend].len = len;
+	a->npend++;
+	return 0;
+}
+
+/* Return clean blocks: bitmap first, then (after the commit) the index. */
 static int free_clean(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
 {
 	int ret;
@@ -825,11 +867,63 @@ static int free_clean(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint6
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->alloc_lock);
-	ret = fx_add(A(fs), start, len);
+	ret = pending_add(A(fs), start, len);
 	if (!ret)
 		counter_add(&fs->sb.free_blocks, (int64_t)len);
 	pthread_mutex_unlock(&fs->alloc_lock);
 	return ret;
+}
+
+bool mfs_alloc_pending(struct mfs *fs)
+{
+	bool any;
+
+	pthread_mutex_lock(&fs->alloc_lock);
+	any = A(fs)->npend != 0;
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return any;
+}
+
+void *mfs_alloc_commit_begin(struct mfs *fs)
+{
+	struct mfs_alloc *a = A(fs);
+	struct mfs_pending_batch *b;
+
+	if (!a)
+		return NULL;
+	pthread_mutex_lock(&fs->alloc_lock);
+	if (!a->npend || !(b = malloc(sizeof(*b)))) {
+		/* nothing to release (or no memory: the blocks stay unused until remount) */
+		a->npend = 0;
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return NULL;
+	}
+	b->v = a->pend;
+	b->n = a->npend;
+	a->pend = NULL;
+	a->npend = a->cap_pend = 0;
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return b;
+}
+
+void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed)
+{
+	struct mfs_pending_batch *b = batch;
+	size_t i;
+
+	if (!b)
+		return;
+	if (committed) {
+		pthread_mutex_lock(&fs->alloc_lock);
+		for (i = 0; i < b->n; i++)
+			if (fx_add(A(fs), b->v[i].start, b->v[i].len))
+				break; /* no memory: the rest stays unused until remount */
+		pthread_mutex_unlock(&fs->alloc_lock);
+	}
+	/* not committed: the frees were discarded with the transaction, the blocks are
+	 * still in use on disk; leaving them out of the index keeps memory consistent */
+	free(b->v);
+	free(b);
 }
 
 static struct mfs_btree qtree(struct mfs *fs)

@@ -1162,7 +1162,7 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 	struct mfs_ino *ip;
 	uint64_t pos, end;
 	ssize_t done = 0, ret;
-	bool stop = false;
+	bool stop = false, retried = false;
 
 	if (off < 0)
 		return -EINVAL;
@@ -1189,10 +1189,20 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 	}
 	while (pos < end && !stop) {
 		ret = write_chunk(fs, ip, src + (pos - (uint64_t)off), pos, end, &stop);
+		if (ret > 0) {
+			pos += (uint64_t)ret;
+			done += ret;
+		}
+		if (stop && !retried && pos < end && mfs_alloc_pending(fs)) {
+			/* blocks freed by the running transaction are usable once it commits */
+			retried = true;
+			stop = false;
+			if (mfs_txn_commit(fs) == 0)
+				continue;
+			stop = true;
+		}
 		if (ret < 0)
 			break;
-		pos += (uint64_t)ret;
-		done += ret;
 	}
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
@@ -1314,6 +1324,7 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
 	uint64_t lblk = first;
+	bool retried = false;
 	int ret = 0;
 
 	while (lblk < last && !ret) {
@@ -1353,6 +1364,11 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 		err = mfs_txn_end(txn);
 		if (!ret)
 			ret = err;
+		if (ret == -ENOSPC && !retried && mfs_alloc_pending(fs)) {
+			/* blocks freed by the running transaction are usable once it commits */
+			retried = true;
+			ret = mfs_txn_commit(fs);
+		}
 	}
 	return ret;
 }

@@ -434,6 +434,7 @@ int mfs_txn_commit(struct mfs *fs)
 	uint64_t n, ndesc, total, id, head;
 	struct mfs_txn *t;
 	struct jrec *r = NULL;
+	void *freed = NULL;
 	int ret = 0;
 
 	if (fs->read_only)
@@ -448,6 +449,8 @@ int mfs_txn_commit(struct mfs *fs)
 	while (t->updates)
 		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
 	fs->running = NULL;
+	/* no handle is open: the data blocks this transaction freed are exactly these */
+	freed = mfs_alloc_commit_begin(fs);
 	n = t->nr_bufs;
 	if (n == 0)
 		goto done_txn;
@@ -507,8 +510,10 @@ done_txn:
 	pthread_cond_broadcast(&fs->txn_cond);
 	pthread_mutex_unlock(&fs->txn_lock);
 	txn_free(t);
-	if (!r)
+	if (!r) {
+		mfs_alloc_commit_end(fs, freed, false);
 		goto out;
+	}
 
 	/* the I/O, from the copies: new handles already run */
 	ret = build_commit(fs, r, head, ndesc, j->cbuf);
@@ -519,8 +524,10 @@ done_txn:
 		        (unsigned long long)id, strerror(-ret));
 		j->aborted = ret;
 		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
+		mfs_alloc_commit_end(fs, freed, false);
 		goto out;
 	}
+	mfs_alloc_commit_end(fs, freed, true);
 	fs->next_txid = id + 1;
 	fs->jhead = (head + total) % fs->sb.journal_len;
 	j->used += total;

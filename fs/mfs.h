@@ -196,6 +196,16 @@ int mfs_alloc_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t *blocknr);
 int mfs_free_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t blocknr);
 int mfs_alloc_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t *ino);
 int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
+/*
+ * Freed data blocks become allocatable only once the freeing transaction has
+ * committed.  The journal calls commit_begin when it closes a transaction (no
+ * handle open) and commit_end after the commit (committed = durable).
+ * mfs_alloc_pending() tells an allocator that got -ENOSPC whether a commit
+ * would give blocks back.
+ */
+bool mfs_alloc_pending(struct mfs *fs);
+void *mfs_alloc_commit_begin(struct mfs *fs);
+void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
 /* Release quarantined blocks whose poison is gone (zero-init, fsck). */
 int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
 

@@ -51,8 +51,9 @@
  *    checked per byte instead (check_mixed): its size is the fsync'ed one or
  *    one it had after a change, and each byte holds its value in the fsync'ed
  *    version or after one of the changes.  Versions may mix byte by byte
- *    because overwrites in place are not atomic.  This check exposes a KNOWN
- *    BUG (see check_mixed): reported and counted, fatal only with --strict.
+ *    because overwrites in place are not atomic.  (This check found blocks
+ *    reused before their free committed: see the regression note above
+ *    known_bug().)
  *  then it must unmount cleanly.  The working image is reset between crash
  *  points by copying back only the blocks that differ from the expected
  *  state (kept in memory), so a crash point costs one mount, not an image
@@ -1341,19 +1342,18 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 }
 
 /*
- * KNOWN BUG, not fixed yet (reported to the lead): data blocks freed by a
- * transaction that has not committed (truncate, punch, unlink) go back to the
- * allocator at once (fs/alloc.c free_clean -> fx_add), so another file's
- * write reuses them and overwrites them in place before the free commits.
- * After a crash before that commit, the first file still maps the blocks and
- * reads the other file's data.  Reproduce: `crash_test --strict` (prefix
- * k=76 of the default seed: op 48 truncates ino 8, op 49 writes ino 14 into
- * the freed block 6145, ino 8 shows ino 14's bytes at 98304).  Until it is
- * fixed, a byte of a changed file found in none of its versions is reported
- * as "KNOWN BUG" and counted, and fails the run only with --strict; every
- * other check always fails the run.
+ * Regression check (was a real bug, found by this test): data blocks freed by
+ * a transaction that had not committed (truncate, punch, unlink) went back to
+ * the allocator at once, so another file's write reused them and overwrote
+ * them in place before the free committed; after a crash before that commit
+ * the first file still mapped the blocks and read the other file's data
+ * (default seed, prefix k=76: op 48 truncated ino 8, op 49 wrote ino 14 into
+ * the freed block 6145).  Fixed in fs/alloc.c: freed data blocks return to the
+ * allocator only when the freeing transaction's commit is durable.  A byte of
+ * a changed file found in none of its versions now always fails the run
+ * (--strict is kept as a no-op for old command lines).
  */
-static bool strict;
+static bool strict = true;
 static char known[512];
 static unsigned long long known_points;
 

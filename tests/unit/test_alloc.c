@@ -163,8 +163,37 @@ static int dfree(uint64_t start, uint64_t len)
 	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
 	ret = mfs_free_data(fs, txn, start, len);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	/* freed data blocks come back to the allocator when the freeing transaction commits */
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
 	return ret;
 }
+
+/*
+ * Blocks freed by a transaction that has not committed are never handed out:
+ * new data written into them in place (ordered mode) would show through the
+ * old file if the machine crashed before the free committed.
+ */
+START_TEST(test_free_waits_for_commit)
+{
+	struct mfs_txn *txn;
+	uint64_t x, s, n;
+
+	ck_assert_int_eq(alloc(0, 8, &x, &n), 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, x, 8), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert(mfs_alloc_pending(fs));
+	ck_assert_int_eq(alloc(x, 8, &s, &n), 0);
+	ck_assert(s >= x + 8 || s + n <= x); /* not the freed blocks */
+	ck_assert_int_eq(dfree(s, n), 0);    /* commits: both frees become usable */
+	ck_assert(!mfs_alloc_pending(fs));
+	ck_assert_int_eq(alloc(x, 8, &s, &n), 0);
+	ck_assert_uint_eq(s, x);
+	ck_assert_uint_eq(n, 8);
+	check_counters();
+}
+END_TEST
 
 START_TEST(test_contiguous)
 {
@@ -337,6 +366,7 @@ START_TEST(test_quarantine)
 	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
 	ck_assert_int_eq(mfs_quarantine_release(fs, txn, bad, 1), 0);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0); /* released blocks are usable after the commit */
 	ck_assert(!in_quarantine(bad, &qlen));
 	ck_assert_uint_eq(fs->sb.free_blocks, 1);
 	ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
@@ -522,6 +552,7 @@ static Suite *alloc_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_contiguous);
+	tcase_add_test(tc, test_free_waits_for_commit);
 	tcase_add_test(tc, test_goal);
 	tcase_add_test(tc, test_best_fit);
 	tcase_add_test(tc, test_enospc);
