@@ -3,9 +3,9 @@
  * Directories and the namespace operations (docs/FORMAT.md §7.3, §7.4).
  *
  * A directory's entries live in its entry B+tree (MFS_TREE_DIR, root in
- * di.dir_root/dir_depth), keyed by the name key: the high 48 bits of
+ * di.dir_root/dir_depth), keyed by the name key: bits 16..62 of
  * XXH3-64(name, dir_hash_seed) and a 16-bit collision counter.  Lookup scans
- * the keys sharing the 48 bits (usually one) comparing names; insert takes the
+ * the keys sharing the 47 hash bits (usually one) comparing names; insert takes the
  * lowest free counter.  "." and ".." are not stored.  readdir cookies are the
  * keys themselves (1 and 2 for "." and ".."), so a listing resumed at a
  * cookie continues with the next greater key whatever was inserted or
@@ -37,9 +37,11 @@
 
 #include "mfs_int.h"
 
-#define NAME_MAX_LEN  255u
-#define DIRENT_HDR    offsetof(struct mfs_dirent, name) /* 10 bytes */
-#define KEY_HASH_MASK (~0xffffull)
+#define NAME_MAX_LEN 255u
+#define DIRENT_HDR   offsetof(struct mfs_dirent, name) /* 10 bytes */
+/* bits 16..62 of the hash: bit 63 stays clear so every readdir cookie is a
+ * non-negative off_t (the kernel's seekdir rejects negative directory offsets) */
+#define KEY_HASH_MASK 0x7fffffffffff0000ull
 #define SYMLINK_MAX   4095u
 
 /* A directory entry found by name. */
@@ -182,7 +184,7 @@ static int dir_find(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t
 	if (free_key) {
 		if (!c.have_free) {
 			if (c.next_c > 0xffff)
-				return -ENOSPC; /* 65536 names sharing 48 hash bits */
+				return -ENOSPC; /* 65536 names sharing 47 hash bits */
 			c.free_key = c.base | c.next_c;
 		}
 		*free_key = c.free_key;

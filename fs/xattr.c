@@ -5,7 +5,7 @@
  * Small attributes live in the inode's inline area (di.inline_xattr,
  * inline_xattr_len bytes of packed struct mfs_xattr records); the others in
  * the inode's xattr B+tree (MFS_TREE_XATTR), keyed like directory entries:
- * the high 48 bits of XXH3-64(full name, dir_hash_seed) and a 16-bit
+ * bits 16..62 of XXH3-64(full name, dir_hash_seed) and a 16-bit
  * collision counter.  An attribute lives in exactly one of the two places.
  * A set writes the new record inline when it fits the free inline space
  * (after removing the old record), else in the tree.
@@ -96,7 +96,8 @@ static int check_name(const char *name, size_t *lenp)
 
 static uint64_t name_base(struct mfs *fs, const char *name, size_t len)
 {
-	uint64_t h = XXH3_64bits_withSeed(name, len, le64toh(fs->sb.dir_hash_seed)) & ~0xffffull;
+	uint64_t h = XXH3_64bits_withSeed(name, len, le64toh(fs->sb.dir_hash_seed)) &
+	             0x7fffffffffff0000ull; /* the name-key rule of FORMAT.md */
 
 	return h ? h : 0x10000;
 }

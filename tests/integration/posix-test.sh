@@ -10,7 +10,7 @@
 #           permission rules as nobody (setpriv), a file beyond 4 GiB and
 #           data that must survive unmount/remount
 #   many    100 000 files in one directory
-#   seekdir telldir/seekdir (a KNOWN BUG: suites long and known-bugs only)
+#   seekdir telldir/seekdir at every entry
 #   enospc  fill a small filesystem (blocks, then inodes), delete, write
 #           again, remount
 #   fsx     seeded random operations mirrored on /dev/shm for SECONDS
@@ -137,8 +137,7 @@ posix)
 	umount_fs
 	;;
 seekdir)
-	# KNOWN BUG (suite known-bugs, not in the default run): readdir cookies
-	# with bit 63 set cannot be seeked to (see check_seekdir in posix.c)
+	# regression: cookies with bit 63 set could not be seeked to (check_seekdir)
 	mkfs 64M
 	mount_fs
 	px seekdir

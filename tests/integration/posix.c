@@ -14,7 +14,7 @@
  *   xattr        extended attributes
  *   large        a file written beyond the 4 GiB offset (and large-verify)
  *   readdir      readdir while deleting every entry read
- *   seekdir      telldir/seekdir (KNOWN BUG, suite known-bugs: see check_seekdir)
+ *   seekdir      telldir/seekdir at every entry (see check_seekdir)
  *   many         ARG files in one directory: create, list, stat, delete
  *   concurrent   threads writing one file and different files
  *   concurrent-ns  processes racing on one namespace, then its consistency
@@ -749,11 +749,11 @@ static void check_readdir(void)
 }
 
 /*
- * telldir/seekdir at every entry of a 100-entry directory.  KNOWN BUG (not in
- * the default suite): the daemon's readdir cookies are the entries' B+tree
- * keys, whose top 48 bits are a 64-bit name hash, so about half have bit 63
- * set; as off_t they are negative and the kernel's lseek on the directory
- * (seekdir) fails with EINVAL.
+ * telldir/seekdir at every entry of a 100-entry directory.  Regression: the
+ * daemon's readdir cookies are the entries' B+tree keys, which used the top
+ * 48 bits of a 64-bit name hash, so about half had bit 63 set; as off_t they
+ * were negative and the kernel's lseek on the directory (seekdir) failed with
+ * EINVAL.  Name keys now keep bit 63 clear (docs/FORMAT.md).
  */
 static void check_seekdir(void)
 {

@@ -770,10 +770,10 @@ START_TEST(test_collisions)
 
 	d = mkd(ROOT, "c");
 	f = mk(ROOT, "target", S_IFREG | 0644);
-	base = XXH3_64bits_withSeed("alpha", 5, fs->sb.dir_hash_seed) & ~0xffffull;
+	base = XXH3_64bits_withSeed("alpha", 5, fs->sb.dir_hash_seed) & 0x7fffffffffff0000ull;
 	if (!base)
 		base = 0x10000;
-	/* counters 0 and 2 taken by other names with the same 48 bits: "alpha" gets 1 */
+	/* counters 0 and 2 taken by other names with the same 47 hash bits: "alpha" gets 1 */
 	raw_entry(d, base, "other0", f, true);
 	raw_entry(d, base | 2, "other2", f, true);
 	a = mk(d, "alpha", S_IFREG | 0644);
