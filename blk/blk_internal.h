@@ -21,22 +21,22 @@
 
 #include "mendfs/blk.h"
 
-#define likely(x)   __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-#define BLK_CACHELINE 64
+#define likely(x)           __builtin_expect(!!(x), 1)
+#define unlikely(x)         __builtin_expect(!!(x), 0)
+#define BLK_CACHELINE       64
 #define __cacheline_aligned __attribute__((aligned(BLK_CACHELINE)))
 
 #ifndef BLK_POISON_CHECKS
 #define BLK_POISON_CHECKS 1
 #endif
 
-#define BLK_MAX_DEPTH	      4096
-#define BLK_PLUG_MAX_RQS      32 /* flush a single-queue plug at this many requests */
+#define BLK_MAX_DEPTH          4096
+#define BLK_PLUG_MAX_RQS       32 /* flush a single-queue plug at this many requests */
 #define BLK_PLUG_MAX_RQS_MULTI 64 /* ... and a plug spanning several queues at this many */
-#define BLK_PLUG_FLUSH_SIZE   (128u * 1024) /* flush when the last request is this big */
+#define BLK_PLUG_FLUSH_SIZE    (128u * 1024) /* flush when the last request is this big */
 
 /* rq->rq_flags */
-#define RQF_ELV	    (1u << 0) /* a scheduler owns ordering: set when it is attached */
+#define RQF_ELV     (1u << 0) /* a scheduler owns ordering: set when it is attached */
 #define RQF_NOMERGE (1u << 1) /* nothing may merge into this request */
 #define RQF_SLOW    (1u << 2) /* being completed by the poison slow path */
 
@@ -51,7 +51,7 @@ struct blk_request {
 	struct blk_request *rq_next; /* plug, dispatch, completion lists */
 	struct blk_bio *bio, *biotail;
 	uint64_t sector; /* cursor: advances on partial completion */
-	uint32_t len;	 /* bytes left */
+	uint32_t len;    /* bytes left */
 	uint16_t tag;
 	uint16_t nr_segs;
 	uint8_t op;
@@ -64,12 +64,12 @@ struct blk_request {
 	struct blk_request *elv_next; /* scheduler: sector-sorted list */
 	struct blk_request *fifo_next;
 	uint64_t deadline_ns;
-	void *drv;	   /* backend per-tag data (uring: its iovec array) */
+	void *drv;           /* backend per-tag data (uring: its iovec array) */
 	uint64_t bad_sector; /* first poisoned sector, when status is MEDIA */
 	uint64_t __pad2[3];
 };
 _Static_assert(offsetof(struct blk_request, elv_next) == BLK_CACHELINE,
-	       "hot request fields must fill exactly the first cache line");
+               "hot request fields must fill exactly the first cache line");
 _Static_assert(sizeof(struct blk_request) == 2 * BLK_CACHELINE, "struct blk_request is 128 bytes");
 
 #define blk_rq_for_each_bio(bio, rq) for ((bio) = (rq)->bio; (bio); (bio) = (bio)->bi_next)
@@ -92,7 +92,7 @@ struct blk_tags {
 	unsigned depth;
 	unsigned nr_words;
 	unsigned bits_per_word; /* power of two */
-	unsigned shift;		/* log2(bits_per_word) */
+	unsigned shift;         /* log2(bits_per_word) */
 	/* waiters: touched only when the map was full */
 	_Atomic uint32_t waiters __cacheline_aligned;
 	_Atomic uint32_t wake_seq;
@@ -210,7 +210,7 @@ int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 /* True if [sector, sector + nr) holds poison; *first is the first poisoned sector. */
 bool blk_bb_check(struct blk_badblocks *bb, uint64_t sector, uint64_t nr, uint64_t *first);
 unsigned blk_bb_lookup(struct blk_badblocks *bb, uint64_t sector, uint64_t nr,
-		       struct blk_range *out, unsigned max, unsigned *total);
+                       struct blk_range *out, unsigned max, unsigned *total);
 /* Copy the whole table (malloc'ed, caller frees).  Returns the count or -ENOMEM. */
 int blk_bb_snapshot(struct blk_badblocks *bb, struct blk_range **out);
 /*
@@ -219,13 +219,13 @@ int blk_bb_snapshot(struct blk_badblocks *bb, struct blk_range **out);
  * errors return -EINVAL with "PATH:LINE: what" in @err.
  */
 int blk_bb_file_load(struct blk_badblocks *bb, const char *path, uint64_t nr_sectors, char *err,
-		     size_t errlen);
+                     size_t errlen);
 /* Rewrite the file atomically (temporary file, fsync, rename, fsync of the directory). */
 int blk_bb_file_store(struct blk_badblocks *bb, const char *path);
 /* Real sources: libpmem2/libndctl badblocks of a devdax/fsdax device, sysfs badblocks of a
  * block device.  Missing sources are not errors. */
 int blk_bb_load_sources(struct blk_badblocks *bb, int fd, const char *path, char *err,
-			size_t errlen);
+                        size_t errlen);
 /* The sysfs part of blk_bb_load_sources(): @devdir is the block device's sysfs directory
  * (/sys/dev/block/MAJ:MIN resolved; a disk or a partition).  Separate so tests can feed it. */
 int blk_bb_load_sysfs(struct blk_badblocks *bb, const char *devdir, char *err, size_t errlen);
@@ -234,9 +234,9 @@ int blk_bb_load_sysfs(struct blk_badblocks *bb, const char *devdir, char *err, s
 struct blk_backend_ops {
 	const char *name;
 	bool concurrent; /* queue_rqs() may run on several threads at once */
-	bool async;	 /* completions arrive later (poll or completion thread) */
+	bool async;      /* completions arrive later (poll or completion thread) */
 	int (*open)(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
-		    size_t errlen);
+	            size_t errlen);
 	void (*close)(struct blk_dev *dev);
 	int (*init_hctx)(struct blk_hw_queue *hctx);
 	void (*exit_hctx)(struct blk_hw_queue *hctx);
@@ -246,7 +246,7 @@ struct blk_backend_ops {
 	 * could not take (busy: retried later), or NULL.
 	 */
 	struct blk_request *(*queue_rqs)(struct blk_hw_queue *hctx, struct blk_request *list,
-					 struct blk_comp_batch *cb);
+	                                 struct blk_comp_batch *cb);
 	/* Async backends: reap completions into @cb, waiting for @min. Returns count or -errno. */
 	int (*poll)(struct blk_hw_queue *hctx, unsigned min, struct blk_comp_batch *cb);
 	/* Slow path, synchronous, byte addressed.  read_sync returns -EIO on media
@@ -273,12 +273,12 @@ extern const struct blk_backend_ops blk_uring_ops;
 struct blk_dev {
 	/* read on every I/O */
 	const struct blk_backend_ops *ops;
-	uint64_t id;	     /* unique for the life of the process: keys the TLS ctx cache */
+	uint64_t id; /* unique for the life of the process: keys the TLS ctx cache */
 	uint64_t nr_sectors;
 	uint64_t size;
-	uint32_t max_bytes;  /* max_sectors << 9 */
+	uint32_t max_bytes; /* max_sectors << 9 */
 	uint16_t max_segments;
-	uint16_t lbs_mask;   /* logical block size - 1 */
+	uint16_t lbs_mask;     /* logical block size - 1 */
 	uint8_t rq_flags_init; /* RQF_NOMERGE when merging is off */
 	bool read_only;
 	bool byte_granular;
@@ -292,7 +292,7 @@ struct blk_dev {
 	struct blk_dev_config cfg;
 	char *path;
 	char *badblocks_path; /* emulation file or NULL */
-	void *drv;	      /* backend device state */
+	void *drv;            /* backend device state */
 	unsigned queue_depth;
 	pthread_mutex_t poison_lock; /* serialises poison writers and emulation file rewrites */
 	pthread_mutex_t ctx_lock;
@@ -312,7 +312,8 @@ bool blk_update_request(struct blk_request *rq, enum blk_status sts, uint32_t nb
 void blk_end_bio(struct blk_hw_queue *hctx, struct blk_bio *bio, enum blk_status sts);
 /* Issue @list on @hctx (after the poison filter); used by plug flush, requeue and the scheduler. */
 void blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list);
-/* Run a request that meets poison synchronously, sector range by sector range; completes it into @cb. */
+/* Run a request that meets poison synchronously, sector range by sector range; completes it into
+ * @cb. */
 void blk_rq_slowpath(struct blk_hw_queue *hctx, struct blk_request *rq, struct blk_comp_batch *cb);
 /* Record poison found by a fault or a device error (table, emulation file, backend hook). */
 int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr);
@@ -338,7 +339,7 @@ struct blk_guard {
 	void *fault_addr;
 	int fault_signo;
 	unsigned fault_lsb; /* log2 of the poisoned granule the kernel reported */
-	int fault_code;	    /* si_code: BUS_MCEERR_AR (poison), SEGV_ACCERR, BUS_ADRERR, ... */
+	int fault_code;     /* si_code: BUS_MCEERR_AR (poison), SEGV_ACCERR, BUS_ADRERR, ... */
 };
 int blk_guard_install(void);
 void blk_guard_arm(struct blk_guard *g, const void *lo, size_t len);

@@ -48,8 +48,8 @@ int mfs_block_verify(const void *block, uint64_t seed, uint16_t type, uint64_t b
 
 struct mfs_stats {
 	_Atomic uint64_t meta_reads, meta_writes;
-	_Atomic uint64_t meta_repairs;	/* bad copies rewritten from their twin */
-	_Atomic uint64_t meta_lost;	/* blocks whose both copies were bad */
+	_Atomic uint64_t meta_repairs; /* bad copies rewritten from their twin */
+	_Atomic uint64_t meta_lost;    /* blocks whose both copies were bad */
 	_Atomic uint64_t commits, journal_blocks, checkpoints;
 };
 
@@ -58,9 +58,9 @@ struct mfs_buf;
 struct mfs {
 	struct blk_dev *dev;
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
-	uint64_t seed;		  /* sb.csum_seed */
+	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
-	bool dup;		  /* metadata_dup */
+	bool dup; /* metadata_dup */
 
 	/* buffer cache (meta.c) */
 	pthread_mutex_t cache_lock;
@@ -76,7 +76,7 @@ struct mfs {
 	uint64_t next_txid;
 	uint64_t jhead; /* next free block offset in the journal */
 	uint64_t jtail; /* oldest block offset still needed by replay */
-	void *journal; /* journal.c private */
+	void *journal;  /* journal.c private */
 
 	/* allocators (alloc.c) */
 	pthread_mutex_t alloc_lock;
@@ -84,9 +84,9 @@ struct mfs {
 
 	/* inodes and namespace (inode.c, namei.c: see fs/mfs_ops.h) */
 	pthread_mutex_t icache_lock;
-	void *icache;		      /* inode.c private */
-	pthread_mutex_t rename_lock;  /* serialises renames (cycle checks) */
-	pthread_mutex_t super_lock;   /* in-memory sb fields changed outside transactions */
+	void *icache;                /* inode.c private */
+	pthread_mutex_t rename_lock; /* serialises renames (cycle checks) */
+	pthread_mutex_t super_lock;  /* in-memory sb fields changed outside transactions */
 	char *device;
 
 	struct mfs_stats stats;
@@ -102,8 +102,8 @@ struct mfs {
  * ro_compat: *force_ro = true), geometry against the device size.  @err gets
  * a message naming the problem.
  */
-int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro,
-		   bool *other_bad, char *err, size_t errlen);
+int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro, bool *other_bad,
+                   char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */
 int mfs_super_write(struct mfs *fs);
 /*
@@ -117,16 +117,16 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
 /* --- metadata buffers (meta.c) ----------------------------------------------------- */
 
 struct mfs_buf {
-	struct mfs *fs;	  /* the cache it belongs to (for mfs_buf_put) */
+	struct mfs *fs;   /* the cache it belongs to (for mfs_buf_put) */
 	uint64_t blocknr; /* primary location */
-	uint8_t *data;	  /* MFS_BLOCK_SIZE bytes, aligned */
+	uint8_t *data;    /* MFS_BLOCK_SIZE bytes, aligned */
 	_Atomic int ref;
 	pthread_mutex_t lock; /* content lock: held while reading or changing data */
 	uint16_t type;
 	bool uptodate;
-	bool dirty;	    /* changed since written in place */
+	bool dirty;          /* changed since written in place */
 	struct mfs_txn *txn; /* transaction it belongs to, if dirty */
-	uint64_t jgen;	    /* last transaction that journaled it */
+	uint64_t jgen;       /* last transaction that journaled it */
 	struct mfs_buf *hnext, *lru_prev, *lru_next, *txn_next;
 };
 
@@ -144,7 +144,7 @@ void mfs_cache_destroy(struct mfs *fs);
 int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp);
 /* A zeroed buffer for a freshly allocated metadata block (header filled in). */
 int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
-		 struct mfs_buf **bp);
+                 struct mfs_buf **bp);
 void mfs_buf_get(struct mfs_buf *b);
 void mfs_buf_put(struct mfs_buf *b);
 /* Write a sealed buffer in place: primary and twin.  Used by checkpoint and mkfs. */
@@ -181,7 +181,7 @@ void mfs_journal_destroy(struct mfs *fs);
  * count says whether replay is needed.
  */
 int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
-		       size_t errlen);
+                       size_t errlen);
 
 /* --- allocation (alloc.c) ------------------------------------------------------------ */
 
@@ -189,7 +189,7 @@ int mfs_alloc_init(struct mfs *fs);
 void mfs_alloc_destroy(struct mfs *fs);
 /* Up to @want contiguous data blocks near @goal; *got may be less.  -ENOSPC when none. */
 int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t want,
-		   uint64_t *start, uint64_t *got);
+                   uint64_t *start, uint64_t *got);
 /* Free data blocks; poisoned ones go to the quarantine tree instead. */
 int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
 int mfs_alloc_meta(struct mfs *fs, struct mfs_txn *txn, uint64_t *blocknr);
@@ -213,22 +213,22 @@ int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, 
 
 /* A tree's root lives in its owner (inode or superblock); the caller stores it back. */
 struct mfs_btree {
-	uint64_t root;	/* 0: empty tree */
+	uint64_t root;  /* 0: empty tree */
 	uint16_t depth; /* 0: root is a leaf */
-	uint16_t kind;	/* enum mfs_tree_kind */
+	uint16_t kind;  /* enum mfs_tree_kind */
 	uint64_t owner; /* inode number or 0 */
 };
 
 /* Value of @key into @val (at most *len bytes; *len becomes its size).  -ENOENT if absent. */
 int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,
-		  uint16_t *len);
+                  uint16_t *len);
 /* The entry with the greatest key <= @key.  -ENOENT if none. */
 int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
-		     void *val, uint16_t *len);
+                     void *val, uint16_t *len);
 int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
-		  const void *val, uint16_t len); /* -EEXIST */
+                  const void *val, uint16_t len); /* -EEXIST */
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
-		  const void *val, uint16_t len); /* -ENOENT */
+                  const void *val, uint16_t len); /* -ENOENT */
 int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key);
 /*
  * Call @fn for each entry with key >= @start in key order until it returns
@@ -236,7 +236,7 @@ int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
  */
 typedef int mfs_bt_iter_fn(void *arg, uint64_t key, const void *val, uint16_t len);
 int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, mfs_bt_iter_fn *fn,
-		   void *arg);
+                   void *arg);
 /* Free every block of the tree. */
 int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt);
 

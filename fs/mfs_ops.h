@@ -36,9 +36,9 @@
 struct mfs_mount_opts {
 	bool read_only;
 	enum blk_backend_type backend; /* BLK_BACKEND_AUTO by default */
-	const char *badblocks;	       /* emulation file (NULL: DEVICE.badblocks for images) */
-	unsigned cache_blocks;	       /* metadata cache size, 0: default */
-	bool exclusive;		       /* lock the device against a second mount (daemon: true) */
+	const char *badblocks;         /* emulation file (NULL: DEVICE.badblocks for images) */
+	unsigned cache_blocks;         /* metadata cache size, 0: default */
+	bool exclusive;                /* lock the device against a second mount (daemon: true) */
 };
 
 struct mfs_ino {
@@ -46,7 +46,7 @@ struct mfs_ino {
 	struct mfs_inode di;   /* the inode; written back with mfs_inode_write() */
 	pthread_rwlock_t lock; /* see the top of this file */
 	_Atomic int ref;       /* in-memory references (mfs_iget/mfs_iput) */
-	bool unlinked;	       /* nlink reached 0: freed at the last mfs_iput */
+	bool unlinked;         /* nlink reached 0: freed at the last mfs_iput */
 	struct mfs_ino *hnext;
 };
 
@@ -57,7 +57,7 @@ struct mfs_ino {
  * for read-only mounts, which never write).  @err gets a clear message.
  */
 int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs **fsp, char *err,
-	      size_t errlen);
+              size_t errlen);
 /* Commit, checkpoint, mark clean, close.  Returns the first error seen. */
 int mfs_unmount(struct mfs *fs);
 /* Commit the running transaction and make everything durable (syncfs). */
@@ -75,30 +75,30 @@ void mfs_inode_to_stat(const struct mfs_ino *ip, struct stat *st);
 int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st);
 int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
 /* @valid: FATTR bits below; size changes truncate/extend; ctime updated. */
-#define MFS_SET_MODE  (1u << 0)
-#define MFS_SET_UID   (1u << 1)
-#define MFS_SET_GID   (1u << 2)
-#define MFS_SET_SIZE  (1u << 3)
-#define MFS_SET_ATIME (1u << 4)
-#define MFS_SET_MTIME (1u << 5)
+#define MFS_SET_MODE      (1u << 0)
+#define MFS_SET_UID       (1u << 1)
+#define MFS_SET_GID       (1u << 2)
+#define MFS_SET_SIZE      (1u << 3)
+#define MFS_SET_ATIME     (1u << 4)
+#define MFS_SET_MTIME     (1u << 5)
 #define MFS_SET_ATIME_NOW (1u << 7)
 #define MFS_SET_MTIME_NOW (1u << 8)
-#define MFS_SET_CTIME (1u << 10)
+#define MFS_SET_CTIME     (1u << 10)
 int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned valid,
-		struct stat *st);
+                struct stat *st);
 int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,
-	      gid_t gid, struct stat *st);
+              gid_t gid, struct stat *st);
 int mfs_mkdir(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
-	      struct stat *st);
+              struct stat *st);
 int mfs_unlink(struct mfs *fs, uint64_t dir, const char *name);
 int mfs_rmdir(struct mfs *fs, uint64_t dir, const char *name);
 int mfs_symlink(struct mfs *fs, uint64_t dir, const char *name, const char *target, uid_t uid,
-		gid_t gid, struct stat *st);
+                gid_t gid, struct stat *st);
 ssize_t mfs_readlink(struct mfs *fs, uint64_t ino, char *buf, size_t size);
 int mfs_link(struct mfs *fs, uint64_t ino, uint64_t newdir, const char *newname, struct stat *st);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (<linux/fs.h>); -EINVAL for a cycle. */
 int mfs_rename(struct mfs *fs, uint64_t olddir, const char *oldname, uint64_t newdir,
-	       const char *newname, unsigned flags);
+               const char *newname, unsigned flags);
 /*
  * Directory listing from cookie @pos (0 = start; "." and ".." come first at
  * cookies 1 and 2; entry cookies are their B+tree keys, stable across inserts
@@ -106,26 +106,27 @@ int mfs_rename(struct mfs *fs, uint64_t olddir, const char *oldname, uint64_t ne
  * not consumed.
  */
 typedef int mfs_filldir_fn(void *arg, const char *name, size_t name_len, uint64_t ino,
-			   unsigned dtype, uint64_t next_pos);
+                           unsigned dtype, uint64_t next_pos);
 int mfs_readdir(struct mfs *fs, uint64_t dir, uint64_t pos, mfs_filldir_fn *fn, void *arg);
 
 /* Files (file.c). */
 ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off);
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off);
 int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t size);
-/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE, FALLOC_FL_ZERO_RANGE (+KEEP_SIZE) */
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE, FALLOC_FL_ZERO_RANGE (+KEEP_SIZE)
+ */
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len);
 off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence); /* SEEK_DATA / SEEK_HOLE */
 int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync);
 /* Map file block @lblk: *pblk = 0 for a hole; *count blocks share the mapping. */
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
-	     bool *unwritten);
+             bool *unwritten);
 /* Free all blocks of an inode being deleted. */
 int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 
 /* Extended attributes (xattr.c): flags XATTR_CREATE / XATTR_REPLACE. */
 int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
-		 int flags);
+                 int flags);
 ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size);
 ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size);
 int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name);

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define BLK_SECTOR_SHIFT 9
-#define BLK_SECTOR_SIZE	 512u
+#define BLK_SECTOR_SIZE  512u
 
 struct blk_dev;
 struct blk_request;
@@ -32,7 +32,7 @@ struct blk_request;
 enum blk_op {
 	BLK_OP_READ = 0,
 	BLK_OP_WRITE = 1,
-	BLK_OP_FLUSH = 2,	 /* make every completed write durable; len 0 */
+	BLK_OP_FLUSH = 2,        /* make every completed write durable; len 0 */
 	BLK_OP_WRITE_ZEROES = 3, /* zero [sector, sector + len); no data segments */
 	BLK_OP_MAX
 };
@@ -40,21 +40,21 @@ enum blk_op {
 /* The status a bio ends with.  "Busy" is internal and never reaches a bio. */
 enum blk_status {
 	BLK_STS_OK = 0,
-	BLK_STS_MEDIA,	 /* poisoned media: bio->bad_sector is the first bad sector */
-	BLK_STS_IOERR,	 /* any other device error */
-	BLK_STS_NOSPC,	 /* the backend ran out of space (sparse image on a full disk) */
-	BLK_STS_INVAL,	 /* out of the device, misaligned, or malformed */
+	BLK_STS_MEDIA,   /* poisoned media: bio->bad_sector is the first bad sector */
+	BLK_STS_IOERR,   /* any other device error */
+	BLK_STS_NOSPC,   /* the backend ran out of space (sparse image on a full disk) */
+	BLK_STS_INVAL,   /* out of the device, misaligned, or malformed */
 	BLK_STS_NOTSUPP, /* the operation is not supported by this device */
-	BLK_STS_ROFS,	 /* a write to a device opened read-only */
+	BLK_STS_ROFS,    /* a write to a device opened read-only */
 	BLK_STS_MAX
 };
 
 /* bio->flags set by the caller */
 #define BLK_BIO_RECOVERY (1u << 0) /* read: zero-fill poison; write: lost bytes become zeros */
-#define BLK_BIO_FUA	 (1u << 1) /* durable when the bio completes */
-#define BLK_BIO_NOMERGE	 (1u << 2) /* never merge this bio with another */
+#define BLK_BIO_FUA      (1u << 1) /* durable when the bio completes */
+#define BLK_BIO_NOMERGE  (1u << 2) /* never merge this bio with another */
 /* bio->flags set by the engine */
-#define BLK_BIO_TRACKED	  (1u << 6) /* a QoS policy saw this bio at submission */
+#define BLK_BIO_TRACKED   (1u << 6) /* a QoS policy saw this bio at submission */
 #define BLK_BIO_UNALIGNED (1u << 7) /* byte_off or len not sector aligned */
 
 /* Flags that must be equal for two bios to share a request. */
@@ -75,10 +75,10 @@ struct blk_range {
  */
 struct blk_recovery {
 	struct blk_range *ranges; /* caller's array */
-	uint32_t max;		  /* its capacity */
-	uint32_t nr;		  /* ranges written */
-	uint64_t zeroed;	  /* sectors zero-filled in total */
-	bool truncated;		  /* more ranges than max */
+	uint32_t max;             /* its capacity */
+	uint32_t nr;              /* ranges written */
+	uint64_t zeroed;          /* sectors zero-filled in total */
+	bool truncated;           /* more ranges than max */
 };
 
 struct blk_bio;
@@ -92,20 +92,20 @@ typedef void blk_end_io_fn(struct blk_bio *bio);
  */
 struct blk_bio {
 	struct blk_bio *bi_next; /* engine: chain inside a request */
-	uint64_t sector;	 /* first sector */
-	uint32_t len;		 /* bytes */
-	uint16_t nr_segs;	 /* entries in iov */
-	uint8_t op;		 /* enum blk_op */
-	uint8_t flags;		 /* BLK_BIO_* */
+	uint64_t sector;         /* first sector */
+	uint32_t len;            /* bytes */
+	uint16_t nr_segs;        /* entries in iov */
+	uint8_t op;              /* enum blk_op */
+	uint8_t flags;           /* BLK_BIO_* */
 	const struct iovec *iov; /* segments; their lengths add up to len */
 	blk_end_io_fn *end_io;
 	void *private; /* caller's */
 
 	/* Result, valid in end_io. */
-	uint8_t status;		  /* enum blk_status */
-	uint16_t byte_off;	  /* start byte inside 'sector' (byte-granular devices only) */
-	uint32_t done;		  /* bytes completed before status applied */
-	uint64_t bad_sector;	  /* BLK_STS_MEDIA: first poisoned sector of this bio */
+	uint8_t status;           /* enum blk_status */
+	uint16_t byte_off;        /* start byte inside 'sector' (byte-granular devices only) */
+	uint32_t done;            /* bytes completed before status applied */
+	uint64_t bad_sector;      /* BLK_STS_MEDIA: first poisoned sector of this bio */
 	struct blk_recovery *rec; /* BLK_BIO_RECOVERY reads: zero-filled ranges */
 	struct iovec inline_iov;  /* used by blk_bio_init() for one buffer */
 };
@@ -117,7 +117,7 @@ static inline uint64_t blk_bio_pos(const struct blk_bio *bio)
 
 /* Initialise @bio for one contiguous buffer (NULL and 0 segments for FLUSH / WRITE_ZEROES). */
 void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *buf, uint32_t len,
-		  blk_end_io_fn *end_io, void *private);
+                  blk_end_io_fn *end_io, void *private);
 
 /*
  * Per-thread plug.  Between blk_start_plug() and blk_finish_plug() the calling
@@ -127,7 +127,7 @@ void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *bu
  */
 struct blk_plug {
 	struct blk_request *head, *tail; /* FIFO, singly linked through rq_next */
-	struct blk_request *cached_rqs;	 /* batch-allocated, not yet used */
+	struct blk_request *cached_rqs;  /* batch-allocated, not yet used */
 	struct blk_dev *cached_dev;
 	uint16_t rq_count;
 	uint16_t nr_ios;
@@ -151,23 +151,23 @@ enum blk_backend_type {
 
 /* blk_dev_config.flags */
 #define BLK_CFG_READONLY  (1u << 0) /* open the device read-only; writes end with BLK_STS_ROFS */
-#define BLK_CFG_NOMERGE	  (1u << 1) /* never merge bios */
-#define BLK_CFG_POLLED	  (1u << 2) /* uring: submitters reap completions (blk_poll) */
+#define BLK_CFG_NOMERGE   (1u << 1) /* never merge bios */
+#define BLK_CFG_POLLED    (1u << 2) /* uring: submitters reap completions (blk_poll) */
 #define BLK_CFG_NO_DIRECT (1u << 3) /* uring: buffered I/O instead of O_DIRECT */
-#define BLK_CFG_EXCL	  (1u << 4) /* take an exclusive lock on the device (flock) */
+#define BLK_CFG_EXCL      (1u << 4) /* take an exclusive lock on the device (flock) */
 #define BLK_CFG_NO_POISON (1u << 5) /* do not load any badblocks source */
 
 struct blk_dev_config {
 	enum blk_backend_type backend;
-	const char *path;	    /* device or image; NULL for the null backend */
-	uint64_t size;		    /* null backend: capacity in bytes (default 1 TiB) */
-	unsigned nr_hw_queues;	    /* 0: 1 */
-	unsigned queue_depth;	    /* tags per hardware queue, 0: 128, at most 4096 */
-	unsigned max_sectors;	    /* largest request, 0: 256 (128 KiB) */
-	unsigned max_segments;	    /* 0: 128 */
-	unsigned flags;		    /* BLK_CFG_* */
+	const char *path;           /* device or image; NULL for the null backend */
+	uint64_t size;              /* null backend: capacity in bytes (default 1 TiB) */
+	unsigned nr_hw_queues;      /* 0: 1 */
+	unsigned queue_depth;       /* tags per hardware queue, 0: 128, at most 4096 */
+	unsigned max_sectors;       /* largest request, 0: 256 (128 KiB) */
+	unsigned max_segments;      /* 0: 128 */
+	unsigned flags;             /* BLK_CFG_* */
 	const char *badblocks_path; /* emulation file; NULL: "PATH.badblocks" for a regular file */
-	const char *scheduler;	    /* NULL or "none", "deadline" */
+	const char *scheduler;      /* NULL or "none", "deadline" */
 };
 
 /*
@@ -179,16 +179,16 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 void blk_dev_close(struct blk_dev *dev);
 
 struct blk_dev_info {
-	uint64_t size;		      /* bytes */
-	uint64_t nr_sectors;	      /* size >> 9 */
-	unsigned logical_block_size;  /* smallest aligned unit for I/O (1 for byte-granular) */
+	uint64_t size;               /* bytes */
+	uint64_t nr_sectors;         /* size >> 9 */
+	unsigned logical_block_size; /* smallest aligned unit for I/O (1 for byte-granular) */
 	unsigned nr_hw_queues, queue_depth, max_sectors, max_segments;
 	enum blk_backend_type backend;
 	const char *backend_name;
-	bool direct_access;	      /* blk_direct_access() works */
-	bool byte_granular;	      /* unaligned bios allowed */
-	bool emulated_poison;	      /* a badblocks emulation file is in use */
-	const char *badblocks_path;   /* the emulation file, or NULL */
+	bool direct_access;         /* blk_direct_access() works */
+	bool byte_granular;         /* unaligned bios allowed */
+	bool emulated_poison;       /* a badblocks emulation file is in use */
+	const char *badblocks_path; /* the emulation file, or NULL */
 	bool read_only;
 };
 void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info);
@@ -203,7 +203,7 @@ int blk_submit_bio_wait(struct blk_dev *dev, struct blk_bio *bio);
 /* Synchronous helpers over blk_submit_bio_wait(). */
 int blk_read(struct blk_dev *dev, uint64_t sector, void *buf, uint32_t len, unsigned bio_flags);
 int blk_write(struct blk_dev *dev, uint64_t sector, const void *buf, uint32_t len,
-	      unsigned bio_flags);
+              unsigned bio_flags);
 int blk_flush(struct blk_dev *dev);
 /*
  * Reap completions of the calling thread's hardware queue (BLK_CFG_POLLED
@@ -223,7 +223,7 @@ const char *blk_status_name(enum blk_status sts);
  * The caller must not hold on to the address past blk_dev_close().
  */
 int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr,
-		      uint64_t *bad_sector);
+                      uint64_t *bad_sector);
 
 /* Register a buffer for fixed-buffer I/O (uring).  Returns 0 or -errno; a no-op elsewhere. */
 int blk_dev_register_buffer(struct blk_dev *dev, void *addr, size_t len);
@@ -237,8 +237,8 @@ int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 int blk_poison_clear(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 /* Ranges that intersect [sector, sector + nr), clipped.  Returns how many were written to @out
  * (at most @max); *total (if not NULL) is how many exist. */
-unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr,
-			   struct blk_range *out, unsigned max, unsigned *total);
+unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr, struct blk_range *out,
+                           unsigned max, unsigned *total);
 /* Number of poisoned ranges on the device. */
 unsigned blk_poison_count(struct blk_dev *dev);
 
@@ -261,23 +261,23 @@ void blk_dev_set_qos(struct blk_dev *dev, const struct blk_qos_ops *ops, void *p
  * -EBUSY otherwise.  Detached, it costs nothing.  Returns 0 or -errno.
  */
 int blk_dev_set_write_tap(struct blk_dev *dev, void (*fn)(void *priv, const struct blk_bio *bio),
-			  void *priv);
+                          void *priv);
 
 /* Statistics, summed over threads and queues when read. */
 struct blk_stats {
 	uint64_t ios[BLK_OP_MAX];   /* bios submitted per op */
 	uint64_t bytes[BLK_OP_MAX]; /* bytes submitted per op */
-	uint64_t requests;	    /* requests dispatched */
+	uint64_t requests;          /* requests dispatched */
 	uint64_t merges_back, merges_front;
 	uint64_t plug_flushes;
 	uint64_t dispatch_batches;
 	uint64_t tag_waits;
-	uint64_t errors;	 /* bios ended with a status other than OK */
-	uint64_t poison_hits;	 /* requests that met poison */
-	uint64_t media_errors;	 /* bios ended with BLK_STS_MEDIA */
+	uint64_t errors;            /* bios ended with a status other than OK */
+	uint64_t poison_hits;       /* requests that met poison */
+	uint64_t media_errors;      /* bios ended with BLK_STS_MEDIA */
 	uint64_t recovered_sectors; /* sectors zero-filled by recovery reads */
-	uint64_t poison_cleared; /* sectors cleared by overwrite or zeroing */
-	uint64_t faults;	 /* hardware faults caught by the guard */
+	uint64_t poison_cleared;    /* sectors cleared by overwrite or zeroing */
+	uint64_t faults;            /* hardware faults caught by the guard */
 };
 void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st);
 

@@ -26,19 +26,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MFS_BLOCK_SIZE	4096u
-#define MFS_BLOCK_SHIFT 12
+#define MFS_BLOCK_SIZE        4096u
+#define MFS_BLOCK_SHIFT       12
 #define MFS_SECTORS_PER_BLOCK (MFS_BLOCK_SIZE >> 9)
 
-#define MFS_SB_MAGIC	   0x0153464e454d4dULL /* "MMENFS\1" read as little-endian bytes */
-#define MFS_META_MAGIC	   0x4b4c424du	       /* "MBLK" */
+#define MFS_SB_MAGIC       0x0153464e454d4dULL /* "MMENFS\1" read as little-endian bytes */
+#define MFS_META_MAGIC     0x4b4c424du         /* "MBLK" */
 #define MFS_FORMAT_VERSION 1
 
 /* Feature bits.  Unknown incompat: refuse to mount.  Unknown ro_compat: mount read-only. */
-#define MFS_FEATURE_COMPAT_SUPP	   0u
+#define MFS_FEATURE_COMPAT_SUPP            0u
 #define MFS_FEATURE_RO_COMPAT_METADATA_DUP (1u << 0) /* every metadata block has a twin */
-#define MFS_FEATURE_RO_COMPAT_SUPP MFS_FEATURE_RO_COMPAT_METADATA_DUP
-#define MFS_FEATURE_INCOMPAT_SUPP  0u
+#define MFS_FEATURE_RO_COMPAT_SUPP         MFS_FEATURE_RO_COMPAT_METADATA_DUP
+#define MFS_FEATURE_INCOMPAT_SUPP          0u
 
 /* Superblock state */
 #define MFS_STATE_CLEAN 1u /* unmounted cleanly: the journal is empty */
@@ -48,10 +48,10 @@
 /* Metadata block types (mfs_meta_hdr.type) */
 enum mfs_block_type {
 	MFS_T_SUPER = 1,
-	MFS_T_INODES = 2,	/* inode table block */
-	MFS_T_BITMAP = 3,	/* allocation bitmap block (meta zone, data zone, inodes) */
-	MFS_T_BTREE_NODE = 4,	/* B+tree interior node */
-	MFS_T_BTREE_LEAF = 5,	/* B+tree leaf */
+	MFS_T_INODES = 2,       /* inode table block */
+	MFS_T_BITMAP = 3,       /* allocation bitmap block (meta zone, data zone, inodes) */
+	MFS_T_BTREE_NODE = 4,   /* B+tree interior node */
+	MFS_T_BTREE_LEAF = 5,   /* B+tree leaf */
 	MFS_T_JOURNAL_DESC = 6, /* journal descriptor */
 	MFS_T_JOURNAL_COMMIT = 7,
 	MFS_T_MAX
@@ -65,13 +65,13 @@ enum mfs_block_type {
  * read back) is recognised.  The superblock is sealed with its own csum_seed.
  */
 struct mfs_meta_hdr {
-	uint32_t magic;	  /* MFS_META_MAGIC */
-	uint16_t type;	  /* enum mfs_block_type */
-	uint16_t level;	  /* B+tree: 0 for leaves */
+	uint32_t magic;   /* MFS_META_MAGIC */
+	uint16_t type;    /* enum mfs_block_type */
+	uint16_t level;   /* B+tree: 0 for leaves */
 	uint64_t blocknr; /* primary location of this block */
 	uint64_t csum;
-	uint64_t gen;	  /* transaction that last wrote it */
-	uint64_t owner;	  /* inode number owning it, 0 for shared structures */
+	uint64_t gen;   /* transaction that last wrote it */
+	uint64_t owner; /* inode number owning it, 0 for shared structures */
 	uint32_t nr_items;
 	uint32_t tree; /* B+tree kind (enum mfs_tree_kind) */
 };
@@ -79,9 +79,9 @@ _Static_assert(sizeof(struct mfs_meta_hdr) == 48, "mfs_meta_hdr is 48 bytes");
 
 struct mfs_superblock {
 	struct mfs_meta_hdr hdr; /* type MFS_T_SUPER; blocknr 0 for both copies */
-	uint64_t magic;		 /* MFS_SB_MAGIC */
-	uint32_t version;	 /* MFS_FORMAT_VERSION */
-	uint32_t block_size;	 /* 4096 */
+	uint64_t magic;          /* MFS_SB_MAGIC */
+	uint32_t version;        /* MFS_FORMAT_VERSION */
+	uint32_t block_size;     /* 4096 */
 	uint32_t feature_compat;
 	uint32_t feature_ro_compat;
 	uint32_t feature_incompat;
@@ -133,16 +133,16 @@ _Static_assert(sizeof(struct mfs_superblock) == MFS_BLOCK_SIZE, "superblock is o
 #define MFS_BITMAP_BITS ((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr)) * 8)
 
 /* Inodes */
-#define MFS_ROOT_INO	   1ull
-#define MFS_INODE_SIZE	   256u
+#define MFS_ROOT_INO         1ull
+#define MFS_INODE_SIZE       256u
 #define MFS_INODES_PER_BLOCK ((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr)) / MFS_INODE_SIZE)
-#define MFS_INLINE_EXTENTS 4
-#define MFS_INLINE_DATA	   (MFS_INLINE_EXTENTS * sizeof(struct mfs_extent))
+#define MFS_INLINE_EXTENTS   4
+#define MFS_INLINE_DATA      (MFS_INLINE_EXTENTS * sizeof(struct mfs_extent))
 
 /* mfs_inode.iflags */
 #define MFS_IFL_EXTENT_TREE (1u << 0) /* extents in a B+tree rooted at ext_root */
 #define MFS_IFL_INLINE_DATA (1u << 1) /* symlink target inline */
-#define MFS_IFL_ORPHAN	    (1u << 2) /* on the orphan list */
+#define MFS_IFL_ORPHAN      (1u << 2) /* on the orphan list */
 
 #define MFS_EXT_UNWRITTEN (1u << 0) /* allocated, reads as zeros (fallocate) */
 
@@ -164,9 +164,9 @@ struct mfs_inode {
 	uint64_t generation;
 	uint32_t iflags;
 	uint32_t rdev;
-	uint64_t parent; /* directories: the parent's inode number (for "..") */
-	uint64_t ext_root;  /* extent B+tree root (MFS_IFL_EXTENT_TREE) */
-	uint64_t dir_root;  /* directories: the entry B+tree root (0: empty) */
+	uint64_t parent;     /* directories: the parent's inode number (for "..") */
+	uint64_t ext_root;   /* extent B+tree root (MFS_IFL_EXTENT_TREE) */
+	uint64_t dir_root;   /* directories: the entry B+tree root (0: empty) */
 	uint64_t xattr_root; /* xattr B+tree root (0: none) */
 	uint16_t ext_depth, dir_depth, xattr_depth;
 	uint16_t nr_inline; /* inline extents in use, or inline data length */
@@ -183,11 +183,12 @@ _Static_assert(offsetof(struct mfs_inode, u) == 128, "inline area at 128");
 
 /* B+trees: 64-bit keys; interior nodes hold (key, child) pairs, leaves a slotted page. */
 enum mfs_tree_kind {
-	MFS_TREE_EXTENTS = 1,	/* key lblk, value struct mfs_extent */
-	MFS_TREE_DIR = 2,	/* key (name hash << 16 | collision), value struct mfs_dirent + name */
-	MFS_TREE_XATTR = 3,	/* key (name hash << 16 | collision), value struct mfs_xattr + name + value */
+	MFS_TREE_EXTENTS = 1, /* key lblk, value struct mfs_extent */
+	MFS_TREE_DIR = 2, /* key (name hash << 16 | collision), value struct mfs_dirent + name */
+	MFS_TREE_XATTR =
+	        3, /* key (name hash << 16 | collision), value struct mfs_xattr + name + value */
 	MFS_TREE_QUARANTINE = 4, /* key pblk, value uint64_t len */
-	MFS_TREE_ORPHAN = 5,	/* key ino, no value */
+	MFS_TREE_ORPHAN = 5,     /* key ino, no value */
 };
 
 struct mfs_bt_ptr {
@@ -232,13 +233,15 @@ struct mfs_xattr {
  */
 struct mfs_journal_tag {
 	uint64_t blocknr; /* primary location of the image that follows */
-	uint64_t csum;	  /* XXH3-64 (seeded) of the image, 4096 bytes as written */
+	uint64_t csum;    /* XXH3-64 (seeded) of the image, 4096 bytes as written */
 };
-#define MFS_JOURNAL_TAGS ((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr) - 16) / sizeof(struct mfs_journal_tag))
+#define MFS_JOURNAL_TAGS                                                                           \
+	((MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr) - 16) / sizeof(struct mfs_journal_tag))
 
 struct mfs_journal_desc {
-	struct mfs_meta_hdr hdr; /* type MFS_T_JOURNAL_DESC, gen = transaction id, nr_items = tags */
-	uint64_t next_desc;	 /* journal offset of the next descriptor of this transaction, or 0 */
+	struct mfs_meta_hdr
+	        hdr;        /* type MFS_T_JOURNAL_DESC, gen = transaction id, nr_items = tags */
+	uint64_t next_desc; /* journal offset of the next descriptor of this transaction, or 0 */
 	uint64_t __pad;
 	struct mfs_journal_tag tags[MFS_JOURNAL_TAGS];
 };
@@ -246,8 +249,8 @@ _Static_assert(sizeof(struct mfs_journal_desc) <= MFS_BLOCK_SIZE, "descriptor fi
 
 struct mfs_journal_commit {
 	struct mfs_meta_hdr hdr; /* type MFS_T_JOURNAL_COMMIT, gen = transaction id */
-	uint64_t nr_blocks;	 /* images in the transaction */
-	uint64_t txn_csum;	 /* XXH3-64 over the tags of every descriptor, in order */
+	uint64_t nr_blocks;      /* images in the transaction */
+	uint64_t txn_csum;       /* XXH3-64 over the tags of every descriptor, in order */
 	int64_t commit_time_ns;
 };
 

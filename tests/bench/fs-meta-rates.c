@@ -50,8 +50,7 @@ static void drop_dcache(void)
 
 static void report(const char *phase, long done, double secs, int complete)
 {
-	printf("%s %ld %.3f %.0f %d\n", phase, done, secs, secs > 0 ? done / secs : 0.0,
-	       complete);
+	printf("%s %ld %.3f %.0f %d\n", phase, done, secs, secs > 0 ? done / secs : 0.0, complete);
 	fflush(stdout);
 }
 
@@ -72,7 +71,7 @@ int main(int argc, char **argv)
 	dfd = open(argv[1], O_RDONLY | O_DIRECTORY);
 	if (dfd < 0 || n <= 0 || limit <= 0) {
 		fprintf(stderr, "%s: bad directory or arguments: %s\n", argv[0],
-			dfd < 0 ? strerror(errno) : "NFILES and LIMIT must be > 0");
+		        dfd < 0 ? strerror(errno) : "NFILES and LIMIT must be > 0");
 		return 2;
 	}
 
