@@ -386,7 +386,6 @@ void blk_mq_end_request_batch(struct blk_comp_batch *cb)
 			uint64_t bad_sector;
 			uint8_t status;
 		} done[BLK_END_CHUNK];
-		struct blk_hw_queue *hctxs[BLK_END_CHUNK];
 		struct blk_hw_queue *cur = rq->hctx;
 		uint64_t masks[64]; /* nr_words <= 64: see blk_tags_bits_per_word() */
 		uint64_t touched = 0;
@@ -401,7 +400,6 @@ void blk_mq_end_request_batch(struct blk_comp_batch *cb)
 			done[n].bio = rq->bio;
 			done[n].status = rq->status;
 			done[n].bad_sector = rq->bad_sector;
-			hctxs[n] = cur;
 			if (!(touched & (1ull << w))) {
 				touched |= 1ull << w;
 				masks[w] = 0;
@@ -415,8 +413,7 @@ void blk_mq_end_request_batch(struct blk_comp_batch *cb)
 			blk_tags_put_mask(&cur->tags, w, masks[w]);
 		}
 		for (i = 0; i < n; i++)
-			blk_end_bio_chain(hctxs[i], done[i].bio, done[i].status,
-			                  done[i].bad_sector);
+			blk_end_bio_chain(cur, done[i].bio, done[i].status, done[i].bad_sector);
 	}
 	cb->head = cb->tail = NULL;
 	cb->count = 0;

@@ -307,7 +307,6 @@ void blk_rq_slowpath(struct blk_hw_queue *hctx, struct blk_request *rq, struct b
 	struct blk_bio *bio;
 	bool met = false;
 
-	rq->rq_flags |= RQF_SLOW;
 	while ((bio = rq->bio) != NULL) {
 		enum blk_status sts = slow_bio(hctx, bio, &met);
 
