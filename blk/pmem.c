@@ -866,6 +866,7 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 	dev->size = pd->map_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
 	dev->nr_sectors = dev->size >> BLK_SECTOR_SHIFT;
 	dev->byte_granular = true;
+	dev->direct_page_cache = pd->page_gran && !pd->devdax;
 	dev->lbs_mask = 0;
 	return 0;
 

@@ -575,13 +575,32 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
+/* The reply of a zero-copy read: the kernel copies straight from the mapping. */
+static int reply_direct(void *arg, const struct iovec *iov, int cnt)
+{
+	/*
+	 * Whatever writev says, the request is answered: if the copy faults
+	 * (poison protected after the check) the kernel ends it with EIO.
+	 */
+	fuse_reply_iov(arg, iov, cnt);
+	return 0;
+}
+
 static void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       struct fuse_file_info *fi)
 {
 	ssize_t n = -ENOMEM;
 	char *buf;
+	int ret;
 
 	(void)fi;
+	ret = mfs_read_direct(D(req)->fs, ino, size, off, reply_direct, req);
+	if (ret != -EOPNOTSUPP) {
+		if (ret)
+			fuse_reply_err(req, -ret);
+		return;
+	}
+	/* no mapping the kernel may copy from, poison beside the range, or too fragmented */
 	buf = malloc(size ? size : 1);
 	if (!buf)
 		goto fail;
