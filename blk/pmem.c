@@ -211,12 +211,36 @@ static int pmem_flush_sync(struct blk_dev *dev)
 	return pmem_persist_all(dev->drv);
 }
 
+/*
+ * A large store into a page-cache mapping: map its pages writable in one
+ * madvise() instead of taking a write fault per 4 KiB page (a fresh mapping
+ * after every mount, and tmpfs/page-cache pages are mapped lazily).  Failure
+ * is harmless (the store faults them in as before): a kernel without
+ * MADV_POPULATE_WRITE (before 5.14) turns it off for good.
+ */
+#define PMEM_POPULATE_MIN (64u * 1024)
+static atomic_bool pmem_no_populate;
+
+static void pmem_populate(struct pmem_dev *pd, uint64_t off, size_t len)
+{
+	uintptr_t page = ((uintptr_t)1 << pd->page_shift) - 1;
+	uintptr_t a = (uintptr_t)(pd->addr + off) & ~page;
+	uintptr_t e = ((uintptr_t)(pd->addr + off) + len + page) & ~page;
+
+	if (atomic_load_explicit(&pmem_no_populate, memory_order_relaxed))
+		return;
+	if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
+		atomic_store_explicit(&pmem_no_populate, true, memory_order_relaxed);
+}
+
 /* Store into the mapping on the fast path; durability as described at the top. */
 static inline void pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
 {
-	if (pd->page_gran)
+	if (pd->page_gran) {
+		if (len >= PMEM_POPULATE_MIN)
+			pmem_populate(pd, off, len);
 		memcpy(pd->addr + off, src, len);
-	else
+	} else
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
 }
 

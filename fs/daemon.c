@@ -80,6 +80,7 @@ struct mfsd {
 	struct fuse_session *se;
 	double timeout; /* attribute and entry timeout, seconds */
 	bool read_only;
+	bool writeback; /* -o writeback: the kernel's writeback cache */
 
 	/* node table and open files: nodes_lock is a leaf (no core call under it) */
 	pthread_mutex_t nodes_lock;
@@ -89,7 +90,7 @@ struct mfsd {
 
 /* Options of -o. */
 struct mfsd_opts {
-	bool foreground, debug, read_only, allow_other, poison_inject;
+	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
 	enum blk_backend_type backend;
 	const char *badblocks;
 	unsigned threads;
@@ -306,15 +307,26 @@ static int new_owner(fuse_req_t req, uint64_t parent, mode_t *mode, uid_t *uid, 
 
 static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct mfsd *d = userdata;
+
 	/*
-	 * Correctness first: no writeback cache (the kernel would own file
-	 * sizes and times), no splice, and the kernel, not the daemon, clears
-	 * setuid/setgid on write, truncate and chown (no HANDLE_KILLPRIV).
+	 * Correctness first: no writeback cache unless asked for (-o writeback:
+	 * the kernel then owns file sizes and times until it writes back), no
+	 * splice, and the kernel, not the daemon, clears setuid/setgid on write,
+	 * truncate and chown (no HANDLE_KILLPRIV).  No FLUSH handler: writes
+	 * reach the device before they are answered, so the first FLUSH gets
+	 * ENOSYS and the kernel stops sending them (one request less per close).
 	 */
 	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ |
 	                          FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
 	                          FUSE_CAP_HANDLE_KILLPRIV);
+	if (d->writeback) {
+		if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+			conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		else
+			logmsg(LOG_WARNING, "writeback: the kernel offers no writeback cache; "
+			                    "writes go through");
+	}
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
@@ -663,14 +675,6 @@ fail:
 	fuse_reply_err(req, (int)-n);
 }
 
-static void mfsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	/* writes reach the device before they are acknowledged: nothing is buffered here */
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
 static void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -955,6 +959,15 @@ static void mfsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	off_t ret;
 
 	(void)fi;
+	if (D(req)->writeback) {
+		/*
+		 * The kernel's writeback cache holds data and sizes the daemon
+		 * does not see yet, and it does not write back before asking:
+		 * ENOSYS makes it answer itself (all data, a hole at EOF).
+		 */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	ret = mfs_lseek(D(req)->fs, ino, off, whence);
 	if (ret < 0)
 		goto fail;
@@ -1237,7 +1250,6 @@ static const struct fuse_lowlevel_ops mfsd_ops = {
         .read = mfsd_read,
         .write = mfsd_write,
         .write_buf = mfsd_write_buf,
-        .flush = mfsd_flush,
         .release = mfsd_release,
         .fsync = mfsd_fsync,
         .opendir = mfsd_opendir,
@@ -1265,7 +1277,7 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            poison_inject, threads=N, timeout=SECONDS, debug,\n"
+	           "            poison_inject, writeback, threads=N, timeout=SECONDS, debug,\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            nosuid, suid, nodev, dev, noexec, exec, noatime, nodiratime,\n"
 	           "            atime, relatime, sync, async, dirsync\n"
@@ -1315,6 +1327,10 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			o->debug = true;
 		} else if (!strcmp(opt, "poison_inject") && !val) {
 			o->poison_inject = true;
+		} else if (!strcmp(opt, "writeback") && !val) {
+			o->writeback = true;
+		} else if (!strcmp(opt, "no_writeback") && !val) {
+			o->writeback = false;
 		} else if (!strcmp(opt, "backend") && val) {
 			if (!strcmp(val, "pmem"))
 				o->backend = BLK_BACKEND_PMEM;
@@ -1544,6 +1560,7 @@ int main(int argc, char **argv)
 	d->files.next = d->files.prev = &d->files;
 	d->timeout = o.timeout;
 	d->read_only = o.read_only;
+	d->writeback = o.writeback;
 
 	mo.read_only = o.read_only;
 	mo.backend = o.backend;
