@@ -3,7 +3,8 @@
  * pmem backend: the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
- * data path.
+ * data path, with one exception: on a page-cache mapping (an image file) a
+ * store of 64 KiB or more is a pwrite(2) (see pmem_fd_store).
  *
  * Durability follows the mapping's store granularity (ARCHITECTURE §3):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -212,36 +213,44 @@ static int pmem_flush_sync(struct blk_dev *dev)
 }
 
 /*
- * A large store into a page-cache mapping: map its pages writable in one
- * madvise() instead of taking a write fault per 4 KiB page (a fresh mapping
- * after every mount, and tmpfs/page-cache pages are mapped lazily).  Failure
- * is harmless (the store faults them in as before): a kernel without
- * MADV_POPULATE_WRITE (before 5.14) turns it off for good.
+ * A large store into a page-cache mapping goes through pwrite(2) instead of
+ * the mapping: the kernel copies straight into the page cache, where a store
+ * through a fresh mapping (every mount) takes a write fault per 4 KiB page,
+ * and on tmpfs each new page is zeroed before it is overwritten.  The same
+ * pages either way, so the mapping stays coherent; the next FLUSH fdatasyncs
+ * (fd_dirty).  One syscall per 64 KiB or more is noise beside the copy.
  */
-#define PMEM_POPULATE_MIN (64u * 1024)
-static atomic_bool pmem_no_populate;
+#define PMEM_FD_STORE_MIN (64u * 1024)
 
-static void pmem_populate(struct pmem_dev *pd, uint64_t off, size_t len)
+static int pmem_fd_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
 {
-	uintptr_t page = ((uintptr_t)1 << pd->page_shift) - 1;
-	uintptr_t a = (uintptr_t)(pd->addr + off) & ~page;
-	uintptr_t e = ((uintptr_t)(pd->addr + off) + len + page) & ~page;
+	while (len) {
+		ssize_t n = pwrite(pd->fd, src, len, (off_t)off);
 
-	if (atomic_load_explicit(&pmem_no_populate, memory_order_relaxed))
-		return;
-	if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
-		atomic_store_explicit(&pmem_no_populate, true, memory_order_relaxed);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return n < 0 ? -errno : -EIO;
+		}
+		off += (size_t)n;
+		src = (const char *)src + n;
+		len -= (size_t)n;
+	}
+	atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
+	return 0;
 }
 
 /* Store into the mapping on the fast path; durability as described at the top. */
-static inline void pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
+static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
 {
 	if (pd->page_gran) {
-		if (len >= PMEM_POPULATE_MIN)
-			pmem_populate(pd, off, len);
+		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
+			return pmem_fd_store(pd, off, src, len);
 		memcpy(pd->addr + off, src, len);
-	} else
+	} else {
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
+	}
+	return 0;
 }
 
 static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
@@ -286,7 +295,15 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 				continue;
 			}
 			for (i = 0; i < bio->nr_segs; i++) {
-				pmem_store(pd, off, bio->iov[i].iov_base, bio->iov[i].iov_len);
+				int err = pmem_store(pd, off, bio->iov[i].iov_base,
+				                     bio->iov[i].iov_len);
+
+				if (unlikely(err)) {
+					rq->status = err == -ENOSPC || err == -EDQUOT
+					                     ? BLK_STS_NOSPC
+					                     : BLK_STS_IOERR;
+					return;
+				}
 				off += bio->iov[i].iov_len;
 			}
 		}
