@@ -59,6 +59,7 @@
 #define MFSD_NODE_BUCKETS    4096u
 #define MFSD_COPY_CHUNK      (1u << 20)
 #define MFSD_DEFAULT_TIMEOUT 1.0
+#define MFSD_DEFAULT_COMMIT  5u /* seconds between periodic journal commits */
 
 /* A node the kernel knows: its lookup count and the reference it pins. */
 struct mfsd_node {
@@ -82,6 +83,13 @@ struct mfsd {
 	bool read_only;
 	bool writeback; /* -o writeback: the kernel's writeback cache */
 
+	/* periodic commit (-o commit=SECONDS) */
+	unsigned commit_interval; /* 0: only fsync, sync, a full journal and unmount commit */
+	pthread_t commit_thread;
+	bool commit_started, commit_stop;
+	pthread_mutex_t commit_lock;
+	pthread_cond_t commit_cond; /* CLOCK_MONOTONIC */
+
 	/* node table and open files: nodes_lock is a leaf (no core call under it) */
 	pthread_mutex_t nodes_lock;
 	struct mfsd_node *nodes[MFSD_NODE_BUCKETS];
@@ -95,6 +103,7 @@ struct mfsd_opts {
 	const char *badblocks;
 	unsigned threads;
 	double timeout;
+	unsigned commit;
 	char kernel_opts[1024]; /* generic mount flags passed on to libfuse */
 };
 
@@ -1269,6 +1278,73 @@ static const struct fuse_lowlevel_ops mfsd_ops = {
         .copy_file_range = mfsd_copy_file_range,
 };
 
+/* --- periodic commit ---------------------------------------------------------------------- */
+
+/*
+ * Every commit_interval seconds, commit the running transaction (like ext4's
+ * commit=): what was written without fsync is durable within about that
+ * long.  A commit with nothing to do costs two uncontended locks.
+ */
+static void *commit_main(void *arg)
+{
+	struct mfsd *d = arg;
+	int last_err = 0;
+
+	pthread_mutex_lock(&d->commit_lock);
+	while (!d->commit_stop) {
+		struct timespec ts;
+		int ret;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += d->commit_interval;
+		while (!d->commit_stop &&
+		       pthread_cond_timedwait(&d->commit_cond, &d->commit_lock, &ts) != ETIMEDOUT)
+			;
+		if (d->commit_stop)
+			break;
+		pthread_mutex_unlock(&d->commit_lock);
+		ret = mfs_txn_commit(d->fs);
+		if (ret && ret != last_err)
+			logmsg(LOG_ERR, "periodic journal commit failed: %s", strerror(-ret));
+		last_err = ret;
+		pthread_mutex_lock(&d->commit_lock);
+	}
+	pthread_mutex_unlock(&d->commit_lock);
+	return NULL;
+}
+
+static void commit_start(struct mfsd *d)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	if (!d->commit_interval || d->read_only)
+		return;
+	pthread_mutex_init(&d->commit_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->commit_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = pthread_create(&d->commit_thread, NULL, commit_main, d);
+	if (ret) {
+		logmsg(LOG_WARNING, "no periodic commit: %s", strerror(ret));
+		return;
+	}
+	d->commit_started = true;
+}
+
+static void commit_stop(struct mfsd *d)
+{
+	if (!d->commit_started)
+		return;
+	pthread_mutex_lock(&d->commit_lock);
+	d->commit_stop = true;
+	pthread_cond_signal(&d->commit_cond);
+	pthread_mutex_unlock(&d->commit_lock);
+	pthread_join(d->commit_thread, NULL);
+	d->commit_started = false;
+}
+
 /* --- options ------------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -1277,7 +1353,8 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            poison_inject, writeback, threads=N, timeout=SECONDS, debug,\n"
+	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
+	           "            timeout=SECONDS, debug,\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            nosuid, suid, nodev, dev, noexec, exec, noatime, nodiratime,\n"
 	           "            atime, relatime, sync, async, dirsync\n"
@@ -1354,6 +1431,16 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 				return -1;
 			}
 			o->threads = (unsigned)n;
+		} else if (!strcmp(opt, "commit") && val) {
+			char *end;
+			unsigned long n = strtoul(val, &end, 10);
+
+			if (!*val || *end || n > 86400) {
+				logmsg(LOG_ERR, "commit=%s: expected seconds from 0 (off) to 86400",
+				       val);
+				return -1;
+			}
+			o->commit = (unsigned)n;
 		} else if (!strcmp(opt, "timeout") && val) {
 			char *end;
 			double t = strtod(val, &end);
@@ -1480,7 +1567,8 @@ static void detach(int status_fd)
 
 int main(int argc, char **argv)
 {
-	struct mfsd_opts o = {.threads = 0, .timeout = MFSD_DEFAULT_TIMEOUT};
+	struct mfsd_opts o = {
+	        .threads = 0, .timeout = MFSD_DEFAULT_TIMEOUT, .commit = MFSD_DEFAULT_COMMIT};
 	struct mfs_mount_opts mo = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg = NULL;
@@ -1561,6 +1649,7 @@ int main(int argc, char **argv)
 	d->timeout = o.timeout;
 	d->read_only = o.read_only;
 	d->writeback = o.writeback;
+	d->commit_interval = o.commit;
 
 	mo.read_only = o.read_only;
 	mo.backend = o.backend;
@@ -1615,6 +1704,7 @@ int main(int argc, char **argv)
 	}
 	live = true;
 	logmsg(LOG_INFO, "%s mounted on %s%s", device, mnt, d->read_only ? " (read-only)" : "");
+	commit_start(d);
 
 	lcfg = fuse_loop_cfg_create();
 	if (!lcfg) {
@@ -1637,6 +1727,7 @@ handlers:
 destroy:
 	fuse_session_destroy(d->se);
 unmount:
+	commit_stop(d);
 	dropped = drop_all(d);
 	if (o.debug)
 		logmsg(LOG_DEBUG, "%lu nodes and open handles left at unmount", dropped);

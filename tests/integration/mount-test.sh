@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
-# (basic, errors, kill9, unlinked, poison, readonly, helper, syslog) against the built programs named by
+# (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit) against the built programs named by
 # $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
 # here is undone on exit, whatever happened, and every wait is bounded.
@@ -258,6 +258,29 @@ helper)
 	WORK=$WORK IMG=$IMG MNT=$MNT MOUNT_MENDFS=$MOUNT_MENDFS \
 		timeout 90 unshare -m --propagation private bash "$WORK/inner.sh" ||
 		fail "helper tests"
+	;;
+commit)
+	# -o commit=1: a file written without fsync is committed within about a
+	# second and survives kill -9; with commit=0 nothing commits it, and it
+	# is gone after kill -9 (the journal is the only way metadata reaches
+	# the image before a checkpoint)
+	mkfs
+	for c in 1 0; do
+		mount_fg -o commit=$c
+		printf 'committed by the timer %s\n' $c >"$MNT/c$c" || fail "write c$c"
+		sleep 2.5
+		kill -9 "$DPID"
+		wait_gone "$DPID" 10 || fail "kill -9"
+		umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+		mount_fg
+		if [ $c = 1 ]; then
+			[ "$(cat "$MNT/c1" 2>&1)" = "committed by the timer 1" ] ||
+				fail "commit=1: c1 lost after kill -9: $(ls -la "$MNT")"
+		else
+			[ -e "$MNT/c0" ] && fail "commit=0: c0 survived kill -9 (something else committed it)"
+		fi
+		umount_fg
+	done
 	;;
 syslog)
 	# Detached, the daemon logs to syslog (facility daemon, identifier mendfs),
