@@ -281,6 +281,7 @@ struct blk_dev {
 	uint8_t rq_flags_init; /* RQF_NOMERGE when merging is off */
 	bool read_only;
 	bool byte_granular;
+	bool direct_page_cache; /* direct_access addresses are page-cache pages of a file */
 	unsigned nr_hw_queues;
 	struct blk_hw_queue *hctxs;
 	const struct blk_qos_ops *qos;

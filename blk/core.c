@@ -1246,6 +1246,7 @@ void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info)
 	info->backend_name = dev->ops->name;
 	info->direct_access = dev->ops->direct_access != NULL;
 	info->byte_granular = dev->byte_granular;
+	info->direct_page_cache = dev->direct_page_cache;
 	info->emulated_poison = dev->badblocks_path != NULL;
 	info->badblocks_path = dev->badblocks_path;
 	info->read_only = dev->read_only;

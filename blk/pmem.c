@@ -3,7 +3,8 @@
  * pmem backend: the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
- * data path.
+ * data path, with one exception: on a page-cache mapping (an image file) a
+ * store of 64 KiB or more is a pwrite(2) (see pmem_fd_store).
  *
  * Durability follows the mapping's store granularity (ARCHITECTURE §3):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -211,13 +212,45 @@ static int pmem_flush_sync(struct blk_dev *dev)
 	return pmem_persist_all(dev->drv);
 }
 
-/* Store into the mapping on the fast path; durability as described at the top. */
-static inline void pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
+/*
+ * A large store into a page-cache mapping goes through pwrite(2) instead of
+ * the mapping: the kernel copies straight into the page cache, where a store
+ * through a fresh mapping (every mount) takes a write fault per 4 KiB page,
+ * and on tmpfs each new page is zeroed before it is overwritten.  The same
+ * pages either way, so the mapping stays coherent; the next FLUSH fdatasyncs
+ * (fd_dirty).  One syscall per 64 KiB or more is noise beside the copy.
+ */
+#define PMEM_FD_STORE_MIN (64u * 1024)
+
+static int pmem_fd_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
 {
-	if (pd->page_gran)
+	while (len) {
+		ssize_t n = pwrite(pd->fd, src, len, (off_t)off);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return n < 0 ? -errno : -EIO;
+		}
+		off += (size_t)n;
+		src = (const char *)src + n;
+		len -= (size_t)n;
+	}
+	atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
+	return 0;
+}
+
+/* Store into the mapping on the fast path; durability as described at the top. */
+static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
+{
+	if (pd->page_gran) {
+		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
+			return pmem_fd_store(pd, off, src, len);
 		memcpy(pd->addr + off, src, len);
-	else
+	} else {
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
+	}
+	return 0;
 }
 
 static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
@@ -262,7 +295,15 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 				continue;
 			}
 			for (i = 0; i < bio->nr_segs; i++) {
-				pmem_store(pd, off, bio->iov[i].iov_base, bio->iov[i].iov_len);
+				int err = pmem_store(pd, off, bio->iov[i].iov_base,
+				                     bio->iov[i].iov_len);
+
+				if (unlikely(err)) {
+					rq->status = err == -ENOSPC || err == -EDQUOT
+					                     ? BLK_STS_NOSPC
+					                     : BLK_STS_IOERR;
+					return;
+				}
 				off += bio->iov[i].iov_len;
 			}
 		}
@@ -866,6 +907,7 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 	dev->size = pd->map_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
 	dev->nr_sectors = dev->size >> BLK_SECTOR_SHIFT;
 	dev->byte_granular = true;
+	dev->direct_page_cache = pd->page_gran && !pd->devdax;
 	dev->lbs_mask = 0;
 	return 0;
 

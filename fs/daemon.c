@@ -59,6 +59,7 @@
 #define MFSD_NODE_BUCKETS    4096u
 #define MFSD_COPY_CHUNK      (1u << 20)
 #define MFSD_DEFAULT_TIMEOUT 1.0
+#define MFSD_DEFAULT_COMMIT  5u /* seconds between periodic journal commits */
 
 /* A node the kernel knows: its lookup count and the reference it pins. */
 struct mfsd_node {
@@ -80,6 +81,14 @@ struct mfsd {
 	struct fuse_session *se;
 	double timeout; /* attribute and entry timeout, seconds */
 	bool read_only;
+	bool writeback; /* -o writeback: the kernel's writeback cache */
+
+	/* periodic commit (-o commit=SECONDS) */
+	unsigned commit_interval; /* 0: only fsync, sync, a full journal and unmount commit */
+	pthread_t commit_thread;
+	bool commit_started, commit_stop;
+	pthread_mutex_t commit_lock;
+	pthread_cond_t commit_cond; /* CLOCK_MONOTONIC */
 
 	/* node table and open files: nodes_lock is a leaf (no core call under it) */
 	pthread_mutex_t nodes_lock;
@@ -89,11 +98,12 @@ struct mfsd {
 
 /* Options of -o. */
 struct mfsd_opts {
-	bool foreground, debug, read_only, allow_other, poison_inject;
+	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
 	enum blk_backend_type backend;
 	const char *badblocks;
 	unsigned threads;
 	double timeout;
+	unsigned commit;
 	char kernel_opts[1024]; /* generic mount flags passed on to libfuse */
 };
 
@@ -306,15 +316,26 @@ static int new_owner(fuse_req_t req, uint64_t parent, mode_t *mode, uid_t *uid, 
 
 static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct mfsd *d = userdata;
+
 	/*
-	 * Correctness first: no writeback cache (the kernel would own file
-	 * sizes and times), no splice, and the kernel, not the daemon, clears
-	 * setuid/setgid on write, truncate and chown (no HANDLE_KILLPRIV).
+	 * Correctness first: no writeback cache unless asked for (-o writeback:
+	 * the kernel then owns file sizes and times until it writes back), no
+	 * splice, and the kernel, not the daemon, clears setuid/setgid on write,
+	 * truncate and chown (no HANDLE_KILLPRIV).  No FLUSH handler: writes
+	 * reach the device before they are answered, so the first FLUSH gets
+	 * ENOSYS and the kernel stops sending them (one request less per close).
 	 */
 	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ |
 	                          FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
 	                          FUSE_CAP_HANDLE_KILLPRIV);
+	if (d->writeback) {
+		if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+			conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		else
+			logmsg(LOG_WARNING, "writeback: the kernel offers no writeback cache; "
+			                    "writes go through");
+	}
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
@@ -575,13 +596,32 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
+/* The reply of a zero-copy read: the kernel copies straight from the mapping. */
+static int reply_direct(void *arg, const struct iovec *iov, int cnt)
+{
+	/*
+	 * Whatever writev says, the request is answered: if the copy faults
+	 * (poison protected after the check) the kernel ends it with EIO.
+	 */
+	fuse_reply_iov(arg, iov, cnt);
+	return 0;
+}
+
 static void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       struct fuse_file_info *fi)
 {
 	ssize_t n = -ENOMEM;
 	char *buf;
+	int ret;
 
 	(void)fi;
+	ret = mfs_read_direct(D(req)->fs, ino, size, off, reply_direct, req);
+	if (ret != -EOPNOTSUPP) {
+		if (ret)
+			fuse_reply_err(req, -ret);
+		return;
+	}
+	/* no mapping the kernel may copy from, poison beside the range, or too fragmented */
 	buf = malloc(size ? size : 1);
 	if (!buf)
 		goto fail;
@@ -642,14 +682,6 @@ static void mfsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *i
 fail:
 	free(copy);
 	fuse_reply_err(req, (int)-n);
-}
-
-static void mfsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	/* writes reach the device before they are acknowledged: nothing is buffered here */
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
 }
 
 static void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -936,6 +968,15 @@ static void mfsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	off_t ret;
 
 	(void)fi;
+	if (D(req)->writeback) {
+		/*
+		 * The kernel's writeback cache holds data and sizes the daemon
+		 * does not see yet, and it does not write back before asking:
+		 * ENOSYS makes it answer itself (all data, a hole at EOF).
+		 */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	ret = mfs_lseek(D(req)->fs, ino, off, whence);
 	if (ret < 0)
 		goto fail;
@@ -1218,7 +1259,6 @@ static const struct fuse_lowlevel_ops mfsd_ops = {
         .read = mfsd_read,
         .write = mfsd_write,
         .write_buf = mfsd_write_buf,
-        .flush = mfsd_flush,
         .release = mfsd_release,
         .fsync = mfsd_fsync,
         .opendir = mfsd_opendir,
@@ -1238,6 +1278,73 @@ static const struct fuse_lowlevel_ops mfsd_ops = {
         .copy_file_range = mfsd_copy_file_range,
 };
 
+/* --- periodic commit ---------------------------------------------------------------------- */
+
+/*
+ * Every commit_interval seconds, commit the running transaction (like ext4's
+ * commit=): what was written without fsync is durable within about that
+ * long.  A commit with nothing to do costs two uncontended locks.
+ */
+static void *commit_main(void *arg)
+{
+	struct mfsd *d = arg;
+	int last_err = 0;
+
+	pthread_mutex_lock(&d->commit_lock);
+	while (!d->commit_stop) {
+		struct timespec ts;
+		int ret;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += d->commit_interval;
+		while (!d->commit_stop &&
+		       pthread_cond_timedwait(&d->commit_cond, &d->commit_lock, &ts) != ETIMEDOUT)
+			;
+		if (d->commit_stop)
+			break;
+		pthread_mutex_unlock(&d->commit_lock);
+		ret = mfs_txn_commit(d->fs);
+		if (ret && ret != last_err)
+			logmsg(LOG_ERR, "periodic journal commit failed: %s", strerror(-ret));
+		last_err = ret;
+		pthread_mutex_lock(&d->commit_lock);
+	}
+	pthread_mutex_unlock(&d->commit_lock);
+	return NULL;
+}
+
+static void commit_start(struct mfsd *d)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	if (!d->commit_interval || d->read_only)
+		return;
+	pthread_mutex_init(&d->commit_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->commit_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = pthread_create(&d->commit_thread, NULL, commit_main, d);
+	if (ret) {
+		logmsg(LOG_WARNING, "no periodic commit: %s", strerror(ret));
+		return;
+	}
+	d->commit_started = true;
+}
+
+static void commit_stop(struct mfsd *d)
+{
+	if (!d->commit_started)
+		return;
+	pthread_mutex_lock(&d->commit_lock);
+	d->commit_stop = true;
+	pthread_cond_signal(&d->commit_cond);
+	pthread_mutex_unlock(&d->commit_lock);
+	pthread_join(d->commit_thread, NULL);
+	d->commit_started = false;
+}
+
 /* --- options ------------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -1246,7 +1353,8 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            poison_inject, threads=N, timeout=SECONDS, debug,\n"
+	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
+	           "            timeout=SECONDS, debug,\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            nosuid, suid, nodev, dev, noexec, exec, noatime, nodiratime,\n"
 	           "            atime, relatime, sync, async, dirsync\n"
@@ -1296,6 +1404,10 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			o->debug = true;
 		} else if (!strcmp(opt, "poison_inject") && !val) {
 			o->poison_inject = true;
+		} else if (!strcmp(opt, "writeback") && !val) {
+			o->writeback = true;
+		} else if (!strcmp(opt, "no_writeback") && !val) {
+			o->writeback = false;
 		} else if (!strcmp(opt, "backend") && val) {
 			if (!strcmp(val, "pmem"))
 				o->backend = BLK_BACKEND_PMEM;
@@ -1319,6 +1431,16 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 				return -1;
 			}
 			o->threads = (unsigned)n;
+		} else if (!strcmp(opt, "commit") && val) {
+			char *end;
+			unsigned long n = strtoul(val, &end, 10);
+
+			if (!*val || *end || n > 86400) {
+				logmsg(LOG_ERR, "commit=%s: expected seconds from 0 (off) to 86400",
+				       val);
+				return -1;
+			}
+			o->commit = (unsigned)n;
 		} else if (!strcmp(opt, "timeout") && val) {
 			char *end;
 			double t = strtod(val, &end);
@@ -1445,7 +1567,8 @@ static void detach(int status_fd)
 
 int main(int argc, char **argv)
 {
-	struct mfsd_opts o = {.threads = 0, .timeout = MFSD_DEFAULT_TIMEOUT};
+	struct mfsd_opts o = {
+	        .threads = 0, .timeout = MFSD_DEFAULT_TIMEOUT, .commit = MFSD_DEFAULT_COMMIT};
 	struct mfs_mount_opts mo = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg = NULL;
@@ -1525,6 +1648,8 @@ int main(int argc, char **argv)
 	d->files.next = d->files.prev = &d->files;
 	d->timeout = o.timeout;
 	d->read_only = o.read_only;
+	d->writeback = o.writeback;
+	d->commit_interval = o.commit;
 
 	mo.read_only = o.read_only;
 	mo.backend = o.backend;
@@ -1579,6 +1704,7 @@ int main(int argc, char **argv)
 	}
 	live = true;
 	logmsg(LOG_INFO, "%s mounted on %s%s", device, mnt, d->read_only ? " (read-only)" : "");
+	commit_start(d);
 
 	lcfg = fuse_loop_cfg_create();
 	if (!lcfg) {
@@ -1601,6 +1727,7 @@ handlers:
 destroy:
 	fuse_session_destroy(d->se);
 unmount:
+	commit_stop(d);
 	dropped = drop_all(d);
 	if (o.debug)
 		logmsg(LOG_DEBUG, "%lu nodes and open handles left at unmount", dropped);

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mfs_int.h"
@@ -900,6 +901,87 @@ ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
 			len = (size_t)(size - (uint64_t)off);
 		ret = mfs_file_read_blocks(fs, ip, buf, len, (uint64_t)off, 0, NULL);
 	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+/*
+ * Zero-copy read (see mfs_ops.h).  The iovecs point into the device mapping,
+ * holes and unwritten extents at a static zero area; adjacent pieces that are
+ * contiguous in memory share one iovec.
+ */
+#define DIRECT_ZERO_LEN (64u * 1024)
+static const uint8_t direct_zeros[DIRECT_ZERO_LEN]; /* .bss: never written */
+
+static int direct_add(struct iovec *iov, int *cnt, const void *base, size_t len)
+{
+	while (len) {
+		size_t n = len;
+
+		if (base == direct_zeros && n > DIRECT_ZERO_LEN)
+			n = DIRECT_ZERO_LEN;
+		if (*cnt && base != direct_zeros &&
+		    (const uint8_t *)iov[*cnt - 1].iov_base + iov[*cnt - 1].iov_len == base) {
+			iov[*cnt - 1].iov_len += n;
+		} else {
+			if (*cnt == MFS_DIRECT_IOV_MAX)
+				return -EOPNOTSUPP; /* too fragmented: the caller copies */
+			iov[*cnt].iov_base = (void *)base;
+			iov[*cnt].iov_len = n;
+			(*cnt)++;
+		}
+		len -= n;
+		if (base != direct_zeros)
+			base = (const uint8_t *)base + n;
+	}
+	return 0;
+}
+
+int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
+                    void *arg)
+{
+	struct iovec iov[MFS_DIRECT_IOV_MAX];
+	struct mfs_ino *ip;
+	uint64_t size, pos, end;
+	int cnt = 0, ret;
+
+	if (off < 0)
+		return -EINVAL;
+	if (!fs->direct_reads)
+		return -EOPNOTSUPP;
+	ret = file_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = di_size(ip);
+	pos = (uint64_t)off;
+	end = pos < size ? (len < size - pos ? pos + len : size) : pos;
+	while (pos < end && !ret) {
+		uint64_t lblk = pos / BS, pblk, count, n;
+		bool unwritten;
+		void *addr;
+
+		ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			break;
+		/* bytes of this mapping run from pos */
+		n = (lblk + count) * BS - pos;
+		if (n > end - pos)
+			n = end - pos;
+		if (!pblk || unwritten) {
+			ret = direct_add(iov, &cnt, direct_zeros, (size_t)n);
+		} else {
+			ret = blk_direct_access(fs->dev, pblk * BS + pos % BS, (size_t)n, &addr,
+			                        NULL);
+			if (!ret)
+				ret = direct_add(iov, &cnt, addr, (size_t)n);
+		}
+		pos += n;
+	}
+	/* the data is consumed (copied into the reply) before the lock is dropped */
+	if (!ret)
+		ret = emit(arg, iov, cnt);
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return ret;

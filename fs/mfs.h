@@ -60,7 +60,8 @@ struct mfs {
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
 	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
-	bool dup; /* metadata_dup */
+	bool dup;          /* metadata_dup */
+	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
 
 	/* buffer cache (meta.c) */
 	pthread_mutex_t cache_lock;

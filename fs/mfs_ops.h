@@ -111,6 +111,22 @@ int mfs_readdir(struct mfs *fs, uint64_t dir, uint64_t pos, mfs_filldir_fn *fn, 
 
 /* Files (file.c). */
 ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off);
+/*
+ * Zero-copy read: call @emit once with iovecs describing the file's bytes
+ * [off, off + len), clipped at EOF (cnt 0 at or past EOF), pointing into the
+ * device mapping (holes: a shared zero area).  The inode's read lock is held
+ * while @emit runs, so no block of the range is freed, reused or rewritten
+ * before @emit returns; @emit must not keep the addresses.  Returns @emit's
+ * result or -errno: -EOPNOTSUPP when direct reads are off (fs->direct_reads),
+ * a page of the range is protected because of poison beside it, or the range
+ * needs more than MFS_DIRECT_IOV_MAX pieces (the caller then uses mfs_read);
+ * -EIO when the range holds poison.
+ */
+struct iovec;
+#define MFS_DIRECT_IOV_MAX 512
+typedef int mfs_direct_emit_fn(void *arg, const struct iovec *iov, int cnt);
+int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
+                    void *arg);
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off);
 int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t size);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE, FALLOC_FL_ZERO_RANGE (+KEEP_SIZE)

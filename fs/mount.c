@@ -272,6 +272,13 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		goto fail;
 	}
 	fs->read_only = opts->read_only || force_ro;
+	{
+		struct blk_dev_info info;
+
+		/* the kernel may copy replies straight from a page-cache mapping (see blk.h) */
+		blk_dev_get_info(fs->dev, &info);
+		fs->direct_reads = info.direct_access && info.direct_page_cache;
+	}
 
 	/* a read-only mount never writes: it refuses a journal that needs replaying */
 	n = mfs_journal_replay(fs->dev, &fs->sb, fs->read_only, msg, sizeof(msg));

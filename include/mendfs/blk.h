@@ -185,8 +185,16 @@ struct blk_dev_info {
 	unsigned nr_hw_queues, queue_depth, max_sectors, max_segments;
 	enum blk_backend_type backend;
 	const char *backend_name;
-	bool direct_access;         /* blk_direct_access() works */
-	bool byte_granular;         /* unaligned bios allowed */
+	bool direct_access; /* blk_direct_access() works */
+	bool byte_granular; /* unaligned bios allowed */
+	/*
+	 * blk_direct_access() returns page-cache pages of a regular file (an image):
+	 * the kernel may copy from them (e.g. a FUSE reply) with no more risk than a
+	 * read(2).  False on devdax, where a kernel copy that touches unknown poison
+	 * is an unrecoverable machine check: such data must be copied under the
+	 * engine's fault guard instead.
+	 */
+	bool direct_page_cache;
 	bool emulated_poison;       /* a badblocks emulation file is in use */
 	const char *badblocks_path; /* the emulation file, or NULL */
 	bool read_only;

@@ -34,6 +34,9 @@
 #   --meta-limit S     upper bound per metadata phase (default 60; a phase that
 #                      hits it is marked '*' with the count it reached)
 #   --only LIST        comma-separated subset of mendfs,passthrough_ll,fuse2fs,ext4
+#   --mendfs-opts OPTS extra -o options for mendfs (e.g. writeback)
+#   --pt-opts OPTS     extra -o options for passthrough_ll (e.g. default_permissions,
+#                      the setting mendfs always runs with; or writeback)
 #   --json             print the results as JSON after the table
 # Needs root, /dev/fuse, loop devices; installs nothing.
 set -euo pipefail
@@ -48,6 +51,8 @@ META_LIMIT=60
 ONLY=mendfs,passthrough_ll,fuse2fs,ext4
 JSON=0
 REBUILD=1
+MENDFS_OPTS=
+PT_OPTS=
 
 usage() {
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -63,6 +68,8 @@ while [ $# -gt 0 ]; do
 	--files) NFILES=$2; shift 2 ;;
 	--meta-limit) META_LIMIT=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
+	--mendfs-opts) MENDFS_OPTS=$2; shift 2 ;;
+	--pt-opts) PT_OPTS=$2; shift 2 ;;
 	--json) JSON=1; shift ;;
 	--no-rebuild) REBUILD=0; shift ;;
 	-h | --help) usage 0 ;;
@@ -194,7 +201,7 @@ fs_up() {
 	case $1 in
 	mendfs)
 		"$MKFS_MENDFS" -q "$img" "$SIZE" >"$WORK/mkfs.log" 2>&1 || return 1
-		"$MENDFS" -f "$img" "$MNT" 2>>"$WORK/daemon.log" &
+		"$MENDFS" -f ${MENDFS_OPTS:+-o "$MENDFS_OPTS"} "$img" "$MNT" 2>>"$WORK/daemon.log" &
 		DPID=$!
 		;;
 	passthrough_ll)
@@ -203,7 +210,7 @@ fs_up() {
 		# kernel knows: give it room for the metadata phase's files
 		(
 			ulimit -n "$PT_NOFILE" || exit 1
-			exec "$WORK/bin/passthrough_ll" -f -o source="$WORK/ptdir" "$MNT"
+			exec "$WORK/bin/passthrough_ll" -f -o source="$WORK/ptdir${PT_OPTS:+,$PT_OPTS}" "$MNT"
 		) 2>>"$WORK/daemon.log" &
 		DPID=$!
 		;;
@@ -394,6 +401,7 @@ echo "commit:   $COMMIT (source $BSRC, build $BUILD)"
 echo "machine:  $NPROC CPUs ($CPU), kernel $KERNEL, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 echo "started:  $START, ${ELAPSED}s; load average before $LOAD0, after $LOAD1"
 echo "setup:    images ${SIZE} on /dev/shm (tmpfs); fio $(fio --version) psync, direct=0, file ${FSIZE}, <= ${RUNTIME}s per job; ${NFILES} files"
+echo "options:  mendfs -o ${MENDFS_OPTS:-(none)}; passthrough_ll -o ${PT_OPTS:-(none)}"
 echo
 printf '| %-34s | %10s | %14s | %10s | %10s | %11s | %11s |\n' workload mendfs passthrough_ll fuse2fs ext4 "mendfs/pt" "mendfs/f2fs"
 printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..36})" "$(printf -- '-%.0s' {1..12})" \

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
-# (basic, errors, kill9, unlinked, poison, readonly, helper) against the built programs named by
+# (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit) against the built programs named by
 # $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
 # here is undone on exit, whatever happened, and every wait is bounded.
@@ -258,6 +258,74 @@ helper)
 	WORK=$WORK IMG=$IMG MNT=$MNT MOUNT_MENDFS=$MOUNT_MENDFS \
 		timeout 90 unshare -m --propagation private bash "$WORK/inner.sh" ||
 		fail "helper tests"
+	;;
+commit)
+	# -o commit=1: a file written without fsync is committed within about a
+	# second and survives kill -9; with commit=0 nothing commits it, and it
+	# is gone after kill -9 (the journal is the only way metadata reaches
+	# the image before a checkpoint)
+	mkfs
+	for c in 1 0; do
+		mount_fg -o commit=$c
+		printf 'committed by the timer %s\n' $c >"$MNT/c$c" || fail "write c$c"
+		sleep 2.5
+		kill -9 "$DPID"
+		wait_gone "$DPID" 10 || fail "kill -9"
+		umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+		mount_fg
+		if [ $c = 1 ]; then
+			[ "$(cat "$MNT/c1" 2>&1)" = "committed by the timer 1" ] ||
+				fail "commit=1: c1 lost after kill -9: $(ls -la "$MNT")"
+		else
+			[ -e "$MNT/c0" ] && fail "commit=0: c0 survived kill -9 (something else committed it)"
+		fi
+		umount_fg
+	done
+	;;
+syslog)
+	# Detached, the daemon logs to syslog (facility daemon, identifier mendfs),
+	# and -o debug traces requests there at priority debug.  A private mount
+	# namespace gets a /dev of its own whose /dev/log is a datagram socket
+	# read by this test (this machine need not run a syslog daemon).
+	command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+	mkfs
+	cat >"$WORK/inner.sh" <<-'EOF'
+		set -u
+		mount -t tmpfs -o mode=755 none /dev || exit 10
+		mknod -m 666 /dev/fuse c 10 229 && mknod -m 666 /dev/null c 1 3 &&
+			mknod -m 666 /dev/zero c 1 5 && mknod -m 444 /dev/urandom c 1 9 || exit 11
+		python3 -c '
+		import socket, sys
+		s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+		s.bind("/dev/log")
+		with open(sys.argv[1], "a") as f:
+		    while True:
+		        f.write(s.recv(65536).decode(errors="replace").rstrip("\n") + "\n")
+		        f.flush()
+		' "$WORK/syslog.txt" &
+		LPID=$!
+		for _ in $(seq 100); do [ -S /dev/log ] && break; sleep 0.1; done
+		[ -S /dev/log ] || exit 12
+		timeout 20 "$MENDFS" -o debug "$IMG" "$MNT" || exit 13
+		ls "$MNT" >/dev/null || exit 14
+		timeout 20 umount "$MNT" || exit 15
+		timeout 20 flock -x "$IMG" true || exit 16
+		sleep 0.5
+		kill $LPID
+		exit 0
+	EOF
+	MENDFS=$MENDFS WORK=$WORK IMG=$IMG MNT=$MNT \
+		timeout 90 unshare -m --propagation private bash "$WORK/inner.sh" ||
+		fail "syslog test in its namespace: exit $?"
+	log=$WORK/syslog.txt
+	[ -s "$log" ] || fail "nothing reached /dev/log"
+	# <30> = daemon.info, <31> = daemon.debug; the identifier carries the pid
+	grep -q "^<30>.*mendfs\[[0-9]*\]: $IMG mounted on $MNT" "$log" ||
+		fail "no 'mounted on' at daemon.info: $(head -c 600 "$log")"
+	grep -q "^<30>.*mendfs\[[0-9]*\]: $IMG unmounted cleanly" "$log" ||
+		fail "no 'unmounted cleanly' at daemon.info: $(tail -c 600 "$log")"
+	grep -q "^<31>.*mendfs\[[0-9]*\]: .*opcode: LOOKUP\|^<31>.*mendfs\[[0-9]*\]: .*opcode: GETATTR" "$log" ||
+		fail "no request trace at daemon.debug: $(head -c 600 "$log")"
 	;;
 *)
 	echo "unknown test $name" >&2

@@ -16,6 +16,7 @@
 #   fsx     seeded random operations mirrored on /dev/shm for SECONDS
 #           (default 30; $FSX_SEED picks the seed), remounting at intervals
 #
+# $MENDFS_OPTS adds mount options (e.g. writeback) to every mount.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Mounts are undone
 # on exit whatever happened, and every wait is bounded.
 set -eu
@@ -76,7 +77,7 @@ mkfs() {
 }
 
 mount_fs() {
-	"$MENDFS" -f -o allow_other "$IMG" "$MNT" 2>>"$WORK/log" &
+	"$MENDFS" -f -o "allow_other${MENDFS_OPTS:+,$MENDFS_OPTS}" "$IMG" "$MNT" 2>>"$WORK/log" &
 	DPID=$!
 	wait_mounted
 }
@@ -174,7 +175,7 @@ fsx)
 		set -eu
 		timeout 30 umount "$MNT"
 		timeout 30 flock -x "$IMG" true
-		"$MENDFS" -o allow_other "$IMG" "$MNT" 2>>"$WORK/log"
+		"$MENDFS" -o "allow_other${MENDFS_OPTS:+,$MENDFS_OPTS}" "$IMG" "$MNT" 2>>"$WORK/log"
 	EOF2
 	chmod +x "$WORK/remount.sh"
 	# the first daemon runs in the foreground; after the first remount the

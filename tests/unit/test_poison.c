@@ -983,15 +983,16 @@ static int in_child(void (*fn)(void *), void *arg)
 }
 
 /*
- * A sparse image on a full filesystem: a store into a hole faults with SIGBUS
- * (not poison); the slow path's pwrite reports ENOSPC.  Runs in a child with
- * its own mount namespace holding a 256 KiB tmpfs.  Exit codes name the check
- * that failed.
+ * A sparse image on a full filesystem: a store through the mapping into a
+ * hole faults with SIGBUS (not poison) and the slow path's pwrite reports
+ * ENOSPC; a large store (64 KiB and more, written with pwrite on a page-cache
+ * mapping) reports ENOSPC directly.  Runs in a child with its own mount
+ * namespace holding a 256 KiB tmpfs.  Exit codes name the check that failed.
  */
 static void nospc_child(void *arg)
 {
 	const char *dir = arg;
-	static unsigned char buf[64 * 1024], back[64 * 1024];
+	static unsigned char buf[32 * 1024], back[32 * 1024], big[64 * 1024];
 	struct blk_dev_config cfg = {0};
 	struct blk_dev *dev;
 	struct blk_stats st;
@@ -1032,6 +1033,12 @@ static void nospc_child(void *arg)
 	blk_dev_get_stats(dev, &st);
 	if (st.faults == 0 || blk_poison_count(dev) != 0)
 		_exit(16); /* the fault was seen, and not taken for poison */
+	/* the disk is full: a large store fails cleanly too, without a fault */
+	memset(big, 0x5a, sizeof(big));
+	if (blk_write(dev, 14 * 128 + 64, big, sizeof(big), 0) != -ENOSPC)
+		_exit(17);
+	if (blk_poison_count(dev) != 0)
+		_exit(18);
 	blk_dev_close(dev);
 	umount(dir);
 	_exit(0);
