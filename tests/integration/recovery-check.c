@@ -13,6 +13,9 @@
  *   rwrite FILE OFF LEN                plain pwrite -> EIO, then mendfs_pwritev2 with the flag
  *   hostile FILE                       malformed ioctl structs -> EINVAL, wrong open mode -> EBADF
  *   notmendfs FILE                     a file elsewhere: EOPNOTSUPP with the flag, preadv without
+ *   inject MNT SECTOR COUNT ERR        MENDFS_IOC_INJECT on the mount point: 0 or the errno ERR
+ *                                      (EPERM, EINVAL, EROFS)
+ *   injhostile MNT DEVSECTORS          malformed / out-of-range inject structs -> EINVAL
  * Exit 0 pass, 1 fail.
  */
 #include <errno.h>
@@ -348,6 +351,79 @@ static void check_notmendfs(const char *path)
 	close(fd);
 }
 
+static int errno_of(const char *name)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} t[] = {{"0", 0},         {"EPERM", EPERM}, {"EINVAL", EINVAL}, {"EROFS", EROFS},
+	         {"EBADF", EBADF}, {"EIO", EIO},     {"ENOTTY", ENOTTY}};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(name, t[i].name))
+			return t[i].err;
+	die("unknown errno name %s", name);
+}
+
+static int inject(int fd, uint64_t sector, uint64_t count)
+{
+	struct mendfs_ioc_inject a;
+
+	memset(&a, 0, sizeof(a));
+	a.version = MENDFS_IOC_VERSION;
+	a.sector = sector;
+	a.count = count;
+	return ioctl(fd, MENDFS_IOC_INJECT, &a);
+}
+
+static void check_inject(const char *mnt, uint64_t sector, uint64_t count, int err)
+{
+	int fd = xopen(mnt, O_RDONLY | O_DIRECTORY);
+	int r = inject(fd, sector, count);
+
+	if (err)
+		want_errno(r, err, "inject");
+	else if (r)
+		die("inject %llu %llu: %s", (unsigned long long)sector, (unsigned long long)count,
+		    strerror(errno));
+	close(fd);
+}
+
+static void check_injhostile(const char *mnt, uint64_t nsec)
+{
+	struct mendfs_ioc_inject a;
+	int fd = xopen(mnt, O_RDONLY | O_DIRECTORY);
+
+	want_errno(inject(fd, 8, 0), EINVAL, "inject count 0");
+	want_errno(inject(fd, nsec, 1), EINVAL, "inject at the device's end");
+	want_errno(inject(fd, nsec - 1, 2), EINVAL, "inject across the device's end");
+	want_errno(inject(fd, UINT64_MAX, 1), EINVAL, "inject sector 2^64-1");
+	want_errno(inject(fd, 8, UINT64_MAX), EINVAL, "inject count 2^64-1");
+	want_errno(inject(fd, UINT64_MAX - 1, 4), EINVAL, "inject overflowing range");
+	want_errno(inject(fd, 1ull << 55, 1ull << 55), EINVAL, "inject far past the end");
+	memset(&a, 0, sizeof(a));
+	a.version = 2;
+	a.sector = 8;
+	a.count = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject version 2");
+	a.version = MENDFS_IOC_VERSION;
+	a.flags = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject flags");
+	a.flags = 0;
+	a.reserved[2] = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject reserved");
+	/* a size that is not the struct's: a different ioctl number */
+	{
+		uint8_t big[2 * sizeof(a)];
+
+		memset(big, 0, sizeof(big));
+		memcpy(big, &a, sizeof(a));
+		want_errno(ioctl(fd, _IOWR(MENDFS_IOC_MAGIC, 6, struct mendfs_ioc_inject[2]), big),
+		           ENOTTY, "inject with the wrong size");
+	}
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 2 ? argv[1] : "", *path = argc > 2 ? argv[2] : "";
@@ -382,6 +458,10 @@ int main(int argc, char **argv)
 		check_rwrite(path, num(argv[3]), num(argv[4]));
 	} else if (!strcmp(cmd, "hostile") && argc == 3) {
 		check_hostile(path);
+	} else if (!strcmp(cmd, "inject") && argc == 6) {
+		check_inject(path, num(argv[3]), num(argv[4]), errno_of(argv[5]));
+	} else if (!strcmp(cmd, "injhostile") && argc == 4) {
+		check_injhostile(path, num(argv[3]));
 	} else if (!strcmp(cmd, "notmendfs") && argc == 3) {
 		check_notmendfs(path);
 	} else {

@@ -7,6 +7,9 @@
 #            mendctl recover, in-place overwrite, hostile ioctls, a non-mendfs file
 #   zeroinit zero-init in place, recovery writes over part of a poisoned sector,
 #            a fully poisoned block, poison at end of file
+#   inject   online poison injection: permissions (root, -o poison_inject), hostile
+#            ranges, the poison reaching reads, BADRANGES and the emulation file,
+#            surviving a remount
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
 # 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
 set -u
@@ -48,8 +51,9 @@ fail() {
 rcheck() { timeout 60 "$RCHECK" "$@" || fail "recovery-check $*"; }
 mendctl() { timeout 60 "$MENDCTL" "$@"; }
 
+# mount_fg [MOUNT OPTIONS]
 mount_fg() {
-	"$MENDFS" -f "$IMG" "$MNT" 2>>"$WORK/log" &
+	"$MENDFS" -f ${1:+-o "$1"} "$IMG" "$MNT" 2>>"$WORK/log" &
 	DPID=$!
 	for ((i = 0; i < 200; i++)); do
 		mountpoint -q "$MNT" && return 0
@@ -177,6 +181,56 @@ zeroinit)
 	out=$(mendctl stats "$MNT") || fail "mendctl stats"
 	grep -q '^poison_ranges *0$' <<<"$out" || fail "stats: $out"
 	umount_fg
+	;;
+inject)
+	NSEC=$((64 * 1024 * 1024 / 512))
+	# nobody must reach the mount point (allow_other) and run recovery-check
+	chmod 755 "$WORK"
+	cp "$RCHECK" "$WORK/rcheck"
+	asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	mount_fg allow_other
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	map=$(mendctl bmap --json "$MNT/f")
+	# without -o poison_inject: EPERM, even for root; nothing recorded
+	rcheck inject "$MNT" $((S + 8)) 1 EPERM
+	out=$(mendctl inject "$MNT" $((S + 8)) 1 2>&1) && fail "mendctl inject without the option: $out"
+	grep -q "Operation not permitted" <<<"$out" || fail "mendctl inject message: $out"
+	[ -e "$IMG.badblocks" ] && grep -q '^[0-9]' "$IMG.badblocks" && fail "poison recorded: $(cat "$IMG.badblocks")"
+	umount_fg
+	mount_fg allow_other,poison_inject
+	# not root: EPERM (the uid FUSE reports for the caller)
+	asnobody "$WORK/rcheck" inject "$MNT" $((S + 8)) 1 EPERM || fail "inject as nobody"
+	rcheck injhostile "$MNT" $NSEC
+	[ -e "$IMG.badblocks" ] && grep -q '^[0-9]' "$IMG.badblocks" && fail "poison recorded: $(cat "$IMG.badblocks")"
+	kill -0 "$DPID" || fail "the daemon died"
+	# the last sector of the device is a valid target
+	rcheck inject "$MNT" $((NSEC - 1)) 1 0
+	# sectors 3..4 of block 2 of f: bytes [9728, 10752)
+	out=$(mendctl --json inject "$MNT" $((S + 2 * 8 + 3)) 2) || fail "mendctl inject"
+	[ "$out" = "{\"sector\":$((S + 2 * 8 + 3)),\"count\":2}" ] || fail "mendctl inject --json: $out"
+	grep -qx "$((S + 2 * 8 + 3)) 2" "$IMG.badblocks" || fail "not in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	grep -qx "$((NSEC - 1)) 1" "$IMG.badblocks" || fail "not in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[{"offset":9728,"length":1024}]}' ] ||
+		fail "badranges: $(mendctl badranges --json "$MNT/f")"
+	rcheck read "$MNT/f" $SIZE 9728
+	rcheck preadv2 "$MNT/f" $SIZE 9728 1024
+	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
+	grep -q '"poison_ranges":2' <<<"$out" || fail "stats: $out"
+	umount_fg
+	# it survives a remount (no option needed to keep poison)
+	mount_fg
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[{"offset":9728,"length":1024}]}' ] ||
+		fail "badranges after the remount: $(mendctl badranges --json "$MNT/f")"
+	rcheck read "$MNT/f" $SIZE 9728
+	rcheck preadv2 "$MNT/f" $SIZE 9728 1024
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "blocks moved"
+	umount_fg
+	# a read-only mount writes nothing, not even the emulation file: EROFS
+	mount_fg ro,poison_inject
+	rcheck inject "$MNT" $((S + 40)) 1 EROFS
+	umount_fg
+	grep -q "^$((S + 40)) " "$IMG.badblocks" && fail "read-only mount recorded poison"
 	;;
 *)
 	echo "unknown test $name" >&2
