@@ -212,11 +212,18 @@ static void check_verify(const char *path, uint64_t size)
 	close(fd);
 }
 
+static void want_errno(long r, int err, const char *what)
+{
+	if (r != -1 || errno != err)
+		die("%s: got %ld (%s), expected %s", what, r, r < 0 ? strerror(errno) : "success",
+		    strerror(err));
+}
+
 static void check_rwrite(const char *path, uint64_t off, uint64_t len)
 {
 	uint8_t *buf = xmalloc(len);
 	struct iovec iov = {buf, len};
-	int fd = xopen(path, O_RDWR);
+	int fd = xopen(path, O_WRONLY), rfd = xopen(path, O_RDONLY);
 	ssize_t r;
 
 	for (uint64_t i = 0; i < len; i++)
@@ -225,18 +232,15 @@ static void check_rwrite(const char *path, uint64_t off, uint64_t len)
 	if (r >= 0 || errno != EIO)
 		die("a plain write over part of a poisoned sector gave %zd (%s), expected EIO", r,
 		    r < 0 ? strerror(errno) : "success");
+	/* the recovery write needs a handle open for writing, not for reading */
+	want_errno(mendfs_pwritev2(rfd, &iov, 1, (off_t)off, MENDFS_RWF_RECOVERY_DATA), EBADF,
+	           "recovery write on O_RDONLY");
 	r = mendfs_pwritev2(fd, &iov, 1, (off_t)off, MENDFS_RWF_RECOVERY_DATA);
 	if (r != (ssize_t)len)
 		die("mendfs_pwritev2 returned %zd (%s)", r, r < 0 ? strerror(errno) : "");
 	free(buf);
 	close(fd);
-}
-
-static void want_errno(long r, int err, const char *what)
-{
-	if (r != -1 || errno != err)
-		die("%s: got %ld (%s), expected %s", what, r, r < 0 ? strerror(errno) : "success",
-		    strerror(err));
+	close(rfd);
 }
 
 static void check_hostile(const char *path)
@@ -296,6 +300,33 @@ static void check_hostile(const char *path)
 	zi.length = 512;
 	want_errno(ioctl(fd, MENDFS_IOC_ZEROINIT, &zi), EBADF, "zeroinit on O_RDONLY");
 	want_errno(mendfs_zeroinit(wfd, 1, 512), EINVAL, "mendfs_zeroinit partial sector");
+
+	{
+		struct mendfs_ioc_recovery_write *rw = (void *)xmalloc(sizeof(*rw));
+
+#define RW(field, val, what)                                                                       \
+	do {                                                                                       \
+		memset(rw, 0, sizeof(*rw));                                                        \
+		rw->version = MENDFS_IOC_VERSION;                                                  \
+		rw->offset = 100;                                                                  \
+		rw->length = 10;                                                                   \
+		rw->field = val;                                                                   \
+		want_errno(ioctl(wfd, MENDFS_IOC_RECOVERY_WRITE, rw), EINVAL, what);               \
+	} while (0)
+		RW(version, 0, "recovery write version 0");
+		RW(flags, 2, "recovery write flags");
+		RW(length, 0, "recovery write length 0");
+		RW(length, MENDFS_RW_CHUNK + 1, "recovery write length above the chunk");
+		RW(offset, UINT64_MAX - 5, "recovery write overflowing offset");
+		RW(offset, (uint64_t)INT64_MAX - 5, "recovery write past the largest file");
+		RW(reserved[0], 1, "recovery write reserved");
+		memset(rw, 0, sizeof(*rw));
+		rw->version = MENDFS_IOC_VERSION;
+		rw->length = 10;
+		want_errno(ioctl(fd, MENDFS_IOC_RECOVERY_WRITE, rw), EBADF,
+		           "recovery write on O_RDONLY");
+		free(rw);
+	}
 
 	memset(&st, 0, sizeof(st));
 	st.version = MENDFS_IOC_VERSION;

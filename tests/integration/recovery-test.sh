@@ -10,12 +10,16 @@
 #   inject   online poison injection: permissions (root, -o poison_inject), hostile
 #            ranges, the poison reaching reads, BADRANGES and the emulation file,
 #            surviving a remount
+#   matrix   recovery-matrix.c: five poison shapes x read/mmap/recovery read/badranges
+#            x four repairs, verified again after a remount; injection under
+#            readers; ioctl fuzzing
+#   quarantine  recovery-matrix.c: an unlinked poisoned file's block is never reused
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
 # 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
 set -u
 
 name=${1:?usage: recovery-test.sh NAME}
-for v in MENDFS MKFS_MENDFS MENDCTL RCHECK; do
+for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX; do
 	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
@@ -231,6 +235,28 @@ inject)
 	rcheck inject "$MNT" $((S + 40)) 1 EROFS
 	umount_fg
 	grep -q "^$((S + 40)) " "$IMG.badblocks" && fail "read-only mount recorded poison"
+	;;
+matrix)
+	mkdir "$WORK/exp"
+	mount_fg poison_inject
+	timeout 120 "$RMATRIX" matrix "$MNT" "$WORK/exp" || fail "recovery-matrix matrix"
+	umount_fg
+	grep -q '^[0-9]' "$IMG.badblocks" && fail "poison left in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	mount_fg poison_inject
+	timeout 60 "$RMATRIX" verify "$MNT" "$WORK/exp" || fail "recovery-matrix verify"
+	timeout 60 "$RMATRIX" race "$MNT" 3 || fail "recovery-matrix race"
+	timeout 120 "$RMATRIX" fuzz "$MNT" 4000 || fail "recovery-matrix fuzz"
+	kill -0 "$DPID" || fail "the daemon died"
+	umount_fg
+	;;
+quarantine)
+	mkdir "$WORK/exp"
+	mount_fg poison_inject
+	timeout 60 "$RMATRIX" quarantine "$MNT" "$WORK/exp" || fail "recovery-matrix quarantine"
+	umount_fg
+	mount_fg
+	timeout 60 "$RMATRIX" requarantine "$MNT" "$WORK/exp" || fail "recovery-matrix requarantine"
+	umount_fg
 	;;
 *)
 	echo "unknown test $name" >&2
