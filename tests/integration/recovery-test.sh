@@ -14,12 +14,16 @@
 #            x four repairs, verified again after a remount; injection under
 #            readers; ioctl fuzzing
 #   quarantine  recovery-matrix.c: an unlinked poisoned file's block is never reused
+#   meta     metadata self-healing: one copy of an inode table block, a directory
+#            tree block, an extent tree block, an xattr tree block and two journal
+#            blocks poisoned; operations work, the bad copies are rewritten from their
+#            twins (meta_repairs, the emulation file empties); both copies: EIO
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
 # 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
 set -u
 
 name=${1:?usage: recovery-test.sh NAME}
-for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX; do
+for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK; do
 	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
@@ -256,6 +260,91 @@ quarantine)
 	umount_fg
 	mount_fg
 	timeout 60 "$RMATRIX" requarantine "$MNT" "$WORK/exp" || fail "recovery-matrix requarantine"
+	umount_fg
+	;;
+meta)
+	mc() { timeout 60 "$METACHECK" "$@" || fail "meta-check $*"; }
+	stat_of() { mendctl stats --json "$MNT" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+	no_poison() { ! grep -q '^[0-9]' "$IMG.badblocks" || fail "$1: poison left: $(cat "$IMG.badblocks")"; }
+	mount_fg
+	mkdir "$MNT/d" || fail "mkdir"
+	# frag: 11 one-block extents (holes between): an extent tree, not inline extents
+	for b in $(seq 0 2 20); do
+		dd if=/dev/urandom of="$MNT/d/frag" bs=4096 seek=$b count=1 conv=notrunc status=none ||
+			fail "dd"
+	done
+	: >"$MNT/d/x"
+	mc setx "$MNT/d/x" user.big 600
+	for i in $(seq 1 200); do : >"$MNT/d/an-entry-with-a-longish-name-$i"; done
+	F=$(md5sum <"$MNT/d/frag")
+	L=$(ls -a "$MNT/d" | md5sum)
+	ID=$(stat -c %i "$MNT/d") IF=$(stat -c %i "$MNT/d/frag") IX=$(stat -c %i "$MNT/d/x")
+	umount_fg
+	loc=$(mc locate "$IMG" "$ID" "$IF" "$IX")
+	read -r _ _ JS _ JL _ JT _ _ _ MS _ MT <<<"$(grep ^sb <<<"$loc")"
+	DR=$(awk -v i="$ID" '$2 == i { print $8 }' <<<"$loc")
+	ITB=$(awk -v i="$IF" '$2 == i { print $4 }' <<<"$loc")
+	ER=$(awk -v i="$IF" '$2 == i { print $6 }' <<<"$loc")
+	XR=$(awk -v i="$IX" '$2 == i { print $10 }' <<<"$loc")
+	for v in DR ITB ER XR; do [ "${!v:-0}" -gt 0 ] || fail "no $v block: $loc"; done
+	[ "$(printf '%s\n' $DR $ITB $ER $XR | sort -u | wc -l)" = 4 ] || fail "blocks not distinct: $loc"
+	twin() { echo $(($1 - MS + MT)); }
+	# one sector of each primary copy
+	printf '%s\n' "$((DR * 8 + 3)) 1" "$((ITB * 8 + 5)) 1" "$((ER * 8)) 1" "$((XR * 8 + 7)) 1" \
+		>"$IMG.badblocks"
+	mount_fg
+	[ "$(ls -a "$MNT/d" | md5sum)" = "$L" ] || fail "the directory listing changed"
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed"
+	mc getx "$MNT/d/x" user.big 600 0
+	stat "$MNT/d/frag" >/dev/null || fail "stat"
+	[ "$(stat_of meta_repairs)" = 4 ] || fail "meta_repairs $(stat_of meta_repairs), expected 4"
+	[ "$(stat_of meta_lost)" = 0 ] || fail "meta_lost $(stat_of meta_lost)"
+	for b in $DR $ITB $ER $XR; do
+		grep -q "metadata block $b: media error, repaired from twin $(twin $b)" "$WORK/log" ||
+			fail "no repair of block $b logged"
+	done
+	no_poison "after the repairs"
+	umount_fg
+	# the twin poisoned: reads never need it; the next write of the block (both copies) clears it
+	echo "$(($(twin $ER) * 8 + 1)) 1" >"$IMG.badblocks"
+	mount_fg
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed (twin poisoned)"
+	dd if=/dev/zero of="$MNT/d/frag" bs=4096 seek=30 count=1 conv=notrunc,fsync status=none ||
+		fail "extending frag"
+	F=$(md5sum <"$MNT/d/frag")
+	[ "$(stat_of meta_lost)" = 0 ] || fail "meta_lost $(stat_of meta_lost)"
+	umount_fg
+	no_poison "after rewriting the extent tree"
+	# journal: committed transactions left by a crash, one copy of two journal blocks poisoned
+	mount_fg
+	dd if=/dev/urandom of="$MNT/j" bs=4096 count=3 conv=fsync status=none || fail "dd j"
+	J=$(md5sum <"$MNT/j")
+	kill -9 "$DPID"
+	for ((i = 0; i < 100; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+	wait "$DPID" 2>/dev/null
+	DPID=
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+	read -r _ _ JS _ JL _ JT _ JO _ _ _ _ <<<"$(mc locate "$IMG" | grep ^sb)"
+	D0=$((JS + JO)) I0=$((JS + (JO + 1) % JL))
+	printf '%s\n' "$((D0 * 8 + 2)) 1" "$((I0 * 8 + 5)) 1" >"$IMG.badblocks"
+	mount_fg
+	[ "$(md5sum <"$MNT/j")" = "$J" ] || fail "j lost in the replay"
+	for b in $D0 $I0; do
+		grep -q "journal block $b: media error, repaired from twin $((b - JS + JT))" "$WORK/log" ||
+			fail "no repair of journal block $b logged"
+	done
+	no_poison "after the replay"
+	umount_fg
+	# both copies poisoned: EIO, logged with the block, the daemon lives
+	printf '%s\n' "$((XR * 8 + 2)) 1" "$(($(twin $XR) * 8 + 4)) 1" >"$IMG.badblocks"
+	mount_fg
+	mc getx "$MNT/d/x" user.big 600 EIO
+	stat "$MNT/d/x" >/dev/null || fail "stat of x"
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed"
+	kill -0 "$DPID" || fail "the daemon died"
+	grep -q "metadata block $XR lost: primary media error, twin (block $(twin $XR)) media error" \
+		"$WORK/log" || fail "the loss of block $XR is not logged"
+	[ "$(stat_of meta_lost)" -ge 1 ] || fail "meta_lost $(stat_of meta_lost)"
 	umount_fg
 	;;
 *)
