@@ -23,7 +23,7 @@
 set -u
 
 name=${1:?usage: recovery-test.sh NAME}
-for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK; do
+for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE; do
 	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
@@ -113,6 +113,12 @@ read)
 		fail "recover: $out"
 	rcheck salvage "$WORK/expected" $SIZE 22016 512
 	cmp "$WORK/salvage" "$WORK/expected" || fail "the salvage copy differs"
+	# the example program of docs/examples/salvage.c does the same
+	out=$(timeout 60 "$SALVAGE" "$MNT/f" "$WORK/salvage2") || fail "docs/examples/salvage"
+	[ "$out" = "zero-filled 22016 512
+salvaged 65536 bytes of $MNT/f, 512 zero-filled" ] || fail "salvage printed: $out"
+	cmp "$WORK/salvage2" "$WORK/expected" || fail "the example's salvage copy differs"
+	"$SALVAGE" "$WORK/expected" "$WORK/x" 2>/dev/null && fail "salvage of a file off mendfs succeeded"
 	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
 	grep -q '"recovered_sectors":[1-9]' <<<"$out" || fail "stats: $out"
 	grep -q '"meta_repairs":[0-9]' <<<"$out" || fail "stats: $out"
