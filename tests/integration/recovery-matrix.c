@@ -468,10 +468,10 @@ static void repair(enum op op, const struct spot *s, unsigned gen)
 		memset(f->exp + s->off, 0, s->len);
 		break;
 	case OP_FALLOC:
-		if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)s->off,
-		              (off_t)(aend - s->off)))
+		/* the exact range: at end of file it ends inside the poisoned sector */
+		if (fallocate(fd, FALLOC_FL_ZERO_RANGE, (off_t)s->off, (off_t)s->len))
 			die("%s: fallocate ZERO_RANGE %llu+%llu: %s", f->name,
-			    (unsigned long long)s->off, (unsigned long long)(aend - s->off),
+			    (unsigned long long)s->off, (unsigned long long)s->len,
 			    strerror(errno));
 		memset(f->exp + s->off, 0, s->len);
 		break;
