@@ -11,6 +11,7 @@
  *   salvage OUT SIZE [OFF LEN]...      write the expected salvage copy to OUT
  *   overwrite FILE OFF LEN             pwrite the pattern over [OFF, OFF + LEN)
  *   rwrite FILE OFF LEN                plain pwrite -> EIO, then mendfs_pwritev2 with the flag
+ *                                      on O_WRONLY (EBADF on O_RDONLY)
  *   hostile FILE                       malformed ioctl structs -> EINVAL, wrong open mode -> EBADF
  *   notmendfs FILE                     a file elsewhere: EOPNOTSUPP with the flag, preadv without
  *   inject MNT SECTOR COUNT ERR        MENDFS_IOC_INJECT on the mount point: 0 or the errno ERR
