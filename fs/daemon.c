@@ -81,7 +81,8 @@ struct mfsd {
 	struct fuse_session *se;
 	double timeout; /* attribute and entry timeout, seconds */
 	bool read_only;
-	bool writeback; /* -o writeback: the kernel's writeback cache */
+	bool poison_inject; /* -o poison_inject: MENDFS_IOC_INJECT allowed (root only) */
+	bool writeback;     /* -o writeback: the kernel's writeback cache */
 
 	/* periodic commit (-o commit=SECONDS) */
 	unsigned commit_interval; /* 0: only fsync, sync, a full journal and unmount commit */
@@ -1100,6 +1101,59 @@ static int ioc_zeroinit(struct mfsd *d, uint64_t ino, struct mendfs_ioc_zeroinit
 	return ret;
 }
 
+static int ioc_recovery_write(struct mfsd *d, uint64_t ino, struct mendfs_ioc_recovery_write *a,
+                              struct mfsd_file *f)
+{
+	ssize_t n;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved, 4) || !a->length ||
+	    a->length > MENDFS_RW_CHUNK || a->offset > (uint64_t)INT64_MAX - a->length)
+		return -EINVAL;
+	if (!can_write(f))
+		return -EBADF;
+	if (d->read_only)
+		return -EROFS;
+	n = mfs_recovery_write(d->fs, ino, a->data, (size_t)a->length, a->offset);
+	if (n < 0)
+		return (int)n;
+	a->written = (uint64_t)n;
+	/* written behind the kernel's back: its cached pages and size are stale */
+	fuse_lowlevel_notify_inval_inode(d->se, ino, (off_t)a->offset, (off_t)a->length);
+	return 0;
+}
+
+/*
+ * Online poison injection: root (the requesting process's uid as FUSE reports
+ * it) on a -o poison_inject mount, checked before the struct (EPERM), then
+ * the range (EINVAL), then the mount (EROFS: nothing is written on a
+ * read-only mount, not even the emulation file).
+ */
+static int ioc_inject(struct mfsd *d, fuse_req_t req, struct mendfs_ioc_inject *a)
+{
+	struct blk_dev_info info;
+	uint64_t nr_sectors;
+	int ret;
+
+	blk_dev_get_info(d->fs->dev, &info);
+	nr_sectors = info.nr_sectors;
+	if (!d->poison_inject || fuse_req_ctx(req)->uid != 0)
+		return -EPERM;
+	if (!ioc_valid(a->version, a->flags, a->reserved, 4) || !a->count ||
+	    a->sector >= nr_sectors || a->count > nr_sectors - a->sector)
+		return -EINVAL;
+	if (d->read_only)
+		return -EROFS;
+	ret = blk_poison_add(d->fs->dev, a->sector, a->count);
+	if (ret)
+		logmsg(LOG_ERR, "inject poison at sector %llu count %llu: %s",
+		       (unsigned long long)a->sector, (unsigned long long)a->count, strerror(-ret));
+	else
+		logmsg(LOG_NOTICE, "injected poison at sector %llu count %llu (pid %d)",
+		       (unsigned long long)a->sector, (unsigned long long)a->count,
+		       (int)fuse_req_ctx(req)->pid);
+	return ret;
+}
+
 static int ioc_stats(struct mfsd *d, struct mendfs_ioc_stats *a)
 {
 	struct mfs_stats *fst = &d->fs->stats;
@@ -1155,6 +1209,8 @@ static void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *a
 	case MENDFS_IOC_BMAP:
 	case MENDFS_IOC_ZEROINIT:
 	case MENDFS_IOC_STATS:
+	case MENDFS_IOC_INJECT:
+	case MENDFS_IOC_RECOVERY_WRITE:
 		size = _IOC_SIZE(cmd);
 		break;
 	default:
@@ -1183,6 +1239,12 @@ static void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *a
 		break;
 	case MENDFS_IOC_ZEROINIT:
 		ret = ioc_zeroinit(d, ino, a, f);
+		break;
+	case MENDFS_IOC_INJECT:
+		ret = ioc_inject(d, req, a);
+		break;
+	case MENDFS_IOC_RECOVERY_WRITE:
+		ret = ioc_recovery_write(d, ino, a, f);
 		break;
 	default:
 		ret = ioc_stats(d, a);
@@ -1650,6 +1712,7 @@ int main(int argc, char **argv)
 	d->read_only = o.read_only;
 	d->writeback = o.writeback;
 	d->commit_interval = o.commit;
+	d->poison_inject = o.poison_inject;
 
 	mo.read_only = o.read_only;
 	mo.backend = o.backend;

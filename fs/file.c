@@ -1551,7 +1551,7 @@ static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool 
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 {
 	bool keep = mode & FALLOC_FL_KEEP_SIZE;
-	uint64_t start, end, first, last;
+	uint64_t start, end, zend, first, last;
 	struct mfs_ino *ip;
 	int ret, m = mode & ~FALLOC_FL_KEEP_SIZE;
 
@@ -1578,6 +1578,9 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 	first = (start + BS - 1) / BS; /* whole blocks inside the range */
 	last = end / BS;
 	pthread_rwlock_wrlock(&ip->lock);
+	/* [recovery] a range ending at or past EOF zeroes its last sector whole (only bytes
+	 * past EOF are added), so a poisoned EOF sector is cleared, not a partial-sector EIO */
+	zend = end % 512 && end >= di_size(ip) ? (end + 511) / 512 * 512 : end;
 	switch (m) {
 	case 0:
 		ret = falloc_unwritten(fs, ip, start / BS, (end + BS - 1) / BS);
@@ -1585,14 +1588,14 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 			ret = falloc_finish(fs, ip, end, keep, false);
 		break;
 	case FALLOC_FL_PUNCH_HOLE:
-		ret = zero_edges(fs, ip, start, end);
+		ret = zero_edges(fs, ip, start, zend);
 		if (!ret && first < last)
 			ret = punch_blocks(fs, ip, first, last);
 		if (!ret)
 			ret = falloc_finish(fs, ip, end, true, true);
 		break;
 	default: /* FALLOC_FL_ZERO_RANGE */
-		ret = zero_edges(fs, ip, start, end);
+		ret = zero_edges(fs, ip, start, zend);
 		if (!ret && first < last)
 			ret = zero_blocks(fs, ip, first, last);
 		if (!ret)

@@ -597,6 +597,23 @@ void mfs_journal_destroy(struct mfs *fs)
 /* --- replay ------------------------------------------------------------------------ */
 
 /*
+ * [recovery] The primary of journal block @blk met a media error and its twin
+ * (@twin, in @buf) is good: rewrite the primary from it (a whole-block write
+ * clears poison), unless replay runs read-only.  Logged like metadata repairs.
+ */
+static void replay_heal(struct mfs *fs, uint64_t blk, uint64_t twin, const void *buf)
+{
+	int ret;
+
+	if (fs->read_only)
+		return;
+	ret = blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0);
+	fprintf(stderr, "mendfs: journal block %llu: media error, %s from twin %llu%s%s\n",
+	        (unsigned long long)blk, ret ? "repair" : "repaired", (unsigned long long)twin,
+	        ret ? " failed: " : "", ret ? strerror(-ret) : "");
+}
+
+/*
  * Read journal block @off as a descriptor or commit of transaction @id: the
  * primary, else its twin.  Returns the block's type, or 0 if neither copy is
  * one (not written, torn, stale, poisoned).
@@ -604,6 +621,7 @@ void mfs_journal_destroy(struct mfs *fs)
 static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void *buf, bool *media)
 {
 	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
+	bool primary_media = false; /* [recovery] */
 	unsigned c;
 
 	for (c = 0; c < 2 && where[c]; c++) {
@@ -611,6 +629,7 @@ static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void 
 
 		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
 			*media = true;
+			primary_media |= c == 0; /* [recovery] */
 			continue;
 		}
 		if (mfs_block_verify(buf, fs->seed, 0, blk) || hdr->gen != id)
@@ -618,8 +637,11 @@ static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void 
 		if (hdr->type == MFS_T_JOURNAL_DESC &&
 		    (hdr->nr_items == 0 || hdr->nr_items > JTAGS))
 			continue;
-		if (hdr->type == MFS_T_JOURNAL_DESC || hdr->type == MFS_T_JOURNAL_COMMIT)
+		if (hdr->type == MFS_T_JOURNAL_DESC || hdr->type == MFS_T_JOURNAL_COMMIT) {
+			if (c == 1 && primary_media)
+				replay_heal(fs, blk, where[1], buf); /* [recovery] */
 			return hdr->type;
+		}
 	}
 	return 0;
 }
@@ -628,15 +650,20 @@ static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void 
 static bool replay_read_image(struct mfs *fs, uint64_t off, uint64_t csum, void *buf, bool *media)
 {
 	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
+	bool primary_media = false; /* [recovery] */
 	unsigned c;
 
 	for (c = 0; c < 2 && where[c]; c++) {
 		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
 			*media = true;
+			primary_media |= c == 0; /* [recovery] */
 			continue;
 		}
-		if (XXH3_64bits_withSeed(buf, MFS_BLOCK_SIZE, fs->seed) == csum)
+		if (XXH3_64bits_withSeed(buf, MFS_BLOCK_SIZE, fs->seed) == csum) {
+			if (c == 1 && primary_media)
+				replay_heal(fs, blk, where[1], buf); /* [recovery] */
 			return true;
+		}
 	}
 	return false;
 }

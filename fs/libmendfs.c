@@ -180,29 +180,76 @@ ssize_t mendfs_recover(int fd, void *buf, size_t len, off_t off, struct mendfs_r
 	return recovery_read(fd, NULL, 0, buf, len, off, zeroed, max, n);
 }
 
-/*
- * Read the edge sector at @pos (@len bytes of it, up to the end of file) for a
- * widened recovery write.  A poisoned one is zero-initialised first thing
- * after: the write that follows may cover it only up to the end of file,
- * which a plain write into a poisoned sector refuses.
- */
-static int edge_read(int fd, uint8_t *buf, size_t len, uint64_t pos)
+/* Gather @len bytes at byte @pos of the iovecs' concatenation into @dst. */
+static void gather(uint8_t *dst, const struct iovec *iov, int iovcnt, size_t pos, size_t len)
 {
-	struct mendfs_range r;
-	unsigned n;
+	for (int i = 0; i < iovcnt && len; i++) {
+		size_t n;
 
-	if (recovery_read(fd, NULL, 0, buf, len, (off_t)pos, &r, 1, &n) < 0)
+		if (pos >= iov[i].iov_len) {
+			pos -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - pos < len ? iov[i].iov_len - pos : len;
+		memcpy(dst, (const uint8_t *)iov[i].iov_base + pos, n);
+		dst += n;
+		len -= n;
+		pos = 0;
+	}
+}
+
+/*
+ * The recovery write loop: MENDFS_IOC_RECOVERY_WRITE over chunks whose inner
+ * boundaries are sector aligned, so only the write's own ends can cover a
+ * poisoned sector in part.
+ */
+static ssize_t recovery_write(int fd, const struct iovec *iov, int iovcnt, size_t total,
+                              uint64_t start)
+{
+	struct mendfs_ioc_recovery_write *a = malloc(sizeof(*a));
+	size_t done = 0;
+
+	if (!a)
 		return -1;
-	return n ? mendfs_zeroinit(fd, (off_t)pos, SECTOR) : 0;
+	while (done < total) {
+		uint64_t pos = start + done, cend = pos + MENDFS_RW_CHUNK;
+		size_t want;
+
+		if (cend >= start + total)
+			cend = start + total;
+		else if (cend / SECTOR * SECTOR > pos)
+			cend = cend / SECTOR * SECTOR;
+		want = (size_t)(cend - pos);
+		memset(a, 0, offsetof(struct mendfs_ioc_recovery_write, data));
+		a->version = MENDFS_IOC_VERSION;
+		a->offset = pos;
+		a->length = want;
+		gather(a->data, iov, iovcnt, done, want);
+		if (ioctl(fd, MENDFS_IOC_RECOVERY_WRITE, a) < 0) {
+			int err = errno;
+
+			free(a);
+			if (done)
+				return (ssize_t)done;
+			errno = err; /* is_mendfs() answered: a real error */
+			return -1;
+		}
+		if (a->written > want) {
+			free(a);
+			errno = EIO;
+			return -1;
+		}
+		done += a->written;
+		if (a->written < want)
+			break;
+	}
+	free(a);
+	return (ssize_t)done;
 }
 
 ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
 {
-	uint64_t start, end, wstart, wend, size;
-	size_t total, pos;
-	uint8_t *buf;
-	ssize_t ret;
-	struct stat st;
+	size_t total;
 
 	if (flags & ~MENDFS_RWF_RECOVERY_DATA) {
 		errno = EINVAL;
@@ -216,48 +263,13 @@ ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, 
 		errno = EINVAL;
 		return -1;
 	}
-	start = (uint64_t)off;
-	end = start + total;
 	if (!is_mendfs(fd))
 		return -1;
-	if (start % SECTOR == 0 && end % SECTOR == 0)
-		return pwritev(fd, iov, iovcnt, off); /* whole sectors clear poison */
-	if (fstat(fd, &st))
-		return -1;
-	size = (uint64_t)st.st_size;
-	/* widen to sectors, but never past what the file or the write already covers */
-	wstart = start / SECTOR * SECTOR;
-	wend = (end + SECTOR - 1) / SECTOR * SECTOR;
-	if (wend > end && wend > size)
-		wend = end > size ? end : size;
-	buf = calloc(1, wend - wstart);
-	if (!buf)
-		return -1;
-	if (start > wstart &&
-	    edge_read(fd, buf, wend - wstart < SECTOR ? wend - wstart : SECTOR, wstart))
-		goto fail;
-	if (wend > end && (end / SECTOR != wstart / SECTOR || start == wstart)) {
-		uint64_t ts = end / SECTOR * SECTOR;
-
-		if (edge_read(fd, buf + (ts - wstart), wend - ts, ts))
-			goto fail;
-	}
-	pos = start - wstart;
-	for (int i = 0; i < iovcnt; i++) {
-		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
-		pos += iov[i].iov_len;
-	}
-	ret = pwrite(fd, buf, wend - wstart, (off_t)wstart);
-	free(buf);
-	if (ret < 0)
-		return -1;
-	if ((uint64_t)ret < start - wstart)
+	if (!total)
 		return 0;
-	ret -= (ssize_t)(start - wstart);
-	return (uint64_t)ret > total ? (ssize_t)total : ret;
-fail:
-	free(buf);
-	return -1;
+	if ((uint64_t)off % SECTOR == 0 && total % SECTOR == 0)
+		return pwritev(fd, iov, iovcnt, off); /* whole sectors clear poison */
+	return recovery_write(fd, iov, iovcnt, total, (uint64_t)off);
 }
 
 int mendfs_badranges(int fd, off_t start, struct mendfs_range *out, unsigned max, unsigned *n)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
- * ARCHITECTURE.md §5).  badranges, recover, zeroinit, bmap and stats, each
+ * ARCHITECTURE.md §5).  badranges, recover, zeroinit, bmap, inject and stats, each
  * with --json in the shapes of the contract.  Exit 0 on success, 1 on error,
  * 2 on a usage error.
  */
@@ -30,6 +30,7 @@ static int usage(void)
 	                "       mendctl [--json] recover FILE OUT\n"
 	                "       mendctl [--json] zeroinit FILE OFF LEN\n"
 	                "       mendctl [--json] bmap FILE\n"
+	                "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
 	                "       mendctl [--json] stats MOUNTPOINT\n");
 	return 2;
 }
@@ -261,6 +262,41 @@ static int cmd_bmap(const char *path)
 	return ret;
 }
 
+static int cmd_inject(const char *path, const char *secs, const char *counts)
+{
+	struct mendfs_ioc_inject a;
+	uint64_t sector, count;
+	int fd;
+
+	if (!parse_u64(secs, &sector) || !parse_u64(counts, &count) || !count) {
+		fprintf(stderr,
+		        "mendctl: inject: SECTOR and COUNT are sector numbers, COUNT > 0\n");
+		return 2;
+	}
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return fail("open", path);
+	memset(&a, 0, sizeof(a));
+	a.version = MENDFS_IOC_VERSION;
+	a.sector = sector;
+	a.count = count;
+	if (ioctl(fd, MENDFS_IOC_INJECT, &a) < 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err == ENOTTY ? EOPNOTSUPP : err;
+		fail("inject", path);
+		if (err == EPERM)
+			fprintf(stderr,
+			        "mendctl: inject needs root and a mount with -o poison_inject\n");
+		return 1;
+	}
+	close(fd);
+	if (json)
+		printf("{\"sector\":%" PRIu64 ",\"count\":%" PRIu64 "}\n", sector, count);
+	return 0;
+}
+
 static int cmd_stats(const char *path)
 {
 	struct mendfs_ioc_stats a;
@@ -345,6 +381,8 @@ int main(int argc, char **argv)
 		ret = cmd_zeroinit(arg[1], arg[2], arg[3]);
 	else if (!strcmp(arg[0], "bmap") && n == 2)
 		ret = cmd_bmap(arg[1]);
+	else if (!strcmp(arg[0], "inject") && n == 4)
+		ret = cmd_inject(arg[1], arg[2], arg[3]);
 	else if (!strcmp(arg[0], "stats") && n == 2)
 		ret = cmd_stats(arg[1]);
 	else

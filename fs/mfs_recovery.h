@@ -47,6 +47,14 @@ int mfs_bmap_extents(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_fe
  */
 int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len);
 
+/*
+ * Write @len bytes at @off; a poisoned sector the range covers only in part
+ * is zero-initialised first (its lost bytes become zeros), whole poisoned
+ * sectors are overwritten in place by the write.  Returns bytes written
+ * (short on ENOSPC) or -errno.
+ */
+ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+
 /* file.c */
 ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
                              uint64_t off, unsigned bio_flags, struct blk_recovery *rec);

@@ -341,3 +341,53 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	mfs_iput(fs, ip);
 	return ret;
 }
+
+/*
+ * Zero-init the sector of file byte @pos when it sits on a written block and
+ * is poisoned (caller holds ip->lock for writing).
+ */
+static int zero_poisoned_sector(struct mfs *fs, struct mfs_ino *ip, uint64_t pos)
+{
+	uint64_t lblk = pos / BS, pblk, count, sector;
+	struct blk_range r;
+	bool unwritten;
+	int ret;
+
+	ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+	if (ret || !pblk || unwritten)
+		return ret;
+	sector = pblk * SPB + (pos - lblk * BS) / 512;
+	if (!blk_poison_lookup(fs->dev, sector, 1, &r, 1, NULL))
+		return 0;
+	return zero_sectors(fs, sector, 1);
+}
+
+ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
+{
+	uint64_t end = off + len;
+	struct mfs_ino *ip;
+	int ret = 0;
+
+	if (!len || off > (uint64_t)INT64_MAX - len)
+		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
+	ret = reg_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	if (off % 512)
+		ret = zero_poisoned_sector(fs, ip, off);
+	if (!ret && end % 512 && !(off % 512 && (end - 1) / 512 == off / 512))
+		ret = zero_poisoned_sector(fs, ip, end - 1);
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	if (ret)
+		return ret;
+	/*
+	 * Not under the same lock hold (mfs_write takes it): a writer of the
+	 * edge sectors' other bytes in between keeps its bytes, as it would
+	 * after any write; poison injected in between fails the write (EIO).
+	 */
+	return mfs_write(fs, ino, buf, len, (off_t)off);
+}

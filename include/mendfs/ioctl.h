@@ -103,11 +103,46 @@ struct mendfs_ioc_stats {
 	uint64_t spare[16]; /* out: 0, room for more counters */
 };
 
-#define MENDFS_IOC_RECOVERY_READ _IOWR(MENDFS_IOC_MAGIC, 1, struct mendfs_ioc_recovery_read)
-#define MENDFS_IOC_BADRANGES     _IOWR(MENDFS_IOC_MAGIC, 2, struct mendfs_ioc_badranges)
-#define MENDFS_IOC_BMAP          _IOWR(MENDFS_IOC_MAGIC, 3, struct mendfs_ioc_bmap)
-#define MENDFS_IOC_ZEROINIT      _IOWR(MENDFS_IOC_MAGIC, 4, struct mendfs_ioc_zeroinit)
-#define MENDFS_IOC_STATS         _IOWR(MENDFS_IOC_MAGIC, 5, struct mendfs_ioc_stats)
+/*
+ * Online poison injection (testing): device sectors [sector, sector + count)
+ * become poisoned exactly as real poison is (table, emulation file, and in
+ * emulation the pages of the pmem mapping).  Root only, and only on a mount
+ * with -o poison_inject: EPERM otherwise.  Any open file or directory of the
+ * mount (mendctl opens the mount point).
+ */
+struct mendfs_ioc_inject {
+	uint32_t version; /* in */
+	uint32_t flags;   /* in: 0 */
+	uint64_t sector;  /* in: first 512-byte device sector */
+	uint64_t count;   /* in: sectors, > 0, within the device */
+	uint64_t reserved[4];
+};
+
+/*
+ * Recovery write: @length bytes of @data at file @offset.  A poisoned sector
+ * the write covers only in part has its lost bytes replaced by zeros (it is
+ * zero-initialised, then written); whole poisoned sectors are overwritten in
+ * place.  Needs the file open for writing (EBADF).
+ */
+#define MENDFS_RW_CHUNK 12288u
+
+struct mendfs_ioc_recovery_write {
+	uint32_t version;              /* in */
+	uint32_t flags;                /* in: 0 */
+	uint64_t offset;               /* in: file offset */
+	uint64_t length;               /* in: bytes in data, 1..MENDFS_RW_CHUNK */
+	uint64_t written;              /* out: bytes written (short only on ENOSPC / EFBIG) */
+	uint64_t reserved[4];          /* in: 0 */
+	uint8_t data[MENDFS_RW_CHUNK]; /* in */
+};
+
+#define MENDFS_IOC_RECOVERY_READ  _IOWR(MENDFS_IOC_MAGIC, 1, struct mendfs_ioc_recovery_read)
+#define MENDFS_IOC_BADRANGES      _IOWR(MENDFS_IOC_MAGIC, 2, struct mendfs_ioc_badranges)
+#define MENDFS_IOC_BMAP           _IOWR(MENDFS_IOC_MAGIC, 3, struct mendfs_ioc_bmap)
+#define MENDFS_IOC_ZEROINIT       _IOWR(MENDFS_IOC_MAGIC, 4, struct mendfs_ioc_zeroinit)
+#define MENDFS_IOC_STATS          _IOWR(MENDFS_IOC_MAGIC, 5, struct mendfs_ioc_stats)
+#define MENDFS_IOC_INJECT         _IOWR(MENDFS_IOC_MAGIC, 6, struct mendfs_ioc_inject)
+#define MENDFS_IOC_RECOVERY_WRITE _IOWR(MENDFS_IOC_MAGIC, 7, struct mendfs_ioc_recovery_write)
 
 #ifndef __cplusplus
 /* The ABI: these sizes are part of the ioctl numbers. */
@@ -116,6 +151,8 @@ _Static_assert(sizeof(struct mendfs_ioc_badranges) == 1088, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_bmap) == 2112, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_zeroinit) == 56, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_stats) == 328, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_inject) == 56, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_recovery_write) == 12352, "ABI");
 #endif
 
 #endif /* MENDFS_IOCTL_H */

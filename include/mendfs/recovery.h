@@ -31,14 +31,12 @@ struct mendfs_range {
  */
 ssize_t mendfs_preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags);
 /*
- * With MENDFS_RWF_RECOVERY_DATA: a write whose ends are not on 512-byte sector
- * boundaries is widened to whole sectors with the edge sectors' recoverable
- * content (poisoned ones as zeros, zero-initialised before the write), so it
- * never fails with EIO on a partly covered poisoned sector.  The widening
- * reads then writes the edge sectors:
- * concurrent writers to those sectors' other bytes race with it.  @fd must be
- * open for reading and writing then (EBADF otherwise).  EOPNOTSUPP when @fd
- * is not on mendfs.
+ * With MENDFS_RWF_RECOVERY_DATA: a poisoned sector the write covers only in
+ * part gets zeros for its lost bytes instead of failing with EIO (the daemon
+ * zero-initialises it under the inode lock, then writes; MENDFS_IOC_RECOVERY_WRITE
+ * in chunks of 12 KiB); a write on whole sectors is a plain pwritev, which
+ * clears whole poisoned sectors in place.  @fd must be open for writing
+ * (EBADF).  EOPNOTSUPP when @fd is not on mendfs.
  */
 ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags);
 /*

@@ -11,8 +11,12 @@
  *   salvage OUT SIZE [OFF LEN]...      write the expected salvage copy to OUT
  *   overwrite FILE OFF LEN             pwrite the pattern over [OFF, OFF + LEN)
  *   rwrite FILE OFF LEN                plain pwrite -> EIO, then mendfs_pwritev2 with the flag
+ *                                      on O_WRONLY (EBADF on O_RDONLY)
  *   hostile FILE                       malformed ioctl structs -> EINVAL, wrong open mode -> EBADF
  *   notmendfs FILE                     a file elsewhere: EOPNOTSUPP with the flag, preadv without
+ *   inject MNT SECTOR COUNT ERR        MENDFS_IOC_INJECT on the mount point: 0 or the errno ERR
+ *                                      (EPERM, EINVAL, EROFS)
+ *   injhostile MNT DEVSECTORS          malformed / out-of-range inject structs -> EINVAL
  * Exit 0 pass, 1 fail.
  */
 #include <errno.h>
@@ -209,11 +213,18 @@ static void check_verify(const char *path, uint64_t size)
 	close(fd);
 }
 
+static void want_errno(long r, int err, const char *what)
+{
+	if (r != -1 || errno != err)
+		die("%s: got %ld (%s), expected %s", what, r, r < 0 ? strerror(errno) : "success",
+		    strerror(err));
+}
+
 static void check_rwrite(const char *path, uint64_t off, uint64_t len)
 {
 	uint8_t *buf = xmalloc(len);
 	struct iovec iov = {buf, len};
-	int fd = xopen(path, O_RDWR);
+	int fd = xopen(path, O_WRONLY), rfd = xopen(path, O_RDONLY);
 	ssize_t r;
 
 	for (uint64_t i = 0; i < len; i++)
@@ -222,18 +233,15 @@ static void check_rwrite(const char *path, uint64_t off, uint64_t len)
 	if (r >= 0 || errno != EIO)
 		die("a plain write over part of a poisoned sector gave %zd (%s), expected EIO", r,
 		    r < 0 ? strerror(errno) : "success");
+	/* the recovery write needs a handle open for writing, not for reading */
+	want_errno(mendfs_pwritev2(rfd, &iov, 1, (off_t)off, MENDFS_RWF_RECOVERY_DATA), EBADF,
+	           "recovery write on O_RDONLY");
 	r = mendfs_pwritev2(fd, &iov, 1, (off_t)off, MENDFS_RWF_RECOVERY_DATA);
 	if (r != (ssize_t)len)
 		die("mendfs_pwritev2 returned %zd (%s)", r, r < 0 ? strerror(errno) : "");
 	free(buf);
 	close(fd);
-}
-
-static void want_errno(long r, int err, const char *what)
-{
-	if (r != -1 || errno != err)
-		die("%s: got %ld (%s), expected %s", what, r, r < 0 ? strerror(errno) : "success",
-		    strerror(err));
+	close(rfd);
 }
 
 static void check_hostile(const char *path)
@@ -294,6 +302,33 @@ static void check_hostile(const char *path)
 	want_errno(ioctl(fd, MENDFS_IOC_ZEROINIT, &zi), EBADF, "zeroinit on O_RDONLY");
 	want_errno(mendfs_zeroinit(wfd, 1, 512), EINVAL, "mendfs_zeroinit partial sector");
 
+	{
+		struct mendfs_ioc_recovery_write *rw = (void *)xmalloc(sizeof(*rw));
+
+#define RW(field, val, what)                                                                       \
+	do {                                                                                       \
+		memset(rw, 0, sizeof(*rw));                                                        \
+		rw->version = MENDFS_IOC_VERSION;                                                  \
+		rw->offset = 100;                                                                  \
+		rw->length = 10;                                                                   \
+		rw->field = val;                                                                   \
+		want_errno(ioctl(wfd, MENDFS_IOC_RECOVERY_WRITE, rw), EINVAL, what);               \
+	} while (0)
+		RW(version, 0, "recovery write version 0");
+		RW(flags, 2, "recovery write flags");
+		RW(length, 0, "recovery write length 0");
+		RW(length, MENDFS_RW_CHUNK + 1, "recovery write length above the chunk");
+		RW(offset, UINT64_MAX - 5, "recovery write overflowing offset");
+		RW(offset, (uint64_t)INT64_MAX - 5, "recovery write past the largest file");
+		RW(reserved[0], 1, "recovery write reserved");
+		memset(rw, 0, sizeof(*rw));
+		rw->version = MENDFS_IOC_VERSION;
+		rw->length = 10;
+		want_errno(ioctl(fd, MENDFS_IOC_RECOVERY_WRITE, rw), EBADF,
+		           "recovery write on O_RDONLY");
+		free(rw);
+	}
+
 	memset(&st, 0, sizeof(st));
 	st.version = MENDFS_IOC_VERSION;
 	st.spare[0] = 1; /* output field: ignored on input */
@@ -348,6 +383,79 @@ static void check_notmendfs(const char *path)
 	close(fd);
 }
 
+static int errno_of(const char *name)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} t[] = {{"0", 0},         {"EPERM", EPERM}, {"EINVAL", EINVAL}, {"EROFS", EROFS},
+	         {"EBADF", EBADF}, {"EIO", EIO},     {"ENOTTY", ENOTTY}};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(name, t[i].name))
+			return t[i].err;
+	die("unknown errno name %s", name);
+}
+
+static int inject(int fd, uint64_t sector, uint64_t count)
+{
+	struct mendfs_ioc_inject a;
+
+	memset(&a, 0, sizeof(a));
+	a.version = MENDFS_IOC_VERSION;
+	a.sector = sector;
+	a.count = count;
+	return ioctl(fd, MENDFS_IOC_INJECT, &a);
+}
+
+static void check_inject(const char *mnt, uint64_t sector, uint64_t count, int err)
+{
+	int fd = xopen(mnt, O_RDONLY | O_DIRECTORY);
+	int r = inject(fd, sector, count);
+
+	if (err)
+		want_errno(r, err, "inject");
+	else if (r)
+		die("inject %llu %llu: %s", (unsigned long long)sector, (unsigned long long)count,
+		    strerror(errno));
+	close(fd);
+}
+
+static void check_injhostile(const char *mnt, uint64_t nsec)
+{
+	struct mendfs_ioc_inject a;
+	int fd = xopen(mnt, O_RDONLY | O_DIRECTORY);
+
+	want_errno(inject(fd, 8, 0), EINVAL, "inject count 0");
+	want_errno(inject(fd, nsec, 1), EINVAL, "inject at the device's end");
+	want_errno(inject(fd, nsec - 1, 2), EINVAL, "inject across the device's end");
+	want_errno(inject(fd, UINT64_MAX, 1), EINVAL, "inject sector 2^64-1");
+	want_errno(inject(fd, 8, UINT64_MAX), EINVAL, "inject count 2^64-1");
+	want_errno(inject(fd, UINT64_MAX - 1, 4), EINVAL, "inject overflowing range");
+	want_errno(inject(fd, 1ull << 55, 1ull << 55), EINVAL, "inject far past the end");
+	memset(&a, 0, sizeof(a));
+	a.version = 2;
+	a.sector = 8;
+	a.count = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject version 2");
+	a.version = MENDFS_IOC_VERSION;
+	a.flags = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject flags");
+	a.flags = 0;
+	a.reserved[2] = 1;
+	want_errno(ioctl(fd, MENDFS_IOC_INJECT, &a), EINVAL, "inject reserved");
+	/* a size that is not the struct's: a different ioctl number */
+	{
+		uint8_t big[2 * sizeof(a)];
+
+		memset(big, 0, sizeof(big));
+		memcpy(big, &a, sizeof(a));
+		want_errno(ioctl(fd, _IOWR(MENDFS_IOC_MAGIC, 6, struct mendfs_ioc_inject[2]), big),
+		           ENOTTY, "inject with the wrong size");
+	}
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 2 ? argv[1] : "", *path = argc > 2 ? argv[2] : "";
@@ -382,6 +490,10 @@ int main(int argc, char **argv)
 		check_rwrite(path, num(argv[3]), num(argv[4]));
 	} else if (!strcmp(cmd, "hostile") && argc == 3) {
 		check_hostile(path);
+	} else if (!strcmp(cmd, "inject") && argc == 6) {
+		check_inject(path, num(argv[3]), num(argv[4]), errno_of(argv[5]));
+	} else if (!strcmp(cmd, "injhostile") && argc == 4) {
+		check_injhostile(path, num(argv[3]));
 	} else if (!strcmp(cmd, "notmendfs") && argc == 3) {
 		check_notmendfs(path);
 	} else {

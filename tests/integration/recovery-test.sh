@@ -7,12 +7,25 @@
 #            mendctl recover, in-place overwrite, hostile ioctls, a non-mendfs file
 #   zeroinit zero-init in place, recovery writes over part of a poisoned sector,
 #            a fully poisoned block, poison at end of file
+#   inject   online poison injection: permissions (root, -o poison_inject), hostile
+#            ranges, the poison reaching reads, BADRANGES and the emulation file,
+#            surviving a remount
+#   writeback  -o writeback: writes into a page with poison fail with EIO; a
+#            whole-page overwrite clears it in place
+#   matrix   recovery-matrix.c: five poison shapes x read/mmap/recovery read/badranges
+#            x four repairs, verified again after a remount; injection under
+#            readers; ioctl fuzzing
+#   quarantine  recovery-matrix.c: an unlinked poisoned file's block is never reused
+#   meta     metadata self-healing: one copy of an inode table block, a directory
+#            tree block, an extent tree block, an xattr tree block and two journal
+#            blocks poisoned; operations work, the bad copies are rewritten from their
+#            twins (meta_repairs, the emulation file empties); both copies: EIO
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
 # 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
 set -u
 
 name=${1:?usage: recovery-test.sh NAME}
-for v in MENDFS MKFS_MENDFS MENDCTL RCHECK; do
+for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE; do
 	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
@@ -48,8 +61,9 @@ fail() {
 rcheck() { timeout 60 "$RCHECK" "$@" || fail "recovery-check $*"; }
 mendctl() { timeout 60 "$MENDCTL" "$@"; }
 
+# mount_fg [MOUNT OPTIONS]
 mount_fg() {
-	"$MENDFS" -f "$IMG" "$MNT" 2>>"$WORK/log" &
+	"$MENDFS" -f ${1:+-o "$1"} "$IMG" "$MNT" 2>>"$WORK/log" &
 	DPID=$!
 	for ((i = 0; i < 200; i++)); do
 		mountpoint -q "$MNT" && return 0
@@ -101,6 +115,12 @@ read)
 		fail "recover: $out"
 	rcheck salvage "$WORK/expected" $SIZE 22016 512
 	cmp "$WORK/salvage" "$WORK/expected" || fail "the salvage copy differs"
+	# the example program of docs/examples/salvage.c does the same
+	out=$(timeout 60 "$SALVAGE" "$MNT/f" "$WORK/salvage2") || fail "docs/examples/salvage"
+	[ "$out" = "zero-filled 22016 512
+salvaged 65536 bytes of $MNT/f, 512 zero-filled" ] || fail "salvage printed: $out"
+	cmp "$WORK/salvage2" "$WORK/expected" || fail "the example's salvage copy differs"
+	"$SALVAGE" "$WORK/expected" "$WORK/x" 2>/dev/null && fail "salvage of a file off mendfs succeeded"
 	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
 	grep -q '"recovered_sectors":[1-9]' <<<"$out" || fail "stats: $out"
 	grep -q '"meta_repairs":[0-9]' <<<"$out" || fail "stats: $out"
@@ -176,6 +196,198 @@ zeroinit)
 	rcheck verify "$MNT/f" $SIZE $zeros
 	out=$(mendctl stats "$MNT") || fail "mendctl stats"
 	grep -q '^poison_ranges *0$' <<<"$out" || fail "stats: $out"
+	umount_fg
+	;;
+inject)
+	NSEC=$((64 * 1024 * 1024 / 512))
+	# nobody must reach the mount point (allow_other) and run recovery-check
+	chmod 755 "$WORK"
+	cp "$RCHECK" "$WORK/rcheck"
+	asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	mount_fg allow_other
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	map=$(mendctl bmap --json "$MNT/f")
+	# without -o poison_inject: EPERM, even for root; nothing recorded
+	rcheck inject "$MNT" $((S + 8)) 1 EPERM
+	out=$(mendctl inject "$MNT" $((S + 8)) 1 2>&1) && fail "mendctl inject without the option: $out"
+	grep -q "Operation not permitted" <<<"$out" || fail "mendctl inject message: $out"
+	[ -e "$IMG.badblocks" ] && grep -q '^[0-9]' "$IMG.badblocks" && fail "poison recorded: $(cat "$IMG.badblocks")"
+	umount_fg
+	mount_fg allow_other,poison_inject
+	# not root: EPERM (the uid FUSE reports for the caller)
+	asnobody "$WORK/rcheck" inject "$MNT" $((S + 8)) 1 EPERM || fail "inject as nobody"
+	rcheck injhostile "$MNT" $NSEC
+	[ -e "$IMG.badblocks" ] && grep -q '^[0-9]' "$IMG.badblocks" && fail "poison recorded: $(cat "$IMG.badblocks")"
+	kill -0 "$DPID" || fail "the daemon died"
+	# the last sector of the device is a valid target
+	rcheck inject "$MNT" $((NSEC - 1)) 1 0
+	# sectors 3..4 of block 2 of f: bytes [9728, 10752)
+	out=$(mendctl --json inject "$MNT" $((S + 2 * 8 + 3)) 2) || fail "mendctl inject"
+	[ "$out" = "{\"sector\":$((S + 2 * 8 + 3)),\"count\":2}" ] || fail "mendctl inject --json: $out"
+	grep -qx "$((S + 2 * 8 + 3)) 2" "$IMG.badblocks" || fail "not in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	grep -qx "$((NSEC - 1)) 1" "$IMG.badblocks" || fail "not in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[{"offset":9728,"length":1024}]}' ] ||
+		fail "badranges: $(mendctl badranges --json "$MNT/f")"
+	rcheck read "$MNT/f" $SIZE 9728
+	rcheck preadv2 "$MNT/f" $SIZE 9728 1024
+	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
+	grep -q '"poison_ranges":2' <<<"$out" || fail "stats: $out"
+	umount_fg
+	# it survives a remount (no option needed to keep poison)
+	mount_fg
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[{"offset":9728,"length":1024}]}' ] ||
+		fail "badranges after the remount: $(mendctl badranges --json "$MNT/f")"
+	rcheck read "$MNT/f" $SIZE 9728
+	rcheck preadv2 "$MNT/f" $SIZE 9728 1024
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "blocks moved"
+	umount_fg
+	# a read-only mount writes nothing, not even the emulation file: EROFS
+	mount_fg ro,poison_inject
+	rcheck inject "$MNT" $((S + 40)) 1 EROFS
+	umount_fg
+	grep -q "^$((S + 40)) " "$IMG.badblocks" && fail "read-only mount recorded poison"
+	;;
+writeback)
+	# -o writeback: the kernel reads a page before a partial write into it, so
+	# a write into a page holding poison fails with EIO (never zeros written),
+	# even one covering whole poisoned sectors; a whole-page overwrite needs
+	# no read and clears the poison in place when written back
+	mount_fg
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	map=$(mendctl bmap --json "$MNT/f")
+	umount_fg
+	# poisoned before the mount, so that no page of f is cached:
+	# sector 2 of block 1 (bytes [5120, 5632)) and sector 0 of block 3 ([12288, 12800))
+	printf '%s 1\n%s 1\n' $((S + 8 + 2)) $((S + 3 * 8)) >"$IMG.badblocks"
+	mount_fg writeback
+	grep -q " $MNT fuse.mendfs " /proc/mounts || fail "not mounted"
+	wdd() { dd of="$MNT/f" oflag=seek_bytes conv=notrunc status=none "$@" 2>"$WORK/dd.err"; }
+	wdd if=/dev/zero bs=100 count=1 seek=5000 &&
+		fail "a partial-page write into a poisoned page succeeded"
+	grep -q 'Input/output error' "$WORK/dd.err" || fail "partial-page write: $(cat "$WORK/dd.err")"
+	wdd if=/dev/zero bs=512 count=1 seek=5120 &&
+		fail "a whole-sector write inside a poisoned page succeeded under writeback"
+	grep -q 'Input/output error' "$WORK/dd.err" || fail "whole-sector write: $(cat "$WORK/dd.err")"
+	# the same bytes the pattern had (so the whole file can be checked below)
+	rcheck overwrite "$MNT/f" 12288 4096
+	sync -d "$MNT/f" # writeback, then fsync
+	[ "$(mendctl badranges --json "$MNT/f")" = '{"ranges":[{"offset":5120,"length":512}]}' ] ||
+		fail "badranges after the overwrite: $(mendctl badranges --json "$MNT/f")"
+	[ "$(mendctl bmap --json "$MNT/f")" = "$map" ] || fail "blocks moved"
+	umount_fg
+	grep -q "^$((S + 3 * 8)) " "$IMG.badblocks" && fail "poison of block 3 left: $(cat "$IMG.badblocks")"
+	mount_fg
+	# every byte is the pattern but the poisoned sector of block 1 (zero-filled)
+	rcheck preadv2 "$MNT/f" $SIZE 5120 512
+	umount_fg
+	;;
+matrix)
+	mkdir "$WORK/exp"
+	mount_fg poison_inject
+	timeout 120 "$RMATRIX" matrix "$MNT" "$WORK/exp" || fail "recovery-matrix matrix"
+	umount_fg
+	grep -q '^[0-9]' "$IMG.badblocks" && fail "poison left in $IMG.badblocks: $(cat "$IMG.badblocks")"
+	mount_fg poison_inject
+	timeout 60 "$RMATRIX" verify "$MNT" "$WORK/exp" || fail "recovery-matrix verify"
+	timeout 60 "$RMATRIX" race "$MNT" 3 || fail "recovery-matrix race"
+	timeout 120 "$RMATRIX" fuzz "$MNT" 4000 || fail "recovery-matrix fuzz"
+	kill -0 "$DPID" || fail "the daemon died"
+	umount_fg
+	;;
+quarantine)
+	mkdir "$WORK/exp"
+	mount_fg poison_inject
+	timeout 60 "$RMATRIX" quarantine "$MNT" "$WORK/exp" || fail "recovery-matrix quarantine"
+	umount_fg
+	mount_fg
+	timeout 60 "$RMATRIX" requarantine "$MNT" "$WORK/exp" || fail "recovery-matrix requarantine"
+	umount_fg
+	;;
+meta)
+	mc() { timeout 60 "$METACHECK" "$@" || fail "meta-check $*"; }
+	stat_of() { mendctl stats --json "$MNT" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+	no_poison() { ! grep -q '^[0-9]' "$IMG.badblocks" || fail "$1: poison left: $(cat "$IMG.badblocks")"; }
+	mount_fg
+	mkdir "$MNT/d" || fail "mkdir"
+	# frag: 11 one-block extents (holes between): an extent tree, not inline extents
+	for b in $(seq 0 2 20); do
+		dd if=/dev/urandom of="$MNT/d/frag" bs=4096 seek=$b count=1 conv=notrunc status=none ||
+			fail "dd"
+	done
+	: >"$MNT/d/x"
+	mc setx "$MNT/d/x" user.big 600
+	for i in $(seq 1 200); do : >"$MNT/d/an-entry-with-a-longish-name-$i"; done
+	F=$(md5sum <"$MNT/d/frag")
+	L=$(ls -a "$MNT/d" | md5sum)
+	ID=$(stat -c %i "$MNT/d") IF=$(stat -c %i "$MNT/d/frag") IX=$(stat -c %i "$MNT/d/x")
+	umount_fg
+	loc=$(mc locate "$IMG" "$ID" "$IF" "$IX")
+	read -r _ _ JS _ JL _ JT _ _ _ MS _ MT <<<"$(grep ^sb <<<"$loc")"
+	DR=$(awk -v i="$ID" '$2 == i { print $8 }' <<<"$loc")
+	ITB=$(awk -v i="$IF" '$2 == i { print $4 }' <<<"$loc")
+	ER=$(awk -v i="$IF" '$2 == i { print $6 }' <<<"$loc")
+	XR=$(awk -v i="$IX" '$2 == i { print $10 }' <<<"$loc")
+	for v in DR ITB ER XR; do [ "${!v:-0}" -gt 0 ] || fail "no $v block: $loc"; done
+	[ "$(printf '%s\n' $DR $ITB $ER $XR | sort -u | wc -l)" = 4 ] || fail "blocks not distinct: $loc"
+	twin() { echo $(($1 - MS + MT)); }
+	# one sector of each primary copy
+	printf '%s\n' "$((DR * 8 + 3)) 1" "$((ITB * 8 + 5)) 1" "$((ER * 8)) 1" "$((XR * 8 + 7)) 1" \
+		>"$IMG.badblocks"
+	mount_fg
+	[ "$(ls -a "$MNT/d" | md5sum)" = "$L" ] || fail "the directory listing changed"
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed"
+	mc getx "$MNT/d/x" user.big 600 0
+	stat "$MNT/d/frag" >/dev/null || fail "stat"
+	[ "$(stat_of meta_repairs)" = 4 ] || fail "meta_repairs $(stat_of meta_repairs), expected 4"
+	[ "$(stat_of meta_lost)" = 0 ] || fail "meta_lost $(stat_of meta_lost)"
+	for b in $DR $ITB $ER $XR; do
+		grep -q "metadata block $b: media error, repaired from twin $(twin $b)" "$WORK/log" ||
+			fail "no repair of block $b logged"
+	done
+	no_poison "after the repairs"
+	umount_fg
+	# the twin poisoned: reads never need it; the next write of the block (both copies) clears it
+	echo "$(($(twin $ER) * 8 + 1)) 1" >"$IMG.badblocks"
+	mount_fg
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed (twin poisoned)"
+	dd if=/dev/zero of="$MNT/d/frag" bs=4096 seek=30 count=1 conv=notrunc,fsync status=none ||
+		fail "extending frag"
+	F=$(md5sum <"$MNT/d/frag")
+	[ "$(stat_of meta_lost)" = 0 ] || fail "meta_lost $(stat_of meta_lost)"
+	umount_fg
+	no_poison "after rewriting the extent tree"
+	# journal: committed transactions left by a crash, one copy of two journal blocks poisoned
+	mount_fg
+	dd if=/dev/urandom of="$MNT/j" bs=4096 count=3 conv=fsync status=none || fail "dd j"
+	J=$(md5sum <"$MNT/j")
+	kill -9 "$DPID"
+	for ((i = 0; i < 100; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+	wait "$DPID" 2>/dev/null
+	DPID=
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+	read -r _ _ JS _ JL _ JT _ JO _ _ _ _ <<<"$(mc locate "$IMG" | grep ^sb)"
+	D0=$((JS + JO)) I0=$((JS + (JO + 1) % JL))
+	printf '%s\n' "$((D0 * 8 + 2)) 1" "$((I0 * 8 + 5)) 1" >"$IMG.badblocks"
+	mount_fg
+	[ "$(md5sum <"$MNT/j")" = "$J" ] || fail "j lost in the replay"
+	for b in $D0 $I0; do
+		grep -q "journal block $b: media error, repaired from twin $((b - JS + JT))" "$WORK/log" ||
+			fail "no repair of journal block $b logged"
+	done
+	no_poison "after the replay"
+	umount_fg
+	# both copies poisoned: EIO, logged with the block, the daemon lives
+	printf '%s\n' "$((XR * 8 + 2)) 1" "$(($(twin $XR) * 8 + 4)) 1" >"$IMG.badblocks"
+	mount_fg
+	mc getx "$MNT/d/x" user.big 600 EIO
+	stat "$MNT/d/x" >/dev/null || fail "stat of x"
+	[ "$(md5sum <"$MNT/d/frag")" = "$F" ] || fail "frag changed"
+	kill -0 "$DPID" || fail "the daemon died"
+	grep -q "metadata block $XR lost: primary media error, twin (block $(twin $XR)) media error" \
+		"$WORK/log" || fail "the loss of block $XR is not logged"
+	[ "$(stat_of meta_lost)" -ge 1 ] || fail "meta_lost $(stat_of meta_lost)"
 	umount_fg
 	;;
 *)
