@@ -1581,6 +1581,13 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 	/* [recovery] a range ending at or past EOF zeroes its last sector whole (only bytes
 	 * past EOF are added), so a poisoned EOF sector is cleared, not a partial-sector EIO */
 	zend = end % 512 && end >= di_size(ip) ? (end + 511) / 512 * 512 : end;
+	/*
+	 * Rounded up to a block boundary, the last block is whole: zero_edges
+	 * leaves it to the whole-block step, so that step must include it (it
+	 * lost the bytes of the range in that block otherwise: fsx, seed
+	 * 1974690369).
+	 */
+	last = zend / BS;
 	switch (m) {
 	case 0:
 		ret = falloc_unwritten(fs, ip, start / BS, (end + BS - 1) / BS);

@@ -898,6 +898,42 @@ START_TEST(test_crash)
 }
 END_TEST
 
+/*
+ * Regression (fsx seed 1974690369): ZERO_RANGE or PUNCH_HOLE over a range
+ * that ends at EOF, not on a sector boundary, and whose end rounded up to a
+ * sector is a block boundary: the bytes of the range in the last block must
+ * be zero too (the rounding made that block "whole" for the edge step while
+ * the whole-block step still stopped before it).
+ */
+START_TEST(test_fallocate_eof_edge)
+{
+	static const int modes[] = {FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+	                            FALLOC_FL_ZERO_RANGE,
+	                            FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE};
+	const uint64_t size = BS + 3700; /* 3700 rounds up to 4096 */
+	uint8_t *data = malloc(2 * BS), *back = malloc(2 * BS);
+
+	for (unsigned m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		char name[16];
+		uint64_t ino;
+
+		snprintf(name, sizeof(name), "eof%u", m);
+		ino = create(name);
+		fill(data, 2 * BS, m + 1);
+		ck_assert_int_eq(mfs_write(fs, ino, data, size, 0), (ssize_t)size);
+		ck_assert_int_eq(mfs_fallocate(fs, ino, modes[m], 100, (off_t)(size - 100)), 0);
+		ck_assert_uint_eq(fsize(ino), size);
+		ck_assert_int_eq(mfs_read(fs, ino, back, 2 * BS, 0), (ssize_t)size);
+		ck_assert(memcmp(back, data, 100) == 0);
+		for (uint64_t i = 100; i < size; i++)
+			ck_assert_msg(back[i] == 0, "mode %#x: byte %llu is %u", modes[m],
+			              (unsigned long long)i, back[i]);
+	}
+	free(data);
+	free(back);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("file");
@@ -913,6 +949,7 @@ int main(void)
 	tcase_add_test(tc, test_huge_offset);
 	tcase_add_test(tc, test_truncate);
 	tcase_add_test(tc, test_fallocate);
+	tcase_add_test(tc, test_fallocate_eof_edge);
 	tcase_add_test(tc, test_seek);
 	tcase_add_test(tc, test_persist);
 	tcase_add_test(tc, test_crash);
