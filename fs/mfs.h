@@ -51,6 +51,8 @@ struct mfs_stats {
 	_Atomic uint64_t meta_repairs; /* bad copies rewritten from their twin */
 	_Atomic uint64_t meta_lost;    /* blocks whose both copies were bad */
 	_Atomic uint64_t commits, journal_blocks, checkpoints;
+	/* orphans finished by the mount: inodes freed, truncates completed */
+	_Atomic uint64_t orphans_freed, orphans_truncated;
 };
 
 struct mfs_buf;

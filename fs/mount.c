@@ -188,6 +188,7 @@ static int orphans_process(struct mfs *fs)
 		r = mfs_iget(fs, l.v[i], &ip);
 		if (!r && ip->di.nlink == 0) {
 			mfs_iput(fs, ip); /* the last reference of an unlinked inode: freed */
+			atomic_fetch_add(&fs->stats.orphans_freed, 1);
 			continue;
 		}
 		if (r && r != -ENOENT) {
@@ -205,9 +206,10 @@ static int orphans_process(struct mfs *fs)
 			if (r)
 				fprintf(stderr,
 				        "mendfs: orphan inode %llu: finishing its truncate: %s: "
-				        "left "
-				        "for fsck\n",
+				        "left for fsck\n",
 				        (unsigned long long)l.v[i], strerror(-r));
+			else
+				atomic_fetch_add(&fs->stats.orphans_truncated, 1);
 			continue;
 		}
 		/* a free slot, or an inode linked again: only the entry goes */

@@ -490,6 +490,7 @@ START_TEST(test_orphan_restart)
 	fs = NULL;
 	ck_assert_int_eq(mfs_mount(img, NULL, &fs, err, sizeof(err)), 0);
 	/* the first step (size and orphan entry) was committed: the mount finished the work */
+	ck_assert_uint_eq(atomic_load(&fs->stats.orphans_truncated), 1);
 	check_no_orphans();
 	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
@@ -506,6 +507,7 @@ START_TEST(test_orphan_restart)
 	mfs_crash(fs);
 	fs = NULL;
 	ck_assert_int_eq(mfs_mount(img, NULL, &fs, err, sizeof(err)), 0);
+	ck_assert_uint_eq(atomic_load(&fs->stats.orphans_freed), 1);
 	check_no_orphans();
 	ck_assert_int_eq(mfs_iget(fs, ino2, &ip), -ENOENT);
 	ck_assert_uint_eq(free_blocks(), free0 - keep);
