@@ -337,9 +337,9 @@ static int find_get(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t
  * nlink zero a small inode nobody else references is freed in this
  * transaction; any other (open files: the daemon holds references; files too
  * large for one transaction) joins the orphan list and is freed at its last
- * mfs_iput().  Nobody can take a new
- * reference meanwhile: its last entry is gone under the directory's lock,
- * and any other user of the number already holds one.
+ * mfs_iput().  Nobody can take a new reference meanwhile: its last entry is
+ * gone under the directory's lock, and any other user of the number already
+ * holds one.
  */
 static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64_t now)
 {
@@ -364,9 +364,8 @@ static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, in
 		 */
 		if (alone && mfs_inode_free_is_small(ip) && mfs_inode_free(fs, txn, ip) == 0)
 			return 0;
-		if (ip->di.iflags & MFS_IFL_ORPHAN)
-			return mfs_inode_write(fs, txn,
-			                       ip); /* already (a truncate was cut short) */
+		if (ip->di.iflags & MFS_IFL_ORPHAN) /* already: a truncate was cut short */
+			return mfs_inode_write(fs, txn, ip);
 		ret = mfs_orphan_add(fs, txn, ip->ino);
 		if (!ret)
 			ip->di.iflags |= MFS_IFL_ORPHAN;
