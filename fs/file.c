@@ -58,8 +58,8 @@
  * the map, and partial-block read-modify-write must not interleave).
  * mfs_truncate, mfs_truncate_finish, mfs_file_free_all, mfs_bmap and
  * mfs_file_release_blocks expect the caller to hold the lock (the first
- * three, which open their own handles, no handle).  No plug is open while metadata is read or locks
- * are taken.
+ * three, which open their own handles, no handle).  No plug is open while
+ * metadata is read or locks are taken.
  */
 #include <endian.h>
 #include <errno.h>
@@ -615,10 +615,10 @@ static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
  * the cached inode is always what the handles so far hold, failed ones
  * included.  Lowest blocks first: the B+tree merges an underfull leaf into
  * its left neighbour, so deleting in key order keeps changing the same leaf
- * and frees the right ones without journaling them (measured on the
- * 20000 dense extents of tests/unit/test_truncate.c: 11 journal blocks in
- * key order, 497 from the end).  The caller holds ip->lock
- * for writing and no handle.  Returns 0 or -errno.
+ * and frees the right ones without journaling them (measured on the 20000
+ * dense extents of tests/unit/test_truncate.c: 11 journal blocks in key
+ * order, 497 from the end).  The caller holds ip->lock for writing and no
+ * handle.  Returns 0 or -errno.
  */
 static int free_steps(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
