@@ -7,18 +7,19 @@
  * The file: 300 "far" one-block extents 33000 blocks apart (each in its own
  * data bitmap block: freeing them dirties 300 bitmap blocks, more than the
  * whole journal) followed by 20000 "dense" one-block extents at every other
- * block (an extent B+tree of some 200 leaves); every 16th extent holds
- * written data, the others are unwritten (fallocate).  It is truncated to 0
- * and to the middle, punched, unlinked while open and at the unlink itself,
- * and replaced by a rename; a truncate and a last close are cut short by a
- * simulated crash and finished by the next mount.  Each operation must
- * succeed, the file must read back exactly (data, unwritten blocks, holes),
- * its block and extent counts must be what is left, the orphan list must be
- * empty afterwards, statfs must give the blocks back once the frees are
- * durable, and a remount must show the same.  The old code (one transaction
- * per truncate, per free, per 256 punched extents) failed all but the
- * rename-less ones with the journal refusing the transaction (-ENOSPC)
- * while the cached inode already held the new state.
+ * block (an extent B+tree of at least 200 leaves under one interior node);
+ * every 16th extent holds written data, the others are unwritten
+ * (fallocate).  It is truncated to 0 and to the middle, punched, unlinked
+ * while open and at the unlink itself, and replaced by a rename; a truncate
+ * and a last close are cut short by a simulated crash and finished by the
+ * next mount.  Each operation must succeed, the file must read back exactly
+ * (data, unwritten blocks, holes), its block and extent counts must be what
+ * is left, the orphan list must be empty afterwards, statfs must give the
+ * blocks back once the frees are durable, and a remount must show the same.
+ * The old code (one transaction per truncate, per free, per 256 punched
+ * extents) failed each of the five tests before the crash one: the journal
+ * refused the transaction (-ENOSPC) while the cached inode already held the
+ * new state.
  *
  * TRUNC_EXTENTS=N sets the dense extent count (the image grows with it);
  * TRUNC_BENCH=1 runs only the timing test, which prints how long the
