@@ -301,12 +301,33 @@ static int set_size(uint64_t ino, uint64_t size)
 	return mfs_setattr(fs, ino, &st, MFS_SET_SIZE, &st);
 }
 
+/* The mapping of extent @i of the file. */
+static uint64_t ext_pblk(uint64_t ino, unsigned i)
+{
+	struct mfs_ino *ip;
+	uint64_t pblk, count;
+	bool unwritten;
+
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	pthread_rwlock_rdlock(&ip->lock);
+	ck_assert_int_eq(mfs_bmap(fs, ip, ext_lblk(i), &pblk, &count, &unwritten), 0);
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	ck_assert_uint_ne(pblk, 0);
+	return pblk;
+}
+
 START_TEST(test_truncate_zero)
 {
-	uint64_t free0 = free_blocks(), ino, commits;
+	uint64_t free0 = free_blocks(), ino, commits, bad, bad2;
 
 	ino = make_fragmented("frag");
 	ck_assert_uint_eq(free_blocks(), free0 - next);
+	/* a far block and a dense one are poisoned: freed, they go to the quarantine */
+	bad = ext_pblk(ino, 150);
+	bad2 = ext_pblk(ino, NFAR + 777);
+	ck_assert_int_eq(blk_poison_add(fs->dev, bad * MFS_SECTORS_PER_BLOCK + 3, 1), 0);
+	ck_assert_int_eq(blk_poison_add(fs->dev, bad2 * MFS_SECTORS_PER_BLOCK, 8), 0);
 	commits = atomic_load(&fs->stats.commits);
 	ck_assert_int_eq(set_size(ino, 0), 0);
 	/* the free took several transactions */
@@ -316,16 +337,31 @@ START_TEST(test_truncate_zero)
 	ck_assert(!(le32toh(dinode(ino).iflags) & (MFS_IFL_EXTENT_TREE | MFS_IFL_ORPHAN)));
 	ck_assert_uint_eq(le16toh(dinode(ino).nr_inline), 0);
 	check_no_orphans();
+	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
 	ck_assert_int_eq(mfs_sync(fs), 0);
-	ck_assert_uint_eq(free_blocks(), free0);
+	ck_assert_uint_eq(free_blocks(), free0 - 2);
 	remount();
-	ck_assert_uint_eq(free_blocks(), free0);
+	ck_assert_uint_eq(free_blocks(), free0 - 2);
 	ck_assert_uint_eq(le64toh(dinode(ino).size), 0);
 	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
 	check_no_orphans();
-	/* the blocks are usable again: the file grows back */
+	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
+	/* exactly the two poisoned blocks are quarantined */
+	{
+		struct mfs_btree qt = {.root = fs->sb.quarantine_root,
+		                       .depth = (uint16_t)fs->sb.quarantine_depth,
+		                       .kind = MFS_TREE_QUARANTINE};
+		uint64_t v = 0;
+		uint16_t vlen = sizeof(v);
+
+		ck_assert_int_eq(mfs_bt_lookup(fs, &qt, bad, &v, &vlen), 0);
+		ck_assert_uint_eq(le64toh(v), 1);
+		ck_assert_int_eq(mfs_bt_lookup(fs, &qt, bad2, &v, &vlen), 0);
+		ck_assert_uint_eq(le64toh(v), 1);
+	}
+	/* the other blocks are usable again: the file grows back */
 	ck_assert_int_eq(mfs_fallocate(fs, ino, 0, 0, (off_t)next * BS), 0);
-	ck_assert_uint_eq(free_blocks(), free0 - next);
+	ck_assert_uint_eq(free_blocks(), free0 - 2 - next);
 }
 END_TEST
 
