@@ -15,7 +15,16 @@
  *     directories, unlinks, rmdirs, batches of long names that split and merge
  *     directory trees, unlinks of files held open (orphans), fsyncs of single
  *     files, syncs of the whole fs, and the final unmount) runs against an
- *     in-memory model.  Each operation records the log length when it starts
+ *     in-memory model.  Every 100 ops (300 in --long) it also makes a
+ *     fragmented file (40 one-block extents at every other block, 150 in
+ *     --long: an extent tree with an interior node) and fsyncs it, and 3 ops
+ *     later truncates it into its first quarter or to 0, unlinks it, or
+ *     punches all but its ends, with the step bound (txn_step_blocks) below
+ *     one unit's cost: one extent per transaction, so that crash points fall
+ *     between the steps and the mount must finish the truncate or the free
+ *     from the orphan list (docs/DESIGN.md §3).  The run prints how many
+ *     crash points fall inside those ops and at how many the mount finished
+ *     an orphan.  Each operation records the log length when it starts
  *     and ends; each fsync (and sync, for every file) records the file's
  *     content when it returned.
  *  3. Prefix mode: for every k in 0..N the image is base + the first k logged
@@ -1870,7 +1879,7 @@ int main(int argc, char **argv)
 			P.max_file = 256 << 10;
 			P.max_write = 40 << 10;
 			P.frag_ext = 150;
-			P.frag_every = 150;
+			P.frag_every = 300;
 		} else if (!strcmp(argv[i], "--strict")) {
 			strict = true;
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
