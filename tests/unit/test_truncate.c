@@ -32,6 +32,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +503,75 @@ START_TEST(test_unlink_and_rename_over)
 }
 END_TEST
 
+/* A writer making its own file fragmented while the big free runs. */
+struct wr {
+	uint64_t ino;
+	unsigned id, n;
+	int err;
+};
+
+static void *writer(void *arg)
+{
+	struct wr *w = arg;
+	uint8_t data[BS];
+
+	for (unsigned j = 0; j < w->n && !w->err; j++) {
+		ssize_t r;
+
+		fill(data, BS, w->id * 100000 + j);
+		r = mfs_write(fs, w->ino, data, BS, (off_t)j * 2 * BS);
+		if (r != BS)
+			w->err = r < 0 ? (int)r : -EIO;
+	}
+	return NULL;
+}
+
+/*
+ * The steps share their transactions with whatever else runs: writers
+ * making fragmented files of their own while the big file is truncated to 0
+ * and another is unlinked.  Nothing may be refused (the journal would
+ * abort), and everything must be there after a remount.
+ */
+START_TEST(test_concurrent)
+{
+	uint64_t free0 = free_blocks(), ino, ino2;
+	struct wr w[3];
+	pthread_t th[3];
+	uint8_t want[BS], buf[BS];
+	unsigned i, j;
+	char name[16];
+
+	ino = make_fragmented("frag");
+	ino2 = make_fragmented("frag2");
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "w%u", i);
+		w[i] = (struct wr){.ino = create(name), .id = i + 1, .n = 3000};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &w[i]), 0);
+	}
+	ck_assert_int_eq(set_size(ino, 0), 0);
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "frag2"), 0);
+	for (i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].err, 0);
+	}
+	ck_assert_int_eq(mfs_sync(fs), 0); /* the journal is not aborted */
+	check_no_orphans();
+	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
+	remount();
+	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
+	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_uint_eq(le64toh(dinode(w[i].ino).blocks), 3000);
+		for (j = 0; j < 3000; j += 37) {
+			fill(want, BS, w[i].id * 100000 + j);
+			ck_assert_int_eq(mfs_read(fs, w[i].ino, buf, BS, (off_t)j * 2 * BS), BS);
+			ck_assert(!memcmp(buf, want, BS));
+		}
+	}
+	(void)ino2;
+}
+END_TEST
+
 /*
  * Restart points: a truncate and a last close cut short by a crash (the
  * journal is made to fail the commit after a few steps: the device keeps
@@ -595,6 +665,7 @@ int main(void)
 		tcase_add_test(tc, test_punch_huge);
 		tcase_add_test(tc, test_unlink_open);
 		tcase_add_test(tc, test_unlink_and_rename_over);
+		tcase_add_test(tc, test_concurrent);
 		tcase_add_test(tc, test_orphan_restart);
 	}
 	suite_add_tcase(s, tc);
