@@ -1660,7 +1660,7 @@ static char img[PATH_MAX], failimg[] = "/tmp/mendfs-crash-fail.img";
 static uint8_t *map;  /* the working image, shared with the mounts (pmem backend) */
 static uint8_t *want; /* the expected pre-mount image of the current prefix */
 static uint8_t *base; /* the image when the tap was attached */
-static unsigned long long checked, failures, restored_blocks, frag_points;
+static unsigned long long checked, failures, restored_blocks, frag_points, free_points;
 static unsigned long long orphan_freed_points, orphan_trunc_points;
 
 /* Copy back the blocks of the working image that differ from @want. */
@@ -1704,6 +1704,7 @@ static void check_point(size_t c, const char *where, size_t last_idx)
 	for (unsigned i = 0; last_idx != SIZE_MAX && i < nops; i++)
 		if (ops[i].lstart <= last_idx && last_idx < ops[i].lend) {
 			frag_points += ops[i].kind == 24 || ops[i].kind == 25;
+			free_points += ops[i].kind == 25;
 			break;
 		}
 	ret = mfs_mount(img, &o, &fs, err, sizeof(err));
@@ -1979,8 +1980,8 @@ int main(int argc, char **argv)
 	       checked - prefix_points, P.subsets,
 	       (double)(t1.tv_sec - t2.tv_sec) + (double)(t1.tv_nsec - t2.tv_nsec) / 1e9);
 	printf("crash points checked: %llu (%llu inside the %u fragmented-file ops: %u made, %u "
-	       "freed in steps)\n",
-	       checked, frag_points, frag_made + frag_freed, frag_made, frag_freed);
+	       "freed in steps, %llu inside the frees)\n",
+	       checked, frag_points, frag_made + frag_freed, frag_made, frag_freed, free_points);
 	printf("crash points whose mount finished orphans: %llu freeing an inode, %llu completing "
 	       "a truncate\n",
 	       orphan_freed_points, orphan_trunc_points);
