@@ -19,7 +19,7 @@
  * free of an inode (free_steps) run in handles opened with
  * mfs_txn_begin_step, each doing units of known worst-case cost while
  * mfs_txn_room allows, each a consistent file; writes and fallocate stop a
- * handle's map-changing segments the same way.  A shrinking truncate first
+ * handle's map-changing segments at a step's limit by their worst case.  A shrinking truncate first
  * sets the new size and puts the inode on the orphan list (the restart
  * point that mount and fsck complete, docs/FORMAT.md §10), then frees past
  * EOF in steps, then leaves the list.
@@ -33,8 +33,8 @@
  * the data, waits for it, and only then maps the blocks and ends the handle;
  * the journal's commit flushes before its commit record, so a committed
  * mapping never points at unwritten data.  Writes are cut into chunks of at
- * most CHUNK_BLOCKS (and the step's room), one handle each, to bound the
- * transaction.
+ * most CHUNK_BLOCKS (and of map changes whose worst case fits a step's
+ * limit), one handle each, to bound the transaction.
  *
  * Recovery contract (ARCHITECTURE §4, sector granularity): a partial-block
  * write is a read-modify-write of the block; when that read meets poison the
@@ -1125,14 +1125,16 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		b1 = b0 + CHUNK_BLOCKS;
 		end = b1 * BS;
 	}
-	ret = mfs_txn_begin_step(fs, seg_cost(ip) + 1, &txn);
+	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		return ret;
-	room = mfs_txn_room(txn);
+	room = mfs_txn_step_limit(fs);
 
 	/*
 	 * plan: existing mappings, and fresh blocks for the holes; segments
-	 * that change the map stop at the step's room (the first always goes)
+	 * that change the map stop when their worst case would pass a step's
+	 * limit (the first always goes): the handle stays bounded, and the
+	 * transaction commits past half the journal as usual
 	 */
 	for (lblk = b0; lblk < b1 && nseg < CHUNK_SEGS;) {
 		uint64_t pblk, count, n, got, start;
@@ -1531,7 +1533,8 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 
 /*
  * Unwritten extents over the holes of [first, last), one handle per chunk of
- * at most CHUNK_BLOCKS blocks, and per step's room (at least one segment).
+ * at most CHUNK_BLOCKS blocks and of allocations whose worst case fits a
+ * step's limit (at least one).
  */
 static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
@@ -1545,21 +1548,22 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 		unsigned nseg = 0;
 		int err;
 
-		ret = mfs_txn_begin_step(fs, seg_cost(ip) + 1, &txn);
+		ret = mfs_txn_begin(fs, &txn);
 		if (ret)
 			return ret;
 		while (lblk < stop && !ret) {
 			uint64_t pblk, count, n, start, got;
 			bool unwritten;
 
-			if (nseg++ && mfs_txn_room(txn) < seg_cost(ip) + 1)
-				break;
-
 			ret = map_lookup(fs, ip, lblk, &pblk, &count, &unwritten);
 			if (ret)
 				break;
 			n = count < stop - lblk ? count : stop - lblk;
 			if (!pblk) {
+				/* worst cases within a step's limit, as in write_chunk */
+				if (nseg && (nseg + 1) * seg_cost(ip) + 1 > mfs_txn_step_limit(fs))
+					break;
+				nseg++;
 				ret = mfs_alloc_data(fs, txn, alloc_goal(fs, ip, lblk), n, &start,
 				                     &got);
 				if (ret)

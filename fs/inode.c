@@ -435,7 +435,7 @@ bool mfs_inode_free_is_small(const struct mfs_ino *ip)
 	       di->xattr_depth == 0 && di->dir_depth == 0;
 }
 
-/* Worst case of mfs_inode_free() of a small inode, in journal blocks. */
+/* Worst case of mfs_inode_free() of a small inode (or of an orphan insert), in blocks. */
 #define SMALL_FREE_COST 40u
 
 /* Free unlinked @ip (lock held for writing): in steps unless it is small. */
@@ -466,7 +466,8 @@ static int free_steps(struct mfs *fs, struct mfs_ino *ip)
 				return ret;
 		}
 	}
-	ret = mfs_txn_begin_step(fs, SMALL_FREE_COST, &txn);
+	/* bounded now: a plain handle, like any namespace operation */
+	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		return ret;
 	ret = mfs_inode_free(fs, txn, ip);
