@@ -503,6 +503,35 @@ START_TEST(test_unlink_and_rename_over)
 }
 END_TEST
 
+/*
+ * One write over the whole dense part: every hole gets a block, every
+ * unwritten extent is converted: thousands of map changes, in handles
+ * bounded by the step limit.
+ */
+START_TEST(test_write_over)
+{
+	uint64_t free0 = free_blocks(), ino, lo = ext_lblk(NFAR), hi = ext_lblk(next - 1) + 1;
+	size_t len = (size_t)(hi - lo) * BS;
+	uint8_t *data = malloc(len), *buf = malloc(len);
+
+	ino = make_fragmented("frag");
+	fill(data, len, 4242);
+	ck_assert_int_eq(mfs_write(fs, ino, data, len, (off_t)(lo * BS)), (ssize_t)len);
+	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	ck_assert_uint_eq(free_blocks(), free0 - NFAR - (hi - lo));
+	remount();
+	ck_assert_int_eq(mfs_read(fs, ino, buf, len, (off_t)(lo * BS)), (ssize_t)len);
+	ck_assert(!memcmp(buf, data, len));
+	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	/* and freed again */
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "frag"), 0);
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	ck_assert_uint_eq(free_blocks(), free0);
+	free(data);
+	free(buf);
+}
+END_TEST
+
 /* A writer making its own file fragmented while the big free runs. */
 struct wr {
 	uint64_t ino;
@@ -665,6 +694,7 @@ int main(void)
 		tcase_add_test(tc, test_punch_huge);
 		tcase_add_test(tc, test_unlink_open);
 		tcase_add_test(tc, test_unlink_and_rename_over);
+		tcase_add_test(tc, test_write_over);
 		tcase_add_test(tc, test_concurrent);
 		tcase_add_test(tc, test_orphan_restart);
 	}
