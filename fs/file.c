@@ -10,9 +10,19 @@
  * leaf is back to at most four extents after a punch returns inline.
  * Adjacent extents (contiguous in lblk and pblk, same flags) are merged.
  * Everything goes through five primitives (map_find_le, map_find_ge,
- * map_insert, map_update, map_delete) and two range operations built on
- * them: map_punch (unmap a range, optionally freeing its blocks) and map_add
- * (map an empty range, merging with its neighbours).
+ * map_insert, map_update, map_delete) and the range operations built on
+ * them: map_punch (unmap a range), map_add (map an empty range, merging with
+ * its neighbours) and free_unit/free_steps (unmap and free a range).
+ *
+ * Bounded transactions (docs/DESIGN.md §3).  Nothing here builds a
+ * transaction that grows with the file: truncate, punch hole and the final
+ * free of an inode (free_steps) run in handles opened with
+ * mfs_txn_begin_step, each doing units of known worst-case cost while
+ * mfs_txn_room allows, each a consistent file; writes and fallocate stop a
+ * handle's map-changing segments at a step's limit by their worst case.  A shrinking truncate first
+ * sets the new size and puts the inode on the orphan list (the restart
+ * point that mount and fsck complete, docs/FORMAT.md §10), then frees past
+ * EOF in steps, then leaves the list.
  *
  * Data moves in bios through the block engine, straight between the device
  * and the caller's buffer; only partial edge blocks go through a bounce
@@ -23,7 +33,8 @@
  * the data, waits for it, and only then maps the blocks and ends the handle;
  * the journal's commit flushes before its commit record, so a committed
  * mapping never points at unwritten data.  Writes are cut into chunks of at
- * most CHUNK_BLOCKS, one handle each, to bound the transaction.
+ * most CHUNK_BLOCKS (and of map changes whose worst case fits a step's
+ * limit), one handle each, to bound the transaction.
  *
  * Recovery contract (ARCHITECTURE §4, sector granularity): a partial-block
  * write is a read-modify-write of the block; when that read meets poison the
@@ -45,8 +56,10 @@
  * Locking: ip->lock shared for reads, lseek and bmap; exclusive for writes,
  * truncate and fallocate (a write updates size and timestamps and may change
  * the map, and partial-block read-modify-write must not interleave).
- * mfs_truncate, mfs_bmap and mfs_file_release_blocks expect the caller to
- * hold the lock.  No plug is open while metadata is read or locks are taken.
+ * mfs_truncate, mfs_truncate_finish, mfs_file_free_all, mfs_bmap and
+ * mfs_file_release_blocks expect the caller to hold the lock (the first
+ * three, which open their own handles, no handle).  No plug is open while
+ * metadata is read or locks are taken.
  */
 #include <endian.h>
 #include <errno.h>
@@ -68,10 +81,11 @@
 #define EXT_MAX_LEN     (1u << 30) /* blocks in one extent */
 #define CHUNK_BLOCKS    1024u      /* blocks per write transaction */
 #define CHUNK_SEGS      64u        /* mapping segments per write transaction */
-#define PUNCH_BUDGET    256u       /* extents unmapped per transaction (fallocate) */
-#define BIO_MAX_BLOCKS  256u       /* 1 MiB per bio */
-#define GOAL_SPREAD     256u       /* first-block goals are multiples of this (1 MiB) */
-#define FIO_BATCH       128u
+/* blocks freed by one unit of a bounded free: at most 5 data bitmap blocks change */
+#define PIECE_BLOCKS   (4u * (unsigned)MFS_BITMAP_BITS)
+#define BIO_MAX_BLOCKS 256u /* 1 MiB per bio */
+#define GOAL_SPREAD    256u /* first-block goals are multiples of this (1 MiB) */
+#define FIO_BATCH      128u
 
 /* An extent in host order. */
 struct fx {
@@ -448,23 +462,19 @@ static int map_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_
 }
 
 /*
- * Unmap [lblk, end), splitting extents that straddle its edges; with @free
- * the blocks are freed (poisoned ones quarantined) and di.blocks drops.
- * Handles at most @budget extents (0: no limit).  Returns 0 when the range
- * is empty, 1 when the budget ran out first, or -errno.
+ * Unmap [lblk, end) without freeing the blocks (a write converting
+ * unwritten blocks it has just written), splitting extents that straddle its
+ * edges.  Returns 0 or -errno.
  */
 static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
-                     uint64_t end, bool release, unsigned budget)
+                     uint64_t end)
 {
-	unsigned done = 0;
 	int ret;
 
 	while (lblk < end) {
 		struct fx x, piece;
-		uint64_t os, oe;
+		uint64_t oe;
 
-		if (budget && done == budget)
-			return 1;
 		ret = map_find_le(fs, ip, lblk, &x);
 		if (ret && ret != -ENOENT)
 			return ret;
@@ -477,7 +487,6 @@ static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 			if (x.lblk >= end)
 				break;
 		}
-		os = x.lblk > lblk ? x.lblk : lblk;
 		oe = x.lblk + x.len < end ? x.lblk + x.len : end;
 		if (x.lblk < lblk) {
 			piece = x;
@@ -495,16 +504,147 @@ static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 		}
 		if (ret)
 			return ret;
-		if (release) {
-			ret = file_free(fs, txn, x.pblk + (os - x.lblk), oe - os);
-			di_add_blocks(ip, -(int64_t)(oe - os));
-			if (ret)
-				return ret;
-		}
 		lblk = oe;
-		done++;
 	}
 	return map_maybe_inline(fs, txn, ip);
+}
+
+/* --- bounded steps ----------------------------------------------------------------- */
+
+/*
+ * Worst case of metadata blocks one change of the extent map dirties: the
+ * path from the root, a split at every level and a new root, or a merged
+ * sibling at every level, and the meta bitmap block of an allocated or freed
+ * node.
+ */
+static unsigned map_cost(const struct mfs_ino *ip)
+{
+	unsigned d = is_tree(ip) ? le16toh(ip->di.ext_depth) : 0;
+
+	return 2 * (d + 3);
+}
+
+/* Worst case of one write or fallocate segment: two map changes, its data bitmap blocks. */
+static unsigned seg_cost(const struct mfs_ino *ip)
+{
+	return 2 * map_cost(ip) + 2;
+}
+
+/*
+ * Worst case of one free_unit(): two map changes (the piece's extent
+ * updated or deleted, a tail inserted), the data bitmap blocks of
+ * PIECE_BLOCKS blocks, a quarantine insert with the roots record, the inode
+ * table block.
+ */
+static unsigned unit_cost(struct mfs *fs, const struct mfs_ino *ip)
+{
+	unsigned qd = (unsigned)le32toh(fs->sb.quarantine_depth);
+
+	return 2 * map_cost(ip) + (PIECE_BLOCKS / (unsigned)MFS_BITMAP_BITS + 1) + 2 * (qd + 3) + 2;
+}
+
+/* Worst case of an orphan tree insert or delete, the roots record and the inode. */
+static unsigned orphan_cost(struct mfs *fs)
+{
+	return 2 * ((unsigned)le32toh(fs->sb.orphan_depth) + 3) + 2;
+}
+
+/*
+ * One unit of a bounded free: unmap and free the first piece of the first
+ * extent met in [*lblk, end): the whole overlap, or its last PIECE_BLOCKS
+ * blocks when it is longer (the extent keeps its key and shrinks: a huge
+ * extent goes in pieces, from its end).  Unmapping comes first: a failure
+ * after it leaks blocks (fsck finds them), never leaves a freed block
+ * mapped.  *lblk advances past what is done.  Returns 1 when a piece was
+ * freed, 0 when the range maps nothing, or -errno.
+ */
+static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t *lblk,
+                     uint64_t end)
+{
+	struct fx x, piece;
+	uint64_t os, oe, ps;
+	int ret;
+
+	if (*lblk >= end)
+		return 0;
+	ret = map_find_le(fs, ip, *lblk, &x);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (ret || x.lblk + x.len <= *lblk) {
+		ret = map_find_ge(fs, ip, *lblk, &x);
+		if (ret == -ENOENT)
+			return 0;
+		if (ret)
+			return ret;
+		if (x.lblk >= end)
+			return 0;
+	}
+	os = x.lblk > *lblk ? x.lblk : *lblk;
+	oe = x.lblk + x.len < end ? x.lblk + x.len : end;
+	ps = oe - os > PIECE_BLOCKS ? oe - PIECE_BLOCKS : os;
+	/* [x.lblk, ps) stays under the extent's key; [oe, x end) becomes an extent of its own */
+	if (ps > x.lblk) {
+		piece = x;
+		piece.len = ps - x.lblk;
+		ret = map_update(fs, txn, ip, &piece);
+	} else {
+		ret = map_delete(fs, txn, ip, x.lblk);
+	}
+	if (!ret && oe < x.lblk + x.len) {
+		piece = x;
+		piece.lblk = oe;
+		piece.pblk = x.pblk + (oe - x.lblk);
+		piece.len = x.lblk + x.len - oe;
+		ret = map_insert(fs, txn, ip, &piece);
+	}
+	if (ret)
+		return ret;
+	ret = file_free(fs, txn, x.pblk + (ps - x.lblk), oe - ps);
+	di_add_blocks(ip, -(int64_t)(oe - ps));
+	if (ret)
+		return ret;
+	if (ps == os)
+		*lblk = oe;
+	return 1;
+}
+
+/*
+ * Unmap and free [first, last) in bounded steps (docs/DESIGN.md §3): each
+ * step is a handle of its own (mfs_txn_begin_step) doing units while their
+ * worst case fits mfs_txn_room(), at least one, and writing the inode back,
+ * so every transaction is a consistent file (extents and di.blocks agree) and
+ * the cached inode is always what the handles so far hold, failed ones
+ * included.  Lowest blocks first: the B+tree merges an underfull leaf into
+ * its left neighbour, so deleting in key order keeps changing the same leaf
+ * and frees the right ones without journaling them (measured on the 20000
+ * dense extents of tests/unit/test_truncate.c: 11 journal blocks in key
+ * order, 497 from the end).  The caller holds ip->lock for writing and no
+ * handle.  Returns 0 or -errno.
+ */
+static int free_steps(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
+{
+	uint64_t lblk = first;
+	int ret = 1, err;
+
+	while (ret == 1) {
+		struct mfs_txn *txn;
+
+		ret = mfs_txn_begin_step(fs, unit_cost(fs, ip), &txn);
+		if (ret)
+			return ret;
+		do
+			ret = free_unit(fs, txn, ip, &lblk, last);
+		while (ret == 1 && mfs_txn_room(txn) >= unit_cost(fs, ip));
+		if (ret == 0)
+			ret = map_maybe_inline(fs, txn, ip);
+		err = mfs_inode_write(fs, txn, ip);
+		if (ret >= 0 && err)
+			ret = err;
+		err = mfs_txn_end(txn);
+		if (ret >= 0 && err)
+			ret = err;
+	}
+	return ret;
 }
 
 /* Map the empty range [lblk, lblk + len) to @pblk, merging with neighbours. */
@@ -1057,7 +1197,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	uint8_t *edge[2] = {NULL, NULL};
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
-	unsigned nseg = 0, i, e, nedge = 0;
+	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
 	struct mfs_txn *txn;
 	struct fio *io = NULL;
 	ssize_t ret;
@@ -1070,8 +1210,14 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		return ret;
+	room = mfs_txn_step_limit(fs);
 
-	/* plan: existing mappings, and fresh blocks for the holes */
+	/*
+	 * plan: existing mappings, and fresh blocks for the holes; segments
+	 * that change the map stop when their worst case would pass a step's
+	 * limit (the first always goes): the handle stays bounded, and the
+	 * transaction commits past half the journal as usual
+	 */
 	for (lblk = b0; lblk < b1 && nseg < CHUNK_SEGS;) {
 		uint64_t pblk, count, n, got, start;
 		bool unwritten;
@@ -1080,6 +1226,11 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		if (ret)
 			goto fail_free;
 		n = count < b1 - lblk ? count : b1 - lblk;
+		if (!(pblk && !unwritten)) {
+			if (nseg && used + seg_cost(ip) > room)
+				break;
+			used += seg_cost(ip);
+		}
 		if (pblk) {
 			seg[nseg++] = (struct wseg){lblk, pblk, n,
 			                            unwritten ? SEG_UNWRITTEN : SEG_MAPPED};
@@ -1194,8 +1345,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			if (!err)
 				di_add_blocks(ip, (int64_t)seg[i].len);
 		} else if (seg[i].kind == SEG_UNWRITTEN) {
-			err = map_punch(fs, txn, ip, seg[i].lblk, seg[i].lblk + seg[i].len, false,
-			                0);
+			err = map_punch(fs, txn, ip, seg[i].lblk, seg[i].lblk + seg[i].len);
 			if (!err)
 				err = map_add(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk, 0);
 		} else {
@@ -1293,10 +1443,46 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 
 /* --- truncate, release ----------------------------------------------------------------- */
 
-int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t size)
+/* Does the map hold a block at or past @lblk?  Returns 1, 0 or -errno. */
+static int maps_from(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
+{
+	struct fx x;
+	int ret = map_find_le(fs, ip, MAX_FILE_BLOCKS - 1, &x);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	return x.lblk + x.len > lblk;
+}
+
+int mfs_truncate_finish(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_txn *txn;
+	int ret, err;
+
+	ret = free_steps(fs, ip, (di_size(ip) + BS - 1) / BS, MAX_FILE_BLOCKS);
+	if (ret || le32toh(ip->di.nlink) == 0)
+		return ret; /* an unlinked inode stays an orphan until it is freed */
+	ret = mfs_txn_begin_step(fs, orphan_cost(fs), &txn);
+	if (ret)
+		return ret;
+	ret = mfs_orphan_del(fs, txn, ip->ino);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (!ret)
+		ip->di.iflags = htole32(le32toh(ip->di.iflags) & ~MFS_IFL_ORPHAN);
+	err = mfs_inode_write(fs, txn, ip);
+	ret = ret ? ret : err;
+	err = mfs_txn_end(txn);
+	return ret ? ret : err;
+}
+
+int mfs_truncate(struct mfs *fs, struct mfs_ino *ip, uint64_t size)
 {
 	uint64_t old = di_size(ip);
-	int ret;
+	struct mfs_txn *txn;
+	int ret, err, steps = 0;
 
 	if (size > MAX_FILE_SIZE)
 		return -EFBIG;
@@ -1307,15 +1493,40 @@ int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64
 	}
 	if (size < old) {
 		/* the tail of the new last block is zeroed when the file grows again */
-		ret = map_punch(fs, txn, ip, (size + BS - 1) / BS, MAX_FILE_BLOCKS, true, 0);
-		if (ret)
-			return ret;
+		steps = maps_from(fs, ip, (size + BS - 1) / BS);
+		if (steps < 0)
+			return steps;
 	}
-	if (size != old) {
+	/*
+	 * First the new size, and with blocks to free the orphan entry: the
+	 * restart point that the next mount (or fsck) completes after a crash.
+	 */
+	ret = mfs_txn_begin_step(fs, orphan_cost(fs), &txn);
+	if (ret)
+		return ret;
+	if (steps && !(le32toh(ip->di.iflags) & MFS_IFL_ORPHAN)) {
+		ret = mfs_orphan_add(fs, txn, ip->ino);
+		if (!ret)
+			ip->di.iflags = htole32(le32toh(ip->di.iflags) | MFS_IFL_ORPHAN);
+	}
+	if (!ret && size != old) {
 		di_set_size(ip, size);
 		di_touch(ip, true);
 	}
-	return mfs_inode_write(fs, txn, ip);
+	err = mfs_inode_write(fs, txn, ip);
+	ret = ret ? ret : err;
+	err = mfs_txn_end(txn);
+	ret = ret ? ret : err;
+	if (ret || !steps)
+		return ret;
+	return mfs_truncate_finish(fs, ip);
+}
+
+int mfs_file_free_all(struct mfs *fs, struct mfs_ino *ip)
+{
+	if (le32toh(ip->di.iflags) & MFS_IFL_INLINE_DATA)
+		return 0; /* a symlink's target, not extents */
+	return free_steps(fs, ip, 0, MAX_FILE_BLOCKS);
 }
 
 struct release_arg {
@@ -1402,7 +1613,11 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 
 /* --- fallocate ------------------------------------------------------------------------- */
 
-/* Unwritten extents over the holes of [first, last), one transaction per chunk. */
+/*
+ * Unwritten extents over the holes of [first, last), one handle per chunk of
+ * at most CHUNK_BLOCKS blocks and of allocations whose worst case fits a
+ * step's limit (at least one).
+ */
 static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
 	uint64_t lblk = first;
@@ -1412,6 +1627,7 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 	while (lblk < last && !ret) {
 		uint64_t stop = last - lblk > CHUNK_BLOCKS ? lblk + CHUNK_BLOCKS : last;
 		struct mfs_txn *txn;
+		unsigned nseg = 0;
 		int err;
 
 		ret = mfs_txn_begin(fs, &txn);
@@ -1426,6 +1642,10 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 				break;
 			n = count < stop - lblk ? count : stop - lblk;
 			if (!pblk) {
+				/* worst cases within a step's limit, as in write_chunk */
+				if (nseg && (nseg + 1) * seg_cost(ip) + 1 > mfs_txn_step_limit(fs))
+					break;
+				nseg++;
 				ret = mfs_alloc_data(fs, txn, alloc_goal(fs, ip, lblk), n, &start,
 				                     &got);
 				if (ret)
@@ -1451,29 +1671,6 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 			retried = true;
 			ret = mfs_txn_commit(fs);
 		}
-	}
-	return ret;
-}
-
-/* Unmap and free [first, last) in transactions of PUNCH_BUDGET extents. */
-static int punch_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
-{
-	int ret = 1;
-
-	while (ret == 1) {
-		struct mfs_txn *txn;
-		int err;
-
-		ret = mfs_txn_begin(fs, &txn);
-		if (ret)
-			return ret;
-		ret = map_punch(fs, txn, ip, first, last, true, PUNCH_BUDGET);
-		err = mfs_inode_write(fs, txn, ip);
-		if (ret >= 0 && err)
-			ret = err;
-		err = mfs_txn_end(txn);
-		if (ret >= 0 && err)
-			ret = err;
 	}
 	return ret;
 }
@@ -1597,7 +1794,7 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 	case FALLOC_FL_PUNCH_HOLE:
 		ret = zero_edges(fs, ip, start, zend);
 		if (!ret && first < last)
-			ret = punch_blocks(fs, ip, first, last);
+			ret = free_steps(fs, ip, first, last);
 		if (!ret)
 			ret = falloc_finish(fs, ip, end, true, true);
 		break;

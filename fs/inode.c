@@ -5,12 +5,17 @@
  * inode table (docs/FORMAT.md §6), and the allocation and freeing of inodes.
  *
  * An inode lives in the cache exactly while it is referenced.  When the last
- * reference of an unlinked inode (nlink 0) goes, it is evicted: in one
- * transaction its data blocks, xattrs and directory tree are released, its
- * orphan entry removed, its slot cleared and its number freed.  While that
- * runs the entry stays in the hash with ref 0 so that mfs_iget refuses it
- * (-ENOENT) instead of loading a second copy; an inode created meanwhile
- * with the same (just freed) number is inserted in front of it.
+ * reference of an unlinked inode (nlink 0) goes, it is evicted: its data
+ * blocks, xattrs and directory tree are released, its orphan entry removed,
+ * its slot cleared and its number freed.  A small inode (a few extents, no
+ * trees: mfs_inode_free_is_small) goes in one transaction; a larger one is
+ * on the orphan list first, then its blocks go in bounded steps
+ * (mfs_file_free_all, docs/DESIGN.md §3), then the rest in a last
+ * transaction: a crash in between leaves an orphan that the next mount
+ * finishes freeing.  While that runs the entry stays in the hash with ref 0
+ * so that mfs_iget refuses it (-ENOENT) instead of loading a second copy; an
+ * inode created meanwhile with the same (just freed) number is inserted in
+ * front of it.
  *
  * Locking: fs->icache_lock protects the hash and every transition of ref to
  * or from zero; ip->lock (see fs/mfs_ops.h) protects ip->di and the inode's
@@ -397,9 +402,14 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 		di->dir_depth = bt.depth;
 	}
 	if (ret) {
-		/* keep the slot and the orphan entry: fsck (or the next mount) finishes it */
+		/*
+		 * Keep the slot and the orphan entry: fsck (or the next mount)
+		 * finishes it.  What was released is released in @txn too: the
+		 * inode goes with it, so that no freed block stays mapped.
+		 */
 		fprintf(stderr, "mendfs: freeing inode %llu: %s\n", (unsigned long long)ip->ino,
 		        strerror(-ret));
+		mfs_inode_write(fs, txn, ip);
 		return ret;
 	}
 	if (di->iflags & MFS_IFL_ORPHAN) {
@@ -416,19 +426,63 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	return ret;
 }
 
+bool mfs_inode_free_is_small(const struct mfs_ino *ip)
+{
+	const struct mfs_inode *di = &ip->di;
+
+	/* at most 4 inline extents of at most MFS_BITMAP_BITS blocks in all: 8 bitmap blocks */
+	return !(di->iflags & MFS_IFL_EXTENT_TREE) && di->blocks <= MFS_BITMAP_BITS &&
+	       di->xattr_depth == 0 && di->dir_depth == 0;
+}
+
+/* Worst case of mfs_inode_free() of a small inode (or of an orphan insert), in blocks. */
+#define SMALL_FREE_COST 40u
+
+/* Free unlinked @ip (lock held for writing): in steps unless it is small. */
+static int free_steps(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_txn *txn;
+	int ret, r;
+
+	if (!mfs_inode_free_is_small(ip)) {
+		if (!(ip->di.iflags & MFS_IFL_ORPHAN)) {
+			/* the restart point first (an orphan entry failed at unlink time) */
+			ret = mfs_txn_begin_step(fs, SMALL_FREE_COST, &txn);
+			if (ret)
+				return ret;
+			ret = mfs_orphan_add(fs, txn, ip->ino);
+			if (!ret) {
+				ip->di.iflags |= MFS_IFL_ORPHAN;
+				ret = mfs_inode_write(fs, txn, ip);
+			}
+			r = mfs_txn_end(txn);
+			ret = ret ? ret : r;
+			if (ret)
+				return ret;
+		}
+		if (S_ISREG(ip->di.mode) || S_ISLNK(ip->di.mode)) {
+			ret = mfs_file_free_all(fs, ip);
+			if (ret)
+				return ret;
+		}
+	}
+	/* bounded now: a plain handle, like any namespace operation */
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		return ret;
+	ret = mfs_inode_free(fs, txn, ip);
+	r = mfs_txn_end(txn);
+	return ret ? ret : r;
+}
+
 /* The last reference of an unlinked inode is gone: free it on disk, then in memory. */
 static void evict(struct mfs *fs, struct mfs_ino *ip)
 {
-	struct mfs_txn *txn;
 	int ret;
 
 	if (!fs->read_only && ip->di.mode) {
 		pthread_rwlock_wrlock(&ip->lock);
-		ret = mfs_txn_begin(fs, &txn);
-		if (!ret) {
-			mfs_inode_free(fs, txn, ip);
-			ret = mfs_txn_end(txn);
-		}
+		ret = free_steps(fs, ip);
 		if (ret)
 			fprintf(stderr,
 			        "mendfs: inode %llu stays an orphan until the next mount: %s\n",

@@ -30,8 +30,13 @@
  * mfs_checkpoint() is called; it writes them in place (both copies) in commit
  * order, flushes, and persists journal_seq/journal_tail in the superblock.
  * A transaction larger than the whole journal is refused with -ENOSPC before
- * anything is written: its buffers are invalidated (re-read from the device).
- * An I/O error while committing aborts the journal: later commits fail -EIO.
+ * anything is written: its buffers are invalidated (re-read from the device)
+ * and the journal is aborted (later handles and commits fail with -EIO): the
+ * layers above (cached inodes, allocator state, tree roots) already hold the
+ * refused changes and cannot be rolled back, so going on would commit later
+ * changes on top of a state the device never had.  Operations whose metadata
+ * grows with a file run in bounded steps (mfs_txn_begin_step) and never get
+ * there.  An I/O error while committing aborts the journal the same way.
  *
  * Locking: j->commit_mutex serialises commit, checkpoint and the journal
  * space (jhead, jtail, used, the checkpoint list); it is taken before
@@ -171,6 +176,47 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 out:
 	pthread_mutex_unlock(&fs->txn_lock);
 	return ret;
+}
+
+unsigned mfs_txn_step_limit(const struct mfs *fs)
+{
+	uint64_t lim = fs->sb.journal_len / 4;
+
+	if (fs->txn_step_blocks && fs->txn_step_blocks < lim)
+		lim = fs->txn_step_blocks;
+	return lim ? (unsigned)lim : 1;
+}
+
+unsigned mfs_txn_room(struct mfs_txn *txn)
+{
+	unsigned lim = mfs_txn_step_limit(txn->fs), n;
+
+	pthread_mutex_lock(&txn->list_lock);
+	n = txn->nr_bufs;
+	pthread_mutex_unlock(&txn->list_lock);
+	return n < lim ? lim - n : 0;
+}
+
+int mfs_txn_begin_step(struct mfs *fs, unsigned need, struct mfs_txn **txnp)
+{
+	int ret, tries;
+
+	/*
+	 * Twice at most: after a commit another thread may fill the next
+	 * transaction before this handle joins it; the step then runs anyway,
+	 * doing at least one unit (mfs_txn_end commits past half the journal).
+	 */
+	for (tries = 0;; tries++) {
+		ret = mfs_txn_begin(fs, txnp);
+		if (ret || tries == 2 || mfs_txn_room(*txnp) >= need ||
+		    mfs_txn_room(*txnp) == mfs_txn_step_limit(fs))
+			return ret;
+		ret = mfs_txn_end(*txnp);
+		if (!ret)
+			ret = mfs_txn_commit(fs);
+		if (ret)
+			return ret;
+	}
 }
 
 void mfs_txn_dirty(struct mfs_txn *txn, struct mfs_buf *b)
@@ -459,6 +505,13 @@ int mfs_txn_commit(struct mfs *fs)
 		__txn_discard(t);
 		goto done_txn;
 	}
+	if (fs->commit_fail_after && --fs->commit_fail_after == 0) {
+		/* test knob: fail as an I/O error before writing anything */
+		fprintf(stderr, "mendfs: commit failed (injected): journal aborted\n");
+		ret = j->aborted = -EIO;
+		__txn_discard(t);
+		goto done_txn;
+	}
 	ndesc = (n + JTAGS - 1) / JTAGS;
 	total = ndesc + n + 1;
 	if (total > fs->sb.journal_len) {
@@ -469,6 +522,9 @@ int mfs_txn_commit(struct mfs *fs)
 		        (unsigned long long)n, (unsigned long long)fs->sb.journal_len);
 		ret = __checkpoint(fs); /* so that re-reads see everything committed */
 		__txn_discard(t);
+		fprintf(stderr,
+		        "mendfs: journal aborted: the refused changes are in memory only\n");
+		j->aborted = -EIO;
 		ret = ret ? ret : -ENOSPC;
 		goto done_txn;
 	}

@@ -51,6 +51,8 @@ struct mfs_stats {
 	_Atomic uint64_t meta_repairs; /* bad copies rewritten from their twin */
 	_Atomic uint64_t meta_lost;    /* blocks whose both copies were bad */
 	_Atomic uint64_t commits, journal_blocks, checkpoints;
+	/* orphans finished by the mount: inodes freed, truncates completed */
+	_Atomic uint64_t orphans_freed, orphans_truncated;
 };
 
 struct mfs_buf;
@@ -78,6 +80,15 @@ struct mfs {
 	uint64_t jhead; /* next free block offset in the journal */
 	uint64_t jtail; /* oldest block offset still needed by replay */
 	void *journal;  /* journal.c private */
+	/*
+	 * Test knobs (0: off).  txn_step_blocks lowers the bound of a step of
+	 * a multi-transaction operation below mfs_txn_step_limit()'s default;
+	 * commit_fail_after makes the commit that many commits from now fail
+	 * before writing anything, as an I/O error would (journal aborted):
+	 * a crash after the commits before it.
+	 */
+	unsigned txn_step_blocks;
+	unsigned commit_fail_after;
 
 	/* allocators (alloc.c) */
 	pthread_mutex_t alloc_lock;
@@ -168,6 +179,22 @@ void mfs_txn_dirty(struct mfs_txn *txn, struct mfs_buf *b);
 /* Note a data range whose write must be durable before @txn commits. */
 void mfs_txn_ordered(struct mfs_txn *txn);
 int mfs_txn_end(struct mfs_txn *txn);
+/*
+ * Bounded steps (docs/DESIGN.md §3).  An operation whose metadata grows with
+ * the size of a file (truncate, punch, the freeing of an inode) runs as a
+ * series of handles, each a consistent state, none dirtying more than
+ * mfs_txn_step_limit() blocks with the rest of its transaction: journal_len
+ * / 4 (64 blocks for the smallest, 1 MiB journal), so that a transaction
+ * stays far below the journal's size (mfs_txn_end commits past half of it)
+ * whatever else joined it.  mfs_txn_begin_step() starts such a handle: if
+ * the running transaction lacks @need blocks of room below the limit, it is
+ * committed first (the caller must hold no handle).  mfs_txn_room() says
+ * how many more blocks the transaction may dirty before the step should
+ * end: a step does one more unit of work only while its worst case fits.
+ */
+unsigned mfs_txn_step_limit(const struct mfs *fs);
+int mfs_txn_begin_step(struct mfs *fs, unsigned need, struct mfs_txn **txnp);
+unsigned mfs_txn_room(struct mfs_txn *txn);
 /* Commit everything up to now and wait until it is durable. */
 int mfs_txn_commit(struct mfs *fs);
 /* Write committed blocks in place and free journal space. */

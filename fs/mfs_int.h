@@ -28,11 +28,29 @@ void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 /*
  * Free an inode with nlink 0 in @txn: data blocks, xattrs, directory tree,
  * its orphan entry, the slot and the inode number.  Caller holds ip->lock.
+ * Bounded only for an inode mfs_inode_free_is_small() accepts; any other is
+ * freed in steps by its last mfs_iput() (on the orphan list meanwhile).
  */
 int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
+/* Can mfs_inode_free() free @ip within one bounded step (a few extents, no trees)? */
+bool mfs_inode_free_is_small(const struct mfs_ino *ip);
 /* Load inode @ino without caching it (orphan processing at mount). */
 int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
 int64_t mfs_now_ns(void);
+
+/* --- file.c ------------------------------------------------------------------------ */
+
+/*
+ * Free every block of @ip in bounded steps (an unlinked inode on the orphan
+ * list, before mfs_inode_free).  Caller holds ip->lock for writing, no handle.
+ */
+int mfs_file_free_all(struct mfs *fs, struct mfs_ino *ip);
+/*
+ * Finish a truncate recorded by the orphan list: free the blocks past EOF in
+ * bounded steps, then (nlink > 0) take @ip off the list.  Caller holds
+ * ip->lock for writing and no handle.
+ */
+int mfs_truncate_finish(struct mfs *fs, struct mfs_ino *ip);
 
 /* --- mount.c ----------------------------------------------------------------------- */
 

@@ -128,7 +128,14 @@ typedef int mfs_direct_emit_fn(void *arg, const struct iovec *iov, int cnt);
 int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
                     void *arg);
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off);
-int mfs_truncate(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t size);
+/*
+ * Set the size; shrinking frees the blocks past the new EOF in bounded
+ * transactions of their own (docs/DESIGN.md §3): the caller holds ip->lock
+ * for writing and no transaction handle.  On error the inode is as the
+ * transactions so far left it (the new size and the orphan entry once the
+ * first one went through: the next mount finishes the work).
+ */
+int mfs_truncate(struct mfs *fs, struct mfs_ino *ip, uint64_t size);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE, FALLOC_FL_ZERO_RANGE (+KEEP_SIZE)
  */
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len);
@@ -137,7 +144,11 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync);
 /* Map file block @lblk: *pblk = 0 for a hole; *count blocks share the mapping. */
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
              bool *unwritten);
-/* Free all blocks of an inode being deleted. */
+/*
+ * Free all blocks of an inode being deleted, in @txn: only for an inode
+ * mfs_inode_free_is_small() accepts (or already emptied by
+ * mfs_file_free_all()).
+ */
 int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 
 /* Extended attributes (xattr.c): flags XATTR_CREATE / XATTR_REPLACE. */

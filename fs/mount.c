@@ -166,7 +166,12 @@ static int orphan_collect(void *arg, uint64_t key, const void *val, uint16_t len
 	return 0;
 }
 
-/* Free every inode on the orphan list (unlinked while open before a crash). */
+/*
+ * Finish the work of every inode on the orphan list (docs/FORMAT.md §10): an
+ * inode with nlink 0 (unlinked while open, or freed in steps when a crash
+ * came) is freed; a regular file with links (a truncate cut short) has its
+ * blocks past EOF freed; both in bounded steps, and leave the list when done.
+ */
 static int orphans_process(struct mfs *fs)
 {
 	struct orphan_list l = {0};
@@ -183,12 +188,28 @@ static int orphans_process(struct mfs *fs)
 		r = mfs_iget(fs, l.v[i], &ip);
 		if (!r && ip->di.nlink == 0) {
 			mfs_iput(fs, ip); /* the last reference of an unlinked inode: freed */
+			atomic_fetch_add(&fs->stats.orphans_freed, 1);
 			continue;
 		}
 		if (r && r != -ENOENT) {
 			/* unreadable or corrupt: left on the list for fsck, the mount goes on */
 			fprintf(stderr, "mendfs: orphan inode %llu: %s: left for fsck\n",
 			        (unsigned long long)l.v[i], strerror(-r));
+			continue;
+		}
+		if (!r && S_ISREG(ip->di.mode) && (ip->di.iflags & MFS_IFL_ORPHAN)) {
+			/* a truncate cut short: free past EOF, then off the list */
+			pthread_rwlock_wrlock(&ip->lock);
+			r = mfs_truncate_finish(fs, ip);
+			pthread_rwlock_unlock(&ip->lock);
+			mfs_iput(fs, ip);
+			if (r)
+				fprintf(stderr,
+				        "mendfs: orphan inode %llu: finishing its truncate: %s: "
+				        "left for fsck\n",
+				        (unsigned long long)l.v[i], strerror(-r));
+			else
+				atomic_fetch_add(&fs->stats.orphans_truncated, 1);
 			continue;
 		}
 		/* a free slot, or an inode linked again: only the entry goes */

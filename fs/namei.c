@@ -334,11 +334,12 @@ static int find_get(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t
 
 /*
  * A link of @ip went (the caller holds @ip's lock and one reference).  At
- * nlink zero an inode nobody else references is freed in this transaction;
- * one still referenced (open files: the daemon holds references) joins the
- * orphan list and is freed at its last mfs_iput().  Nobody can take a new
- * reference meanwhile: its last entry is gone under the directory's lock,
- * and any other user of the number already holds one.
+ * nlink zero a small inode nobody else references is freed in this
+ * transaction; any other (open files: the daemon holds references; files too
+ * large for one transaction) joins the orphan list and is freed at its last
+ * mfs_iput().  Nobody can take a new reference meanwhile: its last entry is
+ * gone under the directory's lock, and any other user of the number already
+ * holds one.
  */
 static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64_t now)
 {
@@ -355,9 +356,16 @@ static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, in
 		pthread_mutex_lock(&fs->icache_lock);
 		alone = atomic_load(&ip->ref) == 1;
 		pthread_mutex_unlock(&fs->icache_lock);
-		/* freed: the caller's mfs_iput() finds mode 0 and only drops it */
-		if (alone && mfs_inode_free(fs, txn, ip) == 0)
+		/*
+		 * Freed: the caller's mfs_iput() finds mode 0 and only drops it.
+		 * Only a small inode is freed in this transaction; a larger one
+		 * goes on the orphan list and the caller's mfs_iput() frees it
+		 * in bounded steps.
+		 */
+		if (alone && mfs_inode_free_is_small(ip) && mfs_inode_free(fs, txn, ip) == 0)
 			return 0;
+		if (ip->di.iflags & MFS_IFL_ORPHAN) /* already: a truncate was cut short */
+			return mfs_inode_write(fs, txn, ip);
 		ret = mfs_orphan_add(fs, txn, ip->ino);
 		if (!ret)
 			ip->di.iflags |= MFS_IFL_ORPHAN;
@@ -445,15 +453,17 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		ret = S_ISDIR(di->mode) ? -EISDIR : -EINVAL;
 		goto unlock;
 	}
+	if (valid & MFS_SET_SIZE) {
+		/* its own bounded transactions (frees past the new EOF), before the rest */
+		ret = mfs_truncate(fs, ip, (uint64_t)attr->st_size);
+		if (ret)
+			goto unlock;
+	}
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		goto unlock;
-	if (valid & MFS_SET_SIZE) {
-		ret = mfs_truncate(fs, txn, ip, (uint64_t)attr->st_size);
-		if (ret)
-			goto end;
+	if (valid & MFS_SET_SIZE)
 		di->mtime_ns = now;
-	}
 	if (valid & MFS_SET_MODE)
 		di->mode = (di->mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
 	if (valid & (MFS_SET_UID | MFS_SET_GID)) {
@@ -484,11 +494,11 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 	else
 		di->ctime_ns = now;
 	ret = mfs_inode_write(fs, txn, ip);
-end : {
-	int r = mfs_txn_end(txn);
+	{
+		int r = mfs_txn_end(txn);
 
-	ret = ret ? ret : r;
-}
+		ret = ret ? ret : r;
+	}
 unlock:
 	if (!ret && st)
 		mfs_inode_to_stat(ip, st);

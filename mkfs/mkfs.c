@@ -30,7 +30,7 @@
 #include "mfs.h"
 
 #define PROG  "mkfs.mendfs"
-#define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] DEVICE [SIZE]\n"
+#define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"
 
 #define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
 #define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
@@ -43,7 +43,8 @@
 struct mkfs_opts {
 	bool force, quiet;
 	const char *label;
-	uint64_t inodes; /* 0: default */
+	uint64_t inodes;      /* 0: default */
+	uint64_t journal_len; /* blocks, 0: default */
 	const char *device;
 	uint64_t size; /* 0: not given */
 };
@@ -136,7 +137,7 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	opterr = 0;
-	while ((c = getopt(argc, argv, "+fqL:N:h")) != -1) {
+	while ((c = getopt(argc, argv, "+fqL:N:J:h")) != -1) {
 		switch (c) {
 		case 'f':
 			o->force = true;
@@ -169,12 +170,25 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 			o->inodes = v;
 			break;
 		}
+		case 'J': {
+			uint64_t bytes;
+
+			if (parse_size(optarg, &bytes) || bytes % MFS_BLOCK_SIZE ||
+			    bytes / MFS_BLOCK_SIZE < MKFS_JOURNAL_MIN ||
+			    bytes / MFS_BLOCK_SIZE > MKFS_JOURNAL_MAX) {
+				fail("invalid journal size '%s' (1M to 128M, whole 4 KiB blocks)",
+				     optarg);
+				return -EINVAL;
+			}
+			o->journal_len = bytes / MFS_BLOCK_SIZE;
+			break;
+		}
 		case 'h':
 			fputs(USAGE, stdout);
 			exit(0);
 		case '?':
 		default:
-			if (optopt == 'L' || optopt == 'N')
+			if (optopt == 'L' || optopt == 'N' || optopt == 'J')
 				fail("option -%c needs an argument", optopt);
 			else
 				fail("unknown option -%c", optopt ? optopt : '?');
@@ -251,7 +265,8 @@ static int prepare_image(const struct mkfs_opts *o, bool *created)
 }
 
 /* Compute the layout for @nr_blocks; @inodes 0 means the default. */
-static int compute_layout(uint64_t nr_blocks, uint64_t inodes, struct mkfs_layout *l)
+static int compute_layout(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
+                          struct mkfs_layout *l)
 {
 	uint64_t n = nr_blocks, want_meta, tree_room, bound, used;
 
@@ -262,6 +277,8 @@ static int compute_layout(uint64_t nr_blocks, uint64_t inodes, struct mkfs_layou
 		l->journal_len = MKFS_JOURNAL_MIN;
 	if (l->journal_len > MKFS_JOURNAL_MAX)
 		l->journal_len = MKFS_JOURNAL_MAX;
+	if (journal_len)
+		l->journal_len = journal_len;
 
 	if (!inodes)
 		inodes = n * MFS_BLOCK_SIZE / MKFS_BYTES_PER_INODE;
@@ -657,7 +674,7 @@ static int mkfs_run(const struct mkfs_opts *o)
 		ret = -ENOSPC;
 		goto out;
 	}
-	ret = compute_layout(info.size / MFS_BLOCK_SIZE, o->inodes, &l);
+	ret = compute_layout(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len, &l);
 	if (ret) {
 		fail("%" PRIu64 " inodes do not fit on a device of %" PRIu64
 		     " bytes; use a smaller -N",

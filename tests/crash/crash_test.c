@@ -15,7 +15,16 @@
  *     directories, unlinks, rmdirs, batches of long names that split and merge
  *     directory trees, unlinks of files held open (orphans), fsyncs of single
  *     files, syncs of the whole fs, and the final unmount) runs against an
- *     in-memory model.  Each operation records the log length when it starts
+ *     in-memory model.  Every 100 ops (300 in --long) it also makes a
+ *     fragmented file (40 one-block extents at every other block, 150 in
+ *     --long: an extent tree with an interior node) and fsyncs it, and 3 ops
+ *     later truncates it into its first quarter or to 0, unlinks it, or
+ *     punches all but its ends, with the step bound (txn_step_blocks) below
+ *     one unit's cost: one extent per transaction, so that crash points fall
+ *     between the steps and the mount must finish the truncate or the free
+ *     from the orphan list (docs/DESIGN.md §3).  The run prints how many
+ *     crash points fall inside those ops and at how many the mount finished
+ *     an orphan.  Each operation records the log length when it starts
  *     and ends; each fsync (and sync, for every file) records the file's
  *     content when it returned.
  *  3. Prefix mode: for every k in 0..N the image is base + the first k logged
@@ -91,14 +100,36 @@
 /* --- parameters --------------------------------------------------------------------- */
 
 struct params {
-	unsigned ops;       /* workload operations */
-	unsigned subsets;   /* random subsets per flush epoch */
-	unsigned max_file;  /* bytes a write may reach */
-	unsigned max_write; /* bytes per write */
+	unsigned ops;        /* workload operations */
+	unsigned subsets;    /* random subsets per flush epoch */
+	unsigned max_file;   /* bytes a write may reach */
+	unsigned max_write;  /* bytes per write */
+	unsigned frag_ext;   /* extents of a fragmented file (ops 24, 25) */
+	unsigned frag_every; /* ops between two fragmented files */
 	uint64_t seed;
 };
 
-static struct params P = {.ops = 400, .subsets = 3, .max_file = 160 << 10, .max_write = 20 << 10};
+static struct params P = {.ops = 400,
+                          .subsets = 3,
+                          .max_file = 160 << 10,
+                          .max_write = 20 << 10,
+                          .frag_ext = 40,
+                          .frag_every = 100};
+
+/*
+ * Bound of a step of a multi-transaction free (mfs_txn_step_limit) while the
+ * workload frees a fragmented file: below one unit's worst case, so that
+ * every extent goes in a transaction of its own.
+ */
+#define FRAG_STEP_BLOCKS 8u
+
+/* Largest size a file reaches (buffers of the checks). */
+static size_t size_cap(void)
+{
+	size_t a = (size_t)P.max_file * 2, b = (size_t)P.frag_ext * 2 * MFS_BLOCK_SIZE;
+
+	return a > b ? a : b;
+}
 
 /* --- PRNG (splitmix64) ---------------------------------------------------------------- */
 
@@ -244,6 +275,7 @@ struct mfile {
 	unsigned nlinks;
 	bool live;
 	bool batch;        /* one of the long-name batch: picked less for data operations */
+	bool frag;         /* made fragmented by op 24, not freed by op 25 yet */
 	struct snap *snap; /* content at the last fsync/sync if unchanged since, else NULL */
 };
 
@@ -265,6 +297,7 @@ struct mentry {
 
 struct op {
 	size_t lstart, lend; /* log length before and after */
+	unsigned kind;
 	char desc[400];
 };
 
@@ -290,7 +323,8 @@ static unsigned nevs, capevs;
 static struct snap **snaps;
 static unsigned nsnaps, capsnaps;
 static unsigned name_ctr;
-static int fsync_file; /* the file of the last fsync op */
+static int fsync_file; /* the file of the last fsync op (or fragmented file made) */
+static unsigned frag_made, frag_freed;
 #define MAX_HELD 4
 static struct mfs_ino *held[MAX_HELD]; /* unlinked files still referenced */
 static unsigned nheld;
@@ -807,6 +841,111 @@ static bool do_op(unsigned kind, size_t lstart)
 		mfs_iput(wfs, held[t]);
 		held[t] = held[--nheld];
 		return true;
+	case 24: { /* a fragmented file: frag_ext one-block extents at every other block, fsync'ed
+		    */
+		struct mfile *mf;
+		uint8_t blk[MFS_BLOCK_SIZE];
+		unsigned j, i;
+
+		d = pick_dir();
+		snprintf(name, sizeof(name), "frag%u", name_ctr++);
+		CHK(mfs_mknod(wfs, dirs[d].ino, name, S_IFREG | 0644, 0, 0, 0, &st), "create");
+		GROW(files, nfiles, capfiles);
+		f = (int)nfiles;
+		mf = &files[nfiles];
+		memset(mf, 0, sizeof(*mf));
+		mf->ino = st.st_ino;
+		mf->nlinks = 1;
+		mf->live = true;
+		mf->frag = true;
+		add_entry(d, name, E_FILE, (int)nfiles++);
+		for (j = 0; j < P.frag_ext; j++) {
+			size_t off = (size_t)j * 2 * MFS_BLOCK_SIZE;
+
+			for (i = 0; i < MFS_BLOCK_SIZE; i++)
+				blk[i] = (uint8_t)(rng_next(&wl_rng) | 1);
+			if (mfs_write(wfs, mf->ino, blk, MFS_BLOCK_SIZE, (off_t)off) !=
+			    MFS_BLOCK_SIZE)
+				die("workload op %u: fragmented write failed", nops - 1);
+			file_reserve(mf, off + MFS_BLOCK_SIZE);
+			memcpy(mf->data + off, blk, MFS_BLOCK_SIZE);
+			i = (unsigned)mf->size; /* the gap past the old EOF reads zeros */
+			mf->size = off + MFS_BLOCK_SIZE;
+			file_mod(f, lstart, i, off + MFS_BLOCK_SIZE, false);
+		}
+		file_changed(f, lstart);
+		CHK(mfs_fsync(wfs, mf->ino, false), "fsync");
+		fsync_file = f;
+		frag_made++;
+		snprintf(op->desc, sizeof(op->desc),
+		         "fragmented file %s (ino %" PRIu64 ", %u extents) in dir ino %" PRIu64
+		         ", fsync",
+		         name, mf->ino, P.frag_ext, dirs[d].ino);
+		return true;
+	}
+	case 25: { /* free most of a fragmented file, one extent per transaction */
+		struct mfile *mf = NULL;
+		unsigned how = frag_freed % 4;
+		size_t size = 0, off, len;
+
+		for (f = (int)nfiles - 1; f >= 0; f--)
+			if (files[f].live && files[f].frag)
+				break;
+		if (f < 0)
+			return false;
+		mf = &files[f];
+		mf->frag = false;
+		for (e = 0; e < (int)nents; e++)
+			if (ents[e].live && ents[e].kind == E_FILE && ents[e].idx == f)
+				break;
+		if (how == 1 && (e == (int)nents || mf->nlinks != 1))
+			how = 0;
+		if (how == 2 && mf->size < 4 * MFS_BLOCK_SIZE)
+			how = 3;
+		wfs->txn_step_blocks = FRAG_STEP_BLOCKS;
+		switch (how) {
+		case 0: /* truncate into the first quarter */
+		case 3: /* truncate to 0 */
+			if (how == 0)
+				size = rnd((unsigned)mf->size / 4 + 1);
+			memset(&st, 0, sizeof(st));
+			st.st_size = (off_t)size;
+			CHK(mfs_setattr(wfs, mf->ino, &st, MFS_SET_SIZE, &st), "truncate");
+			if (size < mf->size)
+				memset(mf->data + size, 0, mf->size - size);
+			mf->size = size;
+			file_mod(f, lstart, size, size, false);
+			file_changed(f, lstart);
+			snprintf(op->desc, sizeof(op->desc),
+			         "truncate fragmented ino %" PRIu64 " to %zu in steps", mf->ino,
+			         size);
+			break;
+		case 1: /* unlink: freed in steps at the unlink's last reference */
+			CHK(mfs_unlink(wfs, dirs[ents[e].dir].ino, ents[e].name), "unlink");
+			ents[e].live = false;
+			file_unlinked(f, lstart);
+			snprintf(op->desc, sizeof(op->desc),
+			         "unlink fragmented %s (ino %" PRIu64 "), freed in steps",
+			         ents[e].name, mf->ino);
+			break;
+		default: /* punch all but the first and last extents */
+			off = 2 * MFS_BLOCK_SIZE - 100;
+			len = mf->size - MFS_BLOCK_SIZE - off;
+			CHK(mfs_fallocate(wfs, mf->ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			                  (off_t)off, (off_t)len),
+			    "punch hole");
+			memset(mf->data + off, 0, len);
+			file_mod(f, lstart, off, off + len, false);
+			file_changed(f, lstart);
+			snprintf(op->desc, sizeof(op->desc),
+			         "punch fragmented ino %" PRIu64 " [%zu, +%zu) in steps", mf->ino,
+			         off, len);
+			break;
+		}
+		wfs->txn_step_blocks = 0;
+		frag_freed++;
+		return true;
+	}
 	case 19: { /* unlink a batch of names of one directory: merges */
 		unsigned i, n = 0, want = 4 + rnd(12);
 
@@ -847,10 +986,17 @@ static void run_workload(void)
 		op = &ops[nops++];
 		op->lstart = lstart;
 		op->desc[0] = 0;
-		do {
-			kind = rnd(24);
-		} while (!do_op(kind, lstart));
+		/* a fragmented file now and then, most of it freed a few ops later */
+		if (i % P.frag_every == P.frag_every / 4 && do_op(24, lstart))
+			kind = 24;
+		else if (i % P.frag_every == P.frag_every / 4 + 3 && do_op(25, lstart))
+			kind = 25;
+		else
+			do {
+				kind = rnd(24);
+			} while (!do_op(kind, lstart));
 		op->lend = nlog;
+		op->kind = kind;
 		if (getenv("CRASH_TRACE")) {
 			size_t k;
 
@@ -861,7 +1007,7 @@ static void run_workload(void)
 				       wlog[k].op == BLK_OP_FLUSH ? "flush" : "write",
 				       wlog[k].pos / MFS_BLOCK_SIZE, wlog[k].len);
 		}
-		if (kind == 8 || kind == 9)
+		if (kind == 8 || kind == 9 || kind == 24)
 			record_event(fsync_file, nlog);
 		else if (kind == 17) {
 			unsigned f;
@@ -1396,7 +1542,7 @@ static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const s
 	int ret;
 
 	if (!ok)
-		ok = xmalloc(P.max_file * 2 + MFS_BLOCK_SIZE);
+		ok = xmalloc(size_cap() + MFS_BLOCK_SIZE);
 	for (m = e->mod0; m < mf->nmods && mf->mods[m].lstart < c; m++, nm++)
 		if (mf->mods[m].freed)
 			return 0; /* may be gone */
@@ -1412,7 +1558,7 @@ static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const s
 	size_ok = size == e->snap->size;
 	for (m = e->mod0; m < e->mod0 + nm; m++)
 		size_ok |= size == mf->mods[m].size;
-	if (!size_ok || size > P.max_file * 2)
+	if (!size_ok || size > size_cap())
 		return fail("file ino %" PRIu64 " fsync'ed at op %u (log %zu) and changed %u times "
 		            "since: size %zu is none of its versions' (fsync'ed: %zu)",
 		            mf->ino, e->op, e->F, nm, size, e->snap->size);
@@ -1450,7 +1596,7 @@ static int check_durability(struct mfs *fs, size_t c, const uint8_t *kind)
 
 	if (!last) {
 		last = xmalloc((nfiles + 1) * sizeof(*last));
-		buf = xmalloc(P.max_file * 2 + MFS_BLOCK_SIZE);
+		buf = xmalloc(size_cap() + MFS_BLOCK_SIZE);
 	}
 	for (i = 0; i < nfiles; i++)
 		last[i] = -1;
@@ -1514,7 +1660,8 @@ static char img[PATH_MAX], failimg[] = "/tmp/mendfs-crash-fail.img";
 static uint8_t *map;  /* the working image, shared with the mounts (pmem backend) */
 static uint8_t *want; /* the expected pre-mount image of the current prefix */
 static uint8_t *base; /* the image when the tap was attached */
-static unsigned long long checked, failures, restored_blocks;
+static unsigned long long checked, failures, restored_blocks, frag_points, free_points;
+static unsigned long long orphan_freed_points, orphan_trunc_points;
 
 /* Copy back the blocks of the working image that differ from @want. */
 static void restore(void)
@@ -1554,10 +1701,18 @@ static void check_point(size_t c, const char *where, size_t last_idx)
 	cerr[0] = 0;
 	known[0] = 0;
 	checked++;
+	for (unsigned i = 0; last_idx != SIZE_MAX && i < nops; i++)
+		if (ops[i].lstart <= last_idx && last_idx < ops[i].lend) {
+			frag_points += ops[i].kind == 24 || ops[i].kind == 25;
+			free_points += ops[i].kind == 25;
+			break;
+		}
 	ret = mfs_mount(img, &o, &fs, err, sizeof(err));
 	if (ret) {
 		fail("mount failed: %s (%s)", strerror(-ret), err);
 	} else {
+		orphan_freed_points += atomic_load(&fs->stats.orphans_freed) > 0;
+		orphan_trunc_points += atomic_load(&fs->stats.orphans_truncated) > 0;
 		ret = check_structure(fs, &kind);
 		if (!ret)
 			ret = check_durability(fs, c, kind);
@@ -1724,6 +1879,8 @@ int main(int argc, char **argv)
 			P.subsets = 8;
 			P.max_file = 256 << 10;
 			P.max_write = 40 << 10;
+			P.frag_ext = 150;
+			P.frag_every = 300;
 		} else if (!strcmp(argv[i], "--strict")) {
 			strict = true;
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
@@ -1822,7 +1979,12 @@ int main(int argc, char **argv)
 	printf("epoch mode: %llu crash points (%u subsets per flush epoch), %.1fs\n",
 	       checked - prefix_points, P.subsets,
 	       (double)(t1.tv_sec - t2.tv_sec) + (double)(t1.tv_nsec - t2.tv_nsec) / 1e9);
-	printf("crash points checked: %llu\n", checked);
+	printf("crash points checked: %llu (%llu inside the %u fragmented-file ops: %u made, %u "
+	       "freed in steps, %llu inside the frees)\n",
+	       checked, frag_points, frag_made + frag_freed, frag_made, frag_freed, free_points);
+	printf("crash points whose mount finished orphans: %llu freeing an inode, %llu completing "
+	       "a truncate\n",
+	       orphan_freed_points, orphan_trunc_points);
 	if (known_points)
 		printf("crash points showing the KNOWN BUG (blocks reused before their free "
 		       "commits, "

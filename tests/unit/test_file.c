@@ -153,15 +153,12 @@ static unsigned extents(uint64_t ino, uint64_t nblk)
 
 static int truncate_to(uint64_t ino, uint64_t size)
 {
-	struct mfs_txn *txn;
 	struct mfs_ino *ip;
 	int ret;
 
 	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
 	pthread_rwlock_wrlock(&ip->lock);
-	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
-	ret = mfs_truncate(fs, txn, ip, size);
-	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ret = mfs_truncate(fs, ip, size);
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return ret;

@@ -5,7 +5,10 @@
  * write (recorded with the write tap, images rebuilt from prefixes) is applied
  * whole or not at all while earlier ones always are; wrap-around over many
  * transactions with checkpoints; the twin of a damaged journal block; dry run
- * writes nothing; a transaction larger than the journal is refused cleanly.
+ * writes nothing; a transaction larger than the journal is refused cleanly
+ * and aborts the journal (nothing more is committed over the refused state);
+ * the bound of a step (mfs_txn_step_limit) and mfs_txn_begin_step committing
+ * a transaction that lacks the room asked for.
  * The tap: every write of a workload seen in order, poisoned writes too,
  * -EBUSY while busy, the original ops back when detached.
  */
@@ -515,12 +518,69 @@ START_TEST(test_txn_too_large_refused)
 		mfs_buf_put(b);
 	}
 	ck_assert_int_eq(replay(&t, true), 0);
-	/* the journal still works */
+	/*
+	 * The journal is aborted: the layers above hold the refused changes in
+	 * memory, so nothing more may be committed on top of them.
+	 */
+	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), -EIO);
+	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 1, &txn), -EIO);
+	tfs_umount(&t);
+	for (i = 0; i < 20; i++)
+		ck_assert(on_disk_is(&t, blk[i], i));
+	/* a new mount works */
+	ck_assert_int_eq(tfs_mount(&t, 64), 0);
 	txn_set(&t, &blk[3], &one, 1, false);
 	ck_assert_int_eq(mfs_txn_commit(&t.fs), 0);
 	tfs_umount(&t);
 	ck_assert_int_eq(replay(&t, false), 1);
 	ck_assert(on_disk_is(&t, blk[3], 77));
+	tfs_destroy(&t);
+}
+END_TEST
+
+/* The bound of a step, and mfs_txn_begin_step committing when the room asked for lacks. */
+START_TEST(test_txn_step)
+{
+	uint64_t blk[8], val[8], commits;
+	struct mfs_txn *txn;
+	struct tfs t;
+	unsigned i;
+
+	tfs_create(&t, NB, 16, 128, true);
+	ck_assert_int_eq(tfs_mount(&t, 64), 0);
+	ck_assert_uint_eq(mfs_txn_step_limit(&t.fs), 4); /* journal_len / 4 */
+	t.fs.txn_step_blocks = 2;
+	ck_assert_uint_eq(mfs_txn_step_limit(&t.fs), 2);
+	t.fs.txn_step_blocks = 100; /* a knob only lowers it */
+	ck_assert_uint_eq(mfs_txn_step_limit(&t.fs), 4);
+	t.fs.txn_step_blocks = 0;
+	for (i = 0; i < 8; i++) {
+		blk[i] = tfs_meta0(&t) + i;
+		val[i] = 900 + i;
+	}
+	txn_set(&t, blk, val, 3, true); /* 3 of the 4 blocks of a step */
+	commits = atomic_load(&t.fs.stats.commits);
+	/* room for one more: a handle asking for one joins the running transaction */
+	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 1, &txn), 0);
+	ck_assert_uint_eq(mfs_txn_room(txn), 1);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_uint_eq(atomic_load(&t.fs.stats.commits), commits);
+	/* asking for two commits it first: the handle starts an empty transaction */
+	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 2, &txn), 0);
+	ck_assert_uint_eq(atomic_load(&t.fs.stats.commits), commits + 1);
+	ck_assert_uint_eq(mfs_txn_room(txn), 4);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	/* more than a whole step: an empty transaction is the best there is, no commit loop */
+	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 10, &txn), 0);
+	ck_assert_uint_eq(mfs_txn_room(txn), 4);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_uint_eq(atomic_load(&t.fs.stats.commits), commits + 1);
+	for (i = 0; i < 3; i++)
+		ck_assert(!on_disk_is(&t, blk[i], val[i]));
+	tfs_umount(&t);
+	ck_assert_int_eq(replay(&t, false), 1);
+	for (i = 0; i < 3; i++)
+		ck_assert(on_disk_is(&t, blk[i], val[i]));
 	tfs_destroy(&t);
 }
 END_TEST
@@ -635,6 +695,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_replay_uses_twin);
 	tcase_add_test(tc, test_dry_run_writes_nothing);
 	tcase_add_test(tc, test_txn_too_large_refused);
+	tcase_add_test(tc, test_txn_step);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tap");
