@@ -11,6 +11,9 @@
 #     --size SIZE     file size (default 1G; the image is 3 times as large)
 #     --fresh         measure the first write of a new file (default: the file is
 #                     written first, in the same mount, and the job rewrites it)
+#     --remount       unmount and mount again between writing the file and the
+#                     job (the daemon's mapping of the image starts empty, as when
+#                     a file written in an earlier mount is read)
 #     --opts OPTS     mendfs -o OPTS (e.g. writeback)
 #     --rounds N      repeat N times, a new image each time (default 1)
 #
@@ -24,6 +27,7 @@ RW=read
 BS=1M
 SIZE=1G
 FRESH=0
+REMOUNT=0
 OPTS=
 ROUNDS=1
 while [ $# -gt 0 ]; do
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--bs) BS=$2; shift 2 ;;
 	--size) SIZE=$2; shift 2 ;;
 	--fresh) FRESH=1; shift ;;
+	--remount) REMOUNT=1; shift ;;
 	--opts) OPTS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -57,19 +62,28 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bytes=$(numfmt --from=iec "$SIZE")
-echo "daemon-cpu: $RW bs=$BS size=$SIZE fresh=$FRESH opts=${OPTS:-none} build=$BUILD"
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((r = 1; r <= ROUNDS; r++)); do
-	rm -f "$IMG" "$IMG.badblocks"
-	"$BUILD/mkfs/mkfs.mendfs" -q -f "$IMG" $((bytes * 3 / 1048576))M
+mount_it() {
 	"$BUILD/fs/mendfs" -f ${OPTS:+-o "$OPTS"} "$IMG" "$MNT" 2>"$WORK/log" &
 	DPID=$!
 	for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 	mountpoint -q "$MNT" || { cat "$WORK/log" >&2; exit 1; }
+}
+
+bytes=$(numfmt --from=iec "$SIZE")
+echo "daemon-cpu: $RW bs=$BS size=$SIZE fresh=$FRESH remount=$REMOUNT opts=${OPTS:-none} build=$BUILD"
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 1; r <= ROUNDS; r++)); do
+	rm -f "$IMG" "$IMG.badblocks"
+	"$BUILD/mkfs/mkfs.mendfs" -q -f "$IMG" $((bytes * 3 / 1048576))M
+	mount_it
 	if [ "$FRESH" = 0 ]; then
 		fio --name=prep --filename="$MNT/f" --rw=write --bs=1M --size="$SIZE" \
 			--ioengine=psync --end_fsync=1 >/dev/null
+		if [ "$REMOUNT" = 1 ]; then
+			umount "$MNT"
+			wait "$DPID"
+			mount_it
+		fi
 	fi
 	case $RW in *read*) sync; echo 3 >/proc/sys/vm/drop_caches ;; esac
 	perf stat -e task-clock,page-faults,context-switches -p "$DPID" -o "$WORK/stat" &
