@@ -234,7 +234,7 @@ struct fsck_ctx {
 	unsigned fixed_total;
 	struct fsck_problem *problems; /* the last round's problems */
 	size_t nproblems, cap_problems;
-	uint64_t files, dirs, blocks_used;
+	uint64_t files, dirs, blocks_used, inodes_used, meta_used;
 
 	/* damage report (last round) */
 	struct fsck_range *damage; /* file ranges, sorted by ino, offset */
@@ -262,6 +262,8 @@ extern volatile sig_atomic_t fsck_cancel;
 /* --- I/O (io.c) -------------------------------------------------------------------- */
 
 int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen);
+/* Take a fresh copy of the engine's poison table (writes clear poison). */
+int fsck_poison_load(struct fsck_ctx *ctx);
 void fsck_close(struct fsck_ctx *ctx);
 bool fsck_poisoned(struct fsck_ctx *ctx, uint64_t blk, uint64_t nblocks);
 uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk);

@@ -27,7 +27,6 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 {
 	struct blk_dev_config cfg = {0};
 	struct blk_dev_info info;
-	unsigned total = 0, n;
 	int ret;
 
 	cfg.path = ctx->device;
@@ -39,21 +38,32 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 	}
 	blk_dev_get_info(ctx->dev, &info);
 	ctx->dev_blocks = info.size / MFS_BLOCK_SIZE;
+	ret = fsck_poison_load(ctx);
+	if (ret) {
+		blk_dev_close(ctx->dev);
+		ctx->dev = NULL;
+	}
+	return ret;
+}
+
+int fsck_poison_load(struct fsck_ctx *ctx)
+{
+	struct blk_dev_info info;
+	unsigned total = 0, n;
+
+	blk_dev_get_info(ctx->dev, &info);
 	blk_poison_lookup(ctx->dev, 0, info.nr_sectors, NULL, 0, &total);
 	free(ctx->poison);
 	ctx->poison = NULL;
 	ctx->npoison = 0;
-	if (total) {
-		ctx->poison = calloc(total, sizeof(*ctx->poison));
-		if (!ctx->poison) {
-			blk_dev_close(ctx->dev);
-			ctx->dev = NULL;
-			return -ENOMEM;
-		}
-		n = blk_poison_lookup(ctx->dev, 0, info.nr_sectors, ctx->poison, total, NULL);
-		qsort(ctx->poison, n, sizeof(*ctx->poison), poison_cmp);
-		ctx->npoison = n;
-	}
+	if (!total)
+		return 0;
+	ctx->poison = calloc(total, sizeof(*ctx->poison));
+	if (!ctx->poison)
+		return -ENOMEM;
+	n = blk_poison_lookup(ctx->dev, 0, info.nr_sectors, ctx->poison, total, NULL);
+	qsort(ctx->poison, n, sizeof(*ctx->poison), poison_cmp);
+	ctx->npoison = n;
 	return 0;
 }
 

@@ -81,7 +81,7 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->replay_pending = false;
 	ctx->roots_rec = false;
 	ctx->round_fixes = ctx->round_unfixed = ctx->declined = 0;
-	ctx->files = ctx->dirs = ctx->blocks_used = 0;
+	ctx->files = ctx->dirs = ctx->blocks_used = ctx->inodes_used = ctx->meta_used = 0;
 }
 
 static int round_alloc(struct fsck_ctx *ctx)
@@ -109,6 +109,10 @@ static int run_round(struct fsck_ctx *ctx)
 	int r;
 
 	round_reset(ctx);
+	if (fsck_poison_load(ctx)) {
+		fprintf(stderr, "fsck.mendfs: %s: out of memory\n", ctx->device);
+		return FSCK_ERROR;
+	}
 	r = pass0_super(ctx);
 	if (r)
 		return r;
@@ -381,6 +385,13 @@ int main(int argc, char **argv)
 			state |= MFS_STATE_ERROR;
 		if (state != ctx.sb.state) {
 			ctx.sb.state = state;
+			if (state == MFS_STATE_CLEAN) {
+				/* exact after a clean unmount (FORMAT.md §4): the recount of pass 5
+				 */
+				ctx.sb.free_blocks = ctx.sb.data_len - ctx.blocks_used;
+				ctx.sb.free_inodes = ctx.sb.nr_inodes - ctx.inodes_used;
+				ctx.sb.free_meta = ctx.sb.meta_len - ctx.meta_used;
+			}
 			ret = fsck_sb_write(&ctx);
 			if (ret)
 				fprintf(stderr, "fsck.mendfs: writing the superblock: %s\n",

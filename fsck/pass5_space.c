@@ -330,6 +330,8 @@ int pass5_space(struct fsck_ctx *ctx)
 	                         sb->data_len);
 	fsck_progress(ctx, 5, 3, 3);
 	ctx->blocks_used = used_data;
+	ctx->inodes_used = used_ino;
+	ctx->meta_used = used_meta;
 
 	if ((sb->state & MFS_STATE_CLEAN) &&
 	    (sb->free_blocks != sb->data_len - used_data ||
