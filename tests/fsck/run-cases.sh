@@ -175,6 +175,7 @@ EOF
 	"$FSCK_IMG" verify "$T/p.img" /hello.txt /dir/sub/data.bin ||
 		fail "poison: other files not intact"
 	grep -q "^$s1 " "$T/p.img.badblocks" && fail "poison: zeroed sector still poisoned"
+	# F0601 is the damaged data problem (checked above through its report)
 	echo "ok: poison ($s4)"
 }
 
@@ -238,6 +239,17 @@ group_cli() {
 			for _ in $(seq 50); do flock -n "$T/c.img" true && break; sleep 0.1; done
 			echo "ok: refused a real mount"
 		fi
+	fi
+	# every problem code is documented in the man page and has a test case
+	if [ -n "${SRCDIR:-}" ]; then
+		local ids id
+		ids=$(grep -o '"F0[0-9]*"' "$SRCDIR/fsck/problem.c" | tr -d '"')
+		[ "$(wc -w <<<"$ids")" -ge 30 ] || fail "cli: problem ids not found in problem.c"
+		for id in $ids; do
+			grep -q "^\.B $id PR_" "$SRCDIR/docs/man/fsck.mendfs.8" ||
+				fail "cli: $id is not in docs/man/fsck.mendfs.8"
+			grep -q "$id" "$SRCDIR/tests/fsck/run-cases.sh" || fail "cli: $id has no test case"
+		done
 	fi
 	echo "ok: cli"
 }
