@@ -215,18 +215,17 @@ group_cli() {
 		grep -q "^$p [0-9]* [0-9]* $T/c.img\$" "$T/progress" || fail "cli: no progress for pass $p"
 	done
 	# a mounted filesystem: the daemon's lock (flock on the device, as blk_dev_open takes it)
-	before=$(sums "$T/c.img")
 	"$FSCK_IMG" corrupt "$T/c.img" nlink 2>/dev/null
-	flock -x -o "$T/c.img" -c "sleep 30" &
-	local holder=$!
-	sleep 0.5
+	before=$(sums "$T/c.img")
+	exec 9<"$T/c.img"
+	flock -x 9 || fail "cli: could not lock the image"
 	out=$("$FSCK_MENDFS" -y "$T/c.img" 2>&1); rc=$?
 	[ $rc -eq 8 ] || fail "cli: fsck -y on a locked device exited $rc, expected 8"
 	grep -q 'in use' <<<"$out" || fail "cli: no 'in use' message: $out"
 	"$FSCK_MENDFS" -n "$T/c.img" >/dev/null 2>&1; rc=$?
 	[ $rc -eq 4 ] || fail "cli: fsck -n on a locked device exited $rc, expected 4"
-	kill $holder 2>/dev/null
-	wait $holder 2>/dev/null
+	[ "$before" = "$(sums "$T/c.img")" ] || fail "cli: the locked image was changed"
+	exec 9<&-
 	"$FSCK_MENDFS" -y "$T/c.img" >/dev/null 2>&1; rc=$?
 	[ $rc -eq 1 ] || fail "cli: fsck -y after the lock went exited $rc, expected 1"
 	# the real daemon, when FUSE is usable
