@@ -329,6 +329,9 @@ int repair_library(struct fsck_ctx *ctx);
 /* Path of @ino from the root ("<inode N>" when unreachable), malloc'ed. */
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
 
+/* The program (cli.c): options, rounds, report.  Returns the fsck(8) exit status. */
+int fsck_main(int argc, char **argv);
+
 /* vectors */
 int vec_grow(void **v, size_t *cap, size_t n, size_t size);
 #define VEC_PUSH(ctx_v, ctx_n, ctx_cap, item)                                                      \
