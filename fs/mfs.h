@@ -182,6 +182,14 @@ void mfs_journal_destroy(struct mfs *fs);
  */
 int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
                        size_t errlen);
+/*
+ * Call @fn(arg, blocknr, image) for every image replay would write, in replay
+ * order, writing nothing (fsck -n checks the state after replay in memory).
+ * A non-zero return of @fn stops the scan and is returned.  Returns the
+ * number of transactions or -errno.
+ */
+int mfs_journal_scan(struct blk_dev *dev, const struct mfs_superblock *sb,
+                     int (*fn)(void *arg, uint64_t blocknr, const void *img), void *arg);
 
 /* --- allocation (alloc.c) ------------------------------------------------------------ */
 

@@ -80,6 +80,7 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->lpf = 0;
 	ctx->need_lpf = ctx->need_library = ctx->preen_stopped = ctx->lpf_created = false;
 	ctx->replay_pending = false;
+	fsck_ovl_free(ctx);
 	ctx->roots_rec = false;
 	ctx->round_fixes = ctx->round_unfixed = ctx->declined = 0;
 	ctx->files = ctx->dirs = ctx->blocks_used = ctx->inodes_used = ctx->meta_used = 0;

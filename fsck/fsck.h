@@ -171,6 +171,12 @@ struct fsck_range {
 	uint64_t ino, off, len;
 };
 
+/* A block as journal replay would leave it (sorted by blk, one per block). */
+struct fsck_ovl {
+	uint64_t blk, seq;
+	uint8_t *img;
+};
+
 struct fsck_problem {
 	enum pr_code code;
 	unsigned round;
@@ -224,9 +230,11 @@ struct fsck_ctx {
 	bool preen_stopped;   /* -p met a problem it may not fix */
 	unsigned round_fixes; /* fixes made this round */
 	unsigned round_unfixed;
-	unsigned declined;   /* structural problems left unfixed: bitmaps then only gain bits */
-	bool lpf_created;    /* repair.c made /lost+found */
-	bool replay_pending; /* -n: the journal needs replaying */
+	unsigned declined;    /* structural problems left unfixed: bitmaps then only gain bits */
+	bool lpf_created;     /* repair.c made /lost+found */
+	bool replay_pending;  /* -n: the journal needs replaying */
+	struct fsck_ovl *ovl; /* -n with replay pending: the replayed blocks, in memory */
+	size_t novl, cap_ovl;
 	struct fsck_range *zeroed; /* ranges zeroed by --zero-damaged (all rounds) */
 	size_t nzeroed, cap_zeroed;
 
@@ -314,6 +322,7 @@ void fsck_queue_rebuild(struct fsck_ctx *ctx, struct fsck_rebuild *rb);
 int pass0_super(struct fsck_ctx *ctx); /* returns FSCK_* bits for fatal ends, else 0 */
 int pass0_roots(struct fsck_ctx *ctx);
 int pass0_roots_store(struct fsck_ctx *ctx);
+void fsck_ovl_free(struct fsck_ctx *ctx);
 int pass1_inodes(struct fsck_ctx *ctx);
 int pass2_dirs(struct fsck_ctx *ctx);
 int pass3_connect(struct fsck_ctx *ctx);

@@ -184,6 +184,23 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 	uint64_t twin = fsck_twin(ctx, blk);
 	int ret = 0;
 
+	if (ctx->novl) {
+		/* -n with a journal to replay: the block as replay would write it (both copies) */
+		size_t lo = 0, hi = ctx->novl;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ctx->ovl[mid].blk < blk)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < ctx->novl && ctx->ovl[lo].blk == blk) {
+			memcpy(buf, ctx->ovl[lo].img, MFS_BLOCK_SIZE);
+			return mfs_block_verify(buf, ctx->seed, type, blk) ? -EUCLEAN : 0;
+		}
+	}
 	sp = read_copy(ctx, blk, blk, type, buf);
 	if (!twin) {
 		if (sp == COPY_POISON && what)

@@ -45,6 +45,65 @@ static const char *copy_state(struct fsck_ctx *ctx, uint64_t blk, struct mfs_sup
 	return NULL;
 }
 
+static int ovl_add(void *arg, uint64_t blocknr, const void *img)
+{
+	struct fsck_ctx *ctx = arg;
+	struct fsck_ovl o = {.blk = blocknr, .seq = ctx->novl};
+
+	o.img = malloc(MFS_BLOCK_SIZE);
+	if (!o.img)
+		return -ENOMEM;
+	memcpy(o.img, img, MFS_BLOCK_SIZE);
+	if (VEC_PUSH(ctx->ovl, ctx->novl, ctx->cap_ovl, o)) {
+		free(o.img);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int ovl_cmp(const void *a, const void *b)
+{
+	const struct fsck_ovl *x = a, *y = b;
+
+	if (x->blk != y->blk)
+		return x->blk < y->blk ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void fsck_ovl_free(struct fsck_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->novl; i++)
+		free(ctx->ovl[i].img);
+	free(ctx->ovl);
+	ctx->ovl = NULL;
+	ctx->novl = ctx->cap_ovl = 0;
+}
+
+/* -n: the committed transactions, applied in memory only (the last image of a block wins). */
+static void ovl_build(struct fsck_ctx *ctx)
+{
+	size_t i, n = 0;
+	int ret;
+
+	fsck_ovl_free(ctx);
+	ret = mfs_journal_scan(ctx->dev, &ctx->sb, ovl_add, ctx);
+	if (ret < 0) {
+		fsck_log(ctx, "journal: reading it for an in-memory replay failed: %s\n",
+		         strerror(-ret));
+		fsck_ovl_free(ctx);
+		return;
+	}
+	qsort(ctx->ovl, ctx->novl, sizeof(*ctx->ovl), ovl_cmp);
+	for (i = 0; i < ctx->novl; i++) {
+		if (i + 1 < ctx->novl && ctx->ovl[i + 1].blk == ctx->ovl[i].blk) {
+			free(ctx->ovl[i].img);
+			continue;
+		}
+		ctx->ovl[n++] = ctx->ovl[i];
+	}
+	ctx->novl = n;
+}
+
 int pass0_super(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *copy = NULL;
@@ -109,7 +168,7 @@ int pass0_super(struct fsck_ctx *ctx)
 		if (fix_problem(ctx, PR_JOURNAL_REPLAY,
 		                "journal: %d committed transaction%s not yet in place%s", n,
 		                n == 1 ? "" : "s",
-		                ctx->read_only ? " (the check below sees the state before replay)"
+		                ctx->read_only ? " (the check below replays them in memory)"
 		                               : "")) {
 			msg[0] = '\0';
 			n = mfs_journal_replay(ctx->dev, &ctx->sb, false, msg, sizeof(msg));
@@ -119,6 +178,8 @@ int pass0_super(struct fsck_ctx *ctx)
 				fix_failed(ctx, PR_JOURNAL_REPLAY, n);
 			}
 		}
+		if (ctx->replay_pending)
+			ovl_build(ctx);
 	}
 	if ((ctx->sb.state & MFS_STATE_ERROR) &&
 	    fix_problem(ctx, PR_SB_ERROR_STATE,

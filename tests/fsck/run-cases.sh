@@ -102,6 +102,7 @@ group_cases() {
 	run_case quar-missing quar-missing F0506
 	run_case orphan-flag orphan-flag F0507
 	run_case orphan orphan F0004,F0508
+	run_case orphan-n orphan F0508
 }
 
 group_poison() {
