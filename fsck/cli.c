@@ -54,6 +54,11 @@ static void round_reset(struct fsck_ctx *ctx)
 	for (size_t i = 0; i < ctx->nrebuilds; i++)
 		fsck_rebuild_free(&ctx->rebuilds[i]);
 	free(ctx->rebuilds);
+	for (size_t i = 0; i < ctx->nclones; i++)
+		free(ctx->clones[i].data);
+	free(ctx->clones);
+	ctx->clones = NULL;
+	ctx->nclones = ctx->cap_clones = 0;
 	free(ctx->quar_add);
 	free(ctx->quar_rel);
 	free(ctx->zero);

@@ -177,6 +177,12 @@ struct fsck_ovl {
 	uint8_t *img;
 };
 
+/* Data of shared blocks to write into new blocks of their second owner. */
+struct fsck_clone {
+	uint64_t ino, off, len;
+	uint8_t *data;
+};
+
 struct fsck_problem {
 	enum pr_code code;
 	unsigned round;
@@ -222,6 +228,8 @@ struct fsck_ctx {
 	size_t nquar_add, cap_quar_add;
 	struct fsck_range *quar_rel; /* clean quarantine entries to release */
 	size_t nquar_rel, cap_quar_rel;
+	struct fsck_clone *clones; /* PR_EXTENT_DUP copies */
+	size_t nclones, cap_clones;
 	struct fsck_range *zero; /* damaged ranges to zero-init (--zero-damaged) */
 	size_t nzero, cap_zero;
 	uint64_t lpf;         /* /lost+found inode, 0 if none */

@@ -43,6 +43,51 @@ static void claim_unowned(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_e
 			ctx->data_owner[e->pblk - ctx->sb.data_start + i] = ino;
 }
 
+#define CLONE_MAX (256ull << 20) /* bytes of shared data copied per round */
+
+/*
+ * The second owner of shared blocks gets a copy of their data (repair.c
+ * writes it into new blocks once the extent is gone): nothing is lost from
+ * either file.  Poisoned sectors read as zeros (a recovery read).
+ */
+static void clone_queue(struct fsck_ctx *ctx, struct ext_state *st, const struct mfs_extent *e)
+{
+	struct fsck_clone c = {.ino = st->ino, .off = e->lblk * MFS_BLOCK_SIZE};
+	size_t total = 0;
+
+	if ((e->flags & MFS_EXT_UNWRITTEN) || c.off >= st->size ||
+	    !in_data_zone(ctx, e->pblk, e->len))
+		return; /* reads as zeros either way */
+	c.len = (uint64_t)e->len * MFS_BLOCK_SIZE;
+	if (c.len > st->size - c.off)
+		c.len = st->size - c.off;
+	for (size_t i = 0; i < ctx->nclones; i++)
+		total += ctx->clones[i].len;
+	if (total + c.len > CLONE_MAX ||
+	    posix_memalign((void **)&c.data, MFS_BLOCK_SIZE,
+	                   (c.len + MFS_BLOCK_SIZE - 1) & ~(uint64_t)(MFS_BLOCK_SIZE - 1))) {
+		fsck_log(ctx,
+		         "inode %llu: too much shared data to copy: file bytes %llu-%llu become "
+		         "a hole\n",
+		         (unsigned long long)st->ino, (unsigned long long)c.off,
+		         (unsigned long long)(c.off + c.len - 1));
+		return;
+	}
+	if (blk_read(ctx->dev, e->pblk * MFS_SECTORS_PER_BLOCK, c.data,
+	             (uint32_t)((c.len + MFS_BLOCK_SIZE - 1) & ~(uint64_t)(MFS_BLOCK_SIZE - 1)),
+	             BLK_BIO_RECOVERY) ||
+	    VEC_PUSH(ctx->clones, ctx->nclones, ctx->cap_clones, c)) {
+		free(c.data);
+		fsck_log(ctx,
+		         "inode %llu: reading the shared blocks failed: file bytes %llu-%llu "
+		         "become a hole\n",
+		         (unsigned long long)st->ino, (unsigned long long)c.off,
+		         (unsigned long long)(c.off + c.len - 1));
+		return;
+	}
+	ctx->need_library = true;
+}
+
 /* Check one extent, claim its blocks.  Returns ENT_OK / ENT_DROP / ENT_BAD. */
 static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct mfs_extent *e,
                       uint64_t key, bool check_key)
@@ -80,6 +125,8 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 			        (unsigned long long)(o == DOWN_QUARANTINE ? e->pblk + i : o));
 			if (!fix)
 				claim_unowned(ctx, st->ino, e);
+			else
+				clone_queue(ctx, st, e);
 			return fix ? ENT_DROP : ENT_BAD;
 		}
 	}

@@ -51,8 +51,10 @@ static const struct pr_desc pr_table[PR_MAX] = {
                             "reset the field to its consistent value"},
         [PR_EXTENT_BAD] = {PR_EXTENT_BAD, "F0108", "PR_EXTENT_BAD", 0,
                            "remove the extent from the file"},
-        [PR_EXTENT_DUP] = {PR_EXTENT_DUP, "F0109", "PR_EXTENT_DUP", 0,
-                           "remove the extent from the second owner (the first keeps the blocks)"},
+        [PR_EXTENT_DUP] =
+                {PR_EXTENT_DUP, "F0109", "PR_EXTENT_DUP", 0,
+                 "copy the shared data into new blocks of the second owner (the first keeps the "
+                 "originals)"},
         [PR_TREE_BAD] = {PR_TREE_BAD, "F0110", "PR_TREE_BAD", 0,
                          "rebuild the tree from its readable entries"},
         [PR_XATTR_BAD] = {PR_XATTR_BAD, "F0111", "PR_XATTR_BAD", 0,

@@ -6,6 +6,8 @@
  *
  *  - damaged trees are rebuilt from their good entries (a new tree; the old
  *    blocks are left to the next round's bitmap check),
+ *  - files that shared blocks with another get a copy of that data in new
+ *    blocks,
  *  - unreachable inodes are linked into /lost+found (created if needed),
  *  - the quarantine gains poisoned free blocks and releases clean ones,
  *  - with --zero-damaged, damaged file ranges are zero-initialised in place
@@ -275,6 +277,19 @@ int repair_library(struct fsck_ctx *ctx)
 			fsck_log(ctx, "rebuilding tree %u of inode %llu failed: %s\n", rb->kind,
 			         (unsigned long long)rb->owner, strerror(-r));
 			fix_failed(ctx, PR_TREE_BAD, r);
+		}
+	}
+
+	/* shared blocks: the second owner gets its own copy (after its extent went) */
+	for (i = 0; i < ctx->nclones; i++) {
+		const struct fsck_clone *c = &ctx->clones[i];
+		ssize_t n = mfs_write(fs, c->ino, c->data, c->len, (off_t)c->off);
+
+		if (n != (ssize_t)c->len) {
+			fsck_log(ctx,
+			         "inode %llu: writing the copy of its shared blocks failed: %s\n",
+			         (unsigned long long)c->ino, strerror(n < 0 ? (int)-n : EIO));
+			fix_failed(ctx, PR_EXTENT_DUP, n < 0 ? (int)n : -EIO);
 		}
 	}
 

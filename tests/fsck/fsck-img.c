@@ -12,6 +12,7 @@
  *   fsck-img sector IMG PATH LBLK  first device sector of file block LBLK
  *   fsck-img getxattr IMG PATH NAME
  *   fsck-img free-sector IMG       a sector of a free data block
+ *   fsck-img cmp IMG A B LEN       exit 0 when the first LEN bytes of A and B are equal
  *   fsck-img orphan IMG            leaves an orphan (unlinked while open) and crashes
  *   fsck-img journal IMG           leaves committed transactions in the journal and crashes
  *   fsck-img corrupt IMG CASE      see corrupt_cases[]
@@ -760,6 +761,23 @@ static int cmd_free_sector(void)
 	return 0;
 }
 
+/* Are the first @len bytes of two files equal? */
+static int cmd_cmp(const char *a, const char *b, size_t len)
+{
+	struct mfs *fs = mnt(true);
+	uint64_t ia = lookup_path(fs, a), ib = lookup_path(fs, b);
+	uint8_t *x = malloc(len), *y = malloc(len);
+	int ret = 1;
+
+	if (ia && ib && mfs_read(fs, ia, x, len, 0) == (ssize_t)len &&
+	    mfs_read(fs, ib, y, len, 0) == (ssize_t)len && !memcmp(x, y, len))
+		ret = 0;
+	mfs_unmount(fs);
+	free(x);
+	free(y);
+	return ret;
+}
+
 static int cmd_ino(const char *path)
 {
 	printf("%llu\n", (unsigned long long)path_ino(path));
@@ -783,6 +801,8 @@ int main(int argc, char **argv)
 		return cmd_sector(argv[3], strtoull(argv[4], NULL, 0));
 	if (!strcmp(argv[1], "getxattr") && argc == 5)
 		return cmd_getxattr(argv[3], argv[4]);
+	if (!strcmp(argv[1], "cmp") && argc == 6)
+		return cmd_cmp(argv[3], argv[4], strtoul(argv[5], NULL, 0));
 	if (!strcmp(argv[1], "free-sector"))
 		return cmd_free_sector();
 	if (!strcmp(argv[1], "orphan"))

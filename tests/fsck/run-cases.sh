@@ -83,6 +83,13 @@ group_cases() {
 	run_case inode-field inode-field F0107
 	run_case extent-bad extent-bad F0108,F0106 /lonely
 	run_case extent-dup extent-dup F0109 /lonely
+	# the second owner got its own copy of the shared data (its first 3000 bytes were hello's)
+	fresh dup2
+	"$FSCK_IMG" corrupt "$T/dup2.img" extent-dup 2>/dev/null
+	"$FSCK_MENDFS" -y "$T/dup2.img" >/dev/null 2>&1
+	"$FSCK_IMG" cmp "$T/dup2.img" /hello.txt /lonely 3000 ||
+		fail "extent-dup: /lonely does not hold the copy of the shared block"
+	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
 	run_case tree-bad tree-bad F0110 /dir/frag.bin
 	run_case xattr-bad xattr-bad F0111 xattr
 	run_case dirent-bad dirent-bad F0201,F0302,F0303 /dir/victim2
