@@ -216,10 +216,10 @@ static void print_json(struct fsck_ctx *ctx, unsigned meta_errors, unsigned dama
 	}
 	fprintf(f,
 	        "], \"files\": %llu, \"directories\": %llu, \"blocks_used\": %llu, "
-	        "\"blocks_total\": %llu, \"damaged_file_count\": %u}\n",
+	        "\"blocks_total\": %llu, \"meta_blocks_used\": %llu, \"damaged_file_count\": %u}\n",
 	        (unsigned long long)ctx->files, (unsigned long long)ctx->dirs,
 	        (unsigned long long)ctx->blocks_used, (unsigned long long)ctx->sb.data_len,
-	        damaged_files);
+	        (unsigned long long)ctx->meta_used, damaged_files);
 }
 
 static void ctx_free(struct fsck_ctx *ctx)

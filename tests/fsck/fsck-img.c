@@ -13,6 +13,7 @@
  *   fsck-img getxattr IMG PATH NAME
  *   fsck-img free-sector IMG       a sector of a free data block
  *   fsck-img cmp IMG A B LEN       exit 0 when the first LEN bytes of A and B are equal
+ *   fsck-img many IMG N            N files in directories of 1000 (the speed figure)
  *   fsck-img orphan IMG            leaves an orphan (unlinked while open) and crashes
  *   fsck-img journal IMG           leaves committed transactions in the journal and crashes
  *   fsck-img corrupt IMG CASE      see corrupt_cases[]
@@ -778,6 +779,36 @@ static int cmd_cmp(const char *a, const char *b, size_t len)
 	return ret;
 }
 
+/* @n files (every 10th with 4 KiB of data) in directories of 1000: the speed figure. */
+static int cmd_many(uint64_t n)
+{
+	struct mfs *fs = mnt(false);
+	uint64_t dir = 0;
+	char name[32];
+	uint8_t blk[4096];
+	struct stat st;
+	int ret = 0;
+
+	memset(blk, 0x5a, sizeof(blk));
+	for (uint64_t i = 0; i < n && !ret; i++) {
+		if (i % 1000 == 0) {
+			snprintf(name, sizeof(name), "d%06llu", (unsigned long long)(i / 1000));
+			ret = mfs_mkdir(fs, MFS_ROOT_INO, name, 0755, 0, 0, &st);
+			dir = st.st_ino;
+		}
+		snprintf(name, sizeof(name), "f%06llu", (unsigned long long)i);
+		if (!ret)
+			ret = mfs_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st);
+		if (!ret && i % 10 == 0 && mfs_write(fs, st.st_ino, blk, sizeof(blk), 0) != 4096)
+			ret = -EIO;
+		if (!ret && i % 20000 == 19999)
+			ret = mfs_sync(fs);
+	}
+	if (ret)
+		die("many %s", "", ret);
+	return mfs_unmount(fs) ? 1 : 0;
+}
+
 static int cmd_ino(const char *path)
 {
 	printf("%llu\n", (unsigned long long)path_ino(path));
@@ -803,6 +834,8 @@ int main(int argc, char **argv)
 		return cmd_getxattr(argv[3], argv[4]);
 	if (!strcmp(argv[1], "cmp") && argc == 6)
 		return cmd_cmp(argv[3], argv[4], strtoul(argv[5], NULL, 0));
+	if (!strcmp(argv[1], "many") && argc == 4)
+		return cmd_many(strtoull(argv[3], NULL, 0));
 	if (!strcmp(argv[1], "free-sector"))
 		return cmd_free_sector();
 	if (!strcmp(argv[1], "orphan"))
