@@ -69,15 +69,9 @@ static int range_cmp(const void *a, const void *b)
 /* The entry naming @ino in a reachable directory (its keeper for directories). */
 static const struct fsck_dirent *entry_of(struct fsck_ctx *ctx, uint64_t ino)
 {
-	for (size_t i = 0; i < ctx->ndents; i++) {
-		const struct fsck_dirent *d = &ctx->dents[i];
+	uint64_t i = ctx->ino[ino].name_dent;
 
-		if (d->ino != ino || d->bad)
-			continue;
-		if (S_ISDIR(ctx->ino[ino].mode) ? d->keeper : ctx->ino[d->dir].reachable)
-			return d;
-	}
-	return NULL;
+	return i ? &ctx->dents[i - 1] : NULL;
 }
 
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino)

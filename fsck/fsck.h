@@ -142,6 +142,7 @@ struct fsck_inode {
 	uint64_t dir_entries; /* on disk */
 	uint64_t dent_first;  /* its entries: dents[dent_first .. + dent_count) */
 	uint64_t dent_count;
+	uint64_t name_dent; /* 1 + the entry that names it in the tree (pass 3), 0: none */
 };
 
 struct fsck_dirent {

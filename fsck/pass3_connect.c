@@ -205,6 +205,16 @@ int pass3_connect(struct fsck_ctx *ctx)
 			ctx->need_lpf = false;
 		}
 	}
+	/* the entry that names each inode in the tree, for paths (damage.c) */
+	for (size_t i = 0; i < ctx->ndents; i++) {
+		const struct fsck_dirent *d = &ctx->dents[i];
+		struct fsck_inode *t = &ctx->ino[d->ino];
+
+		if (d->bad || t->name_dent || !ctx->ino[d->dir].reachable)
+			continue;
+		if (S_ISDIR(t->mode) ? d->keeper : true)
+			t->name_dent = i + 1;
+	}
 	fsck_queue_dir_rebuilds(ctx);
 	fsck_progress(ctx, 3, 1, 1);
 	return 0;

@@ -218,8 +218,10 @@ void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max)
 		ctx->cancelled = true;
 	if (ctx->progress_fd < 0)
 		return;
-	dprintf(ctx->progress_fd == 0 ? STDOUT_FILENO : ctx->progress_fd, "%d %llu %llu %s\n", pass,
-	        (unsigned long long)cur, (unsigned long long)max, ctx->device);
+	dprintf(ctx->progress_fd == 0 ? (ctx->json ? STDERR_FILENO : STDOUT_FILENO)
+	                              : ctx->progress_fd,
+	        "%d %llu %llu %s\n", pass, (unsigned long long)cur, (unsigned long long)max,
+	        ctx->device);
 }
 
 int vec_grow(void **v, size_t *cap, size_t n, size_t size)
