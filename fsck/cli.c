@@ -399,7 +399,19 @@ int fsck_main(int argc, char **argv)
 		return exit_code;
 	}
 
-	/* the final state: clean when nothing is left, marked in error otherwise */
+	/*
+	 * The final state: clean when nothing is left, marked in error when
+	 * problems were left.  An error state set by the daemon is cleared only
+	 * by a run that leaves nothing (F0003).
+	 */
+	if ((ctx.sb.state & MFS_STATE_ERROR) && (ctx.read_only || ctx.declined == 0)) {
+		if (fix_problem(
+		            &ctx, PR_SB_ERROR_STATE,
+		            "superblock: the error state is set (the filesystem saw corruption)"))
+			ctx.fixed_total++;
+		else if (!ctx.read_only)
+			ctx.declined++;
+	}
 	if (!ctx.read_only) {
 		uint32_t state = ctx.sb.state;
 

@@ -181,15 +181,6 @@ int pass0_super(struct fsck_ctx *ctx)
 		if (ctx->replay_pending)
 			ovl_build(ctx);
 	}
-	if ((ctx->sb.state & MFS_STATE_ERROR) &&
-	    fix_problem(ctx, PR_SB_ERROR_STATE,
-	                "superblock: the error state is set (the filesystem saw corruption)")) {
-		/* set again at the end if problems are left */
-		ctx->sb.state &= ~MFS_STATE_ERROR;
-		ret = fsck_sb_write(ctx);
-		if (ret)
-			fix_failed(ctx, PR_SB_ERROR_STATE, ret);
-	}
 	return 0;
 }
 

@@ -21,7 +21,7 @@ static const struct pr_desc pr_table[PR_MAX] = {
         [PR_SB_COPIES_DIFFER] = {PR_SB_COPIES_DIFFER, "F0002", "PR_SB_COPIES_DIFFER", PRF_PREEN,
                                  "rewrite both copies from the newest valid one"},
         [PR_SB_ERROR_STATE] = {PR_SB_ERROR_STATE, "F0003", "PR_SB_ERROR_STATE", PRF_PREEN,
-                               "clear the error state once the check is complete"},
+                               "clear the error state (only when nothing is left unfixed)"},
         [PR_JOURNAL_REPLAY] = {PR_JOURNAL_REPLAY, "F0004", "PR_JOURNAL_REPLAY",
                                PRF_PREEN | PRF_LATENT, "replay the committed transactions"},
         [PR_ROOTS_BAD] =
