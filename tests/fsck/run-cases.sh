@@ -64,8 +64,35 @@ run_case() {
 	rm -f "$T/$name.img" "$T/$name.img.badblocks"
 }
 
+# run_preen NAME CORRUPTION SAFE: -p fixes a preen-safe problem (exit 1, then 0), or leaves an
+# unsafe one (exit 4, twice: nothing changes between -p runs), which -y then fixes.
+run_preen() {
+	local name=$1 cs=$2 safe=$3 rc
+	fresh "$name"
+	"$FSCK_IMG" corrupt "$T/$name.img" "$cs" 2>/dev/null || { fail "$name: corrupting failed"; return; }
+	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+	if [ "$safe" = safe ]; then
+		[ $rc -eq 1 ] || fail "$name: fsck -p exited $rc, expected 1"
+	else
+		[ $rc -eq 4 ] || fail "$name: fsck -p exited $rc, expected 4"
+		"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 4 ] || fail "$name: second fsck -p exited $rc, expected 4"
+		"$FSCK_MENDFS" -y "$T/$name.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 1 ] || fail "$name: fsck -y after -p exited $rc, expected 1"
+	fi
+	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 0 ] || fail "$name: final fsck -p exited $rc, expected 0"
+	echo "ok: $name (-p, $safe)"
+	rm -f "$T/$name.img" "$T/$name.img.badblocks"
+}
+
 group_cases() {
 	base
+	run_preen preen-nlink nlink safe
+	run_preen preen-twin meta-copy safe
+	run_preen preen-bitmap bitmap-diff safe
+	run_preen preen-extent extent-bad unsafe
+	run_preen preen-dirent dirent-ino unsafe
 	run_case sb-primary sb-primary F0001
 	run_case sb-differ sb-differ F0002
 	run_case sb-error sb-error F0003
