@@ -104,6 +104,13 @@ struct mfs {
  */
 int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro, bool *other_bad,
                    char *err, size_t errlen);
+/*
+ * The checks mfs_super_read() makes on the copy it chose (everything but the
+ * checksum: version, features, geometry against @dev_blocks), for a caller
+ * that weighs both copies itself (fsck).  0, -EOPNOTSUPP or -EINVAL.
+ */
+int mfs_super_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, bool *force_ro,
+                       char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */
 int mfs_super_write(struct mfs *fs);
 /*

@@ -32,6 +32,40 @@ struct roots_rec {
 	uint32_t __pad1;
 };
 
+/*
+ * The copy mfs_super_read() chose (the newest checksummed one) failed its
+ * validation: a checksummed copy that passes, if any, is used instead (the
+ * bad one is rewritten by F0001).  Returns 0 or the first error.
+ */
+static int sb_fallback(struct fsck_ctx *ctx, bool *force_ro, bool *other_bad, char *msg, size_t len)
+{
+	struct mfs_superblock *copy;
+	uint64_t where[2] = {0, ctx->dev_blocks - 1};
+	int ret = -EINVAL;
+
+	if (ctx->dev_blocks < 8 || posix_memalign((void **)&copy, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -EINVAL;
+	for (int i = 0; i < 2; i++) {
+		char m[256];
+
+		if (fsck_poisoned(ctx, where[i], 1) ||
+		    blk_read(ctx->dev, where[i] * MFS_SECTORS_PER_BLOCK, copy, MFS_BLOCK_SIZE, 0) ||
+		    copy->magic != MFS_SB_MAGIC ||
+		    mfs_block_verify(copy, copy->csum_seed, MFS_T_SUPER, 0) ||
+		    mfs_super_validate(copy, ctx->dev_blocks, force_ro, m, sizeof(m)))
+			continue;
+		memcpy(&ctx->sb, copy, sizeof(*copy));
+		*other_bad = true;
+		fsck_log(ctx, "superblock: the newest copy is invalid (%s); using the %s copy\n",
+		         msg, i ? "backup" : "primary");
+		ret = 0;
+		break;
+	}
+	free(copy);
+	(void)len;
+	return ret;
+}
+
 static const char *copy_state(struct fsck_ctx *ctx, uint64_t blk, struct mfs_superblock *buf)
 {
 	if (fsck_poisoned(ctx, blk, 1))
@@ -107,11 +141,15 @@ static void ovl_build(struct fsck_ctx *ctx)
 int pass0_super(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *copy = NULL;
-	bool force_ro = false, other_bad = false;
+	bool force_ro = false, other_bad = false, fell_back = false;
 	char msg[512] = "";
 	int ret, n;
 
 	ret = mfs_super_read(ctx->dev, &ctx->sb, &force_ro, &other_bad, msg, sizeof(msg));
+	if (ret && ret != -ENOMEM && ret != -EOPNOTSUPP) {
+		ret = sb_fallback(ctx, &force_ro, &other_bad, msg, sizeof(msg));
+		fell_back = !ret;
+	}
 	if (ret) {
 		fprintf(stderr, "fsck.mendfs: %s: %s\n", ctx->device,
 		        msg[0] ? msg : strerror(-ret));
@@ -135,6 +173,13 @@ int pass0_super(struct fsck_ctx *ctx)
 			return FSCK_ERROR;
 		s0 = copy_state(ctx, 0, &copy[0]);
 		s1 = copy_state(ctx, ctx->dev_blocks - 1, &copy[1]);
+		/* sb_fallback() took the other copy: this one is checksummed but invalid */
+		if (fell_back && !s0 && !s1) {
+			if (memcmp(&copy[0], &ctx->sb, sizeof(ctx->sb)))
+				s0 = "invalid (geometry, version or features)";
+			else
+				s1 = "invalid (geometry, version or features)";
+		}
 		if (s0 || s1) {
 			if (fix_problem(
 			            ctx, PR_SB_COPY_BAD,

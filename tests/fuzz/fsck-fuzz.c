@@ -5,10 +5,10 @@
  * bitmap and B+tree blocks: directories, extents, xattrs, quarantine), each
  * optionally resealed so that it passes the checksum and reaches the deeper
  * checks, optionally applied to the twin copy as well, plus poisoned sectors
- * in the emulation file.  fsck runs in-process with -n, then -y, then -y
- * again.  It must never crash (ASan), hang (libFuzzer -timeout), exit with
- * a status outside fsck(8)'s, or change the image's size (a write outside
- * the device).
+ * in the emulation file.  fsck runs in-process with -n, then -y
+ * --zero-damaged twice (with $FSCK_FUZZ_STRICT the second must exit 0).  It must never crash
+ * (ASan), hang (libFuzzer -timeout), exit with a status outside fsck(8)'s, or change the image's
+ * size (a write outside the device).
  *
  * The template image: $FSCK_FUZZ_TEMPLATE (made by tests/fuzz/run-fuzz.sh
  * or fuzz-corpus.sh: mkfs.mendfs 16M + fsck-img populate).  The working copy
@@ -146,10 +146,16 @@ static void mutate_block(uint8_t *image, uint64_t b, const uint8_t *r)
 		memcpy(image + t * BS, blk, BS);
 }
 
-static int run(const char *mode)
+static int run(const char *mode, const char *opt)
 {
-	char *argv[] = {"fsck.mendfs", (char *)mode, img, NULL};
-	int ret = fsck_main(3, argv);
+	char *argv[] = {"fsck.mendfs", (char *)mode, img, NULL, NULL};
+	int ret;
+
+	if (opt) {
+		argv[2] = (char *)opt;
+		argv[3] = img;
+	}
+	ret = fsck_main(opt ? 4 : 3, argv);
 
 	if (ret & ~(FSCK_CORRECTED | FSCK_UNCORRECTED | FSCK_ERROR)) {
 		fprintf(stderr, "fsck-fuzz: fsck.mendfs %s exited %d\n", mode, ret);
@@ -162,10 +168,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	bool strict = getenv("FSCK_FUZZ_STRICT") != NULL;
 	uint8_t *image;
 	FILE *bbf = NULL;
 	struct stat st;
-	int fd;
+	int fd, ret;
 
 	setup();
 	image = malloc(tmpl_size);
@@ -197,9 +204,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(fd);
 	free(image);
 
-	run("-n");
-	run("-y");
-	run("-y");
+	run("-n", NULL);
+	run("-y", "--zero-damaged");
+	ret = run("-y", "--zero-damaged");
+	if (strict && ret != 0) {
+		/* FSCK_FUZZ_STRICT: the second repair must find nothing (e2fsck's rule) */
+		fprintf(stderr, "fsck-fuzz: the second fsck -y exited %d\n", ret);
+		abort();
+	}
 
 	if (stat(img, &st) || (size_t)st.st_size != tmpl_size) {
 		fprintf(stderr, "fsck-fuzz: the image changed size (%lld, was %zu)\n",

@@ -3,7 +3,7 @@
 # Replays the fsck fuzz corpus (tests/fuzz/corpus/: seeds and every crasher
 # found so far) against a fresh template image: fsck -n, -y, -y on each
 # mutated image must not crash, hang, exit outside fsck(8)'s codes or change
-# the image's size (see fsck-fuzz.c).
+# the image's size, and the second fsck -y must find nothing (strict; see fsck-fuzz.c).
 # Needs: MKFS_MENDFS, FSCK_IMG, FUZZ_REPLAY, SRCDIR (set by meson).
 set -eu
 T=$(mktemp -d /tmp/mendfs-fuzz-XXXXXX)
@@ -13,6 +13,6 @@ trap 'rm -rf "$T"' EXIT
 rm -f "$T/template.img.badblocks" # poison comes from the inputs
 n=$(ls "$SRCDIR/tests/fuzz/corpus" | wc -l)
 [ "$n" -gt 0 ] || { echo "empty corpus"; exit 1; }
-FSCK_FUZZ_TEMPLATE="$T/template.img" FSCK_FUZZ_DIR="$T" "$FUZZ_REPLAY" "$SRCDIR"/tests/fuzz/corpus/* 2>"$T/log" ||
+FSCK_FUZZ_STRICT=1 FSCK_FUZZ_TEMPLATE="$T/template.img" FSCK_FUZZ_DIR="$T" "$FUZZ_REPLAY" "$SRCDIR"/tests/fuzz/corpus/* 2>"$T/log" ||
 	{ tail -50 "$T/log"; echo "FAIL: a corpus input crashed fsck"; exit 1; }
 echo "ok: $n corpus inputs replayed"
