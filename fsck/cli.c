@@ -230,6 +230,9 @@ static void ctx_free(struct fsck_ctx *ctx)
 	free(ctx->problems);
 	free(ctx->poison);
 	free(ctx->zeroed);
+	if (ctx->lock_fd >= 0)
+		close(ctx->lock_fd); /* releases the device lock */
+	ctx->lock_fd = -1;
 }
 
 int fsck_main(int argc, char **argv)
@@ -240,7 +243,7 @@ int fsck_main(int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct fsck_ctx ctx = {.mode = MODE_ASK, .progress_fd = -1};
+	struct fsck_ctx ctx = {.mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1};
 	unsigned modes = 0, meta_errors = 0, damaged_files = 0;
 	char err[512] = "";
 	int c, ret, exit_code = 0;

@@ -201,6 +201,7 @@ struct fsck_ctx {
 
 	/* device */
 	struct blk_dev *dev;
+	int lock_fd; /* holds the device lock (not with -n), -1 */
 	uint64_t dev_blocks;
 	bool read_only;
 	struct mfs_superblock sb; /* the chosen copy; written back by pass 0 fixes */

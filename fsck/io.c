@@ -7,6 +7,9 @@
  * copy counts as bad without touching the media.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,8 +32,26 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 	struct blk_dev_info info;
 	int ret;
 
+	/*
+	 * The daemon's lock (blk_dev_open's BLK_CFG_EXCL: flock on the device),
+	 * taken once on a descriptor of our own and held until fsck ends, so that
+	 * no mount slips in while fsck reopens the device for library repairs.
+	 */
+	if (!ctx->read_only && ctx->lock_fd < 0) {
+		ctx->lock_fd = open(ctx->device, O_RDONLY | O_CLOEXEC);
+		if (ctx->lock_fd >= 0 && flock(ctx->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			close(ctx->lock_fd);
+			ctx->lock_fd = -1;
+			snprintf(err, errlen, "%s: %s", ctx->device,
+			         ret == -EBUSY ? "device is in use by another process"
+			                       : strerror(-ret));
+			return ret;
+		}
+		/* a device that cannot be opened: blk_dev_open says why */
+	}
 	cfg.path = ctx->device;
-	cfg.flags = ctx->read_only ? BLK_CFG_READONLY : BLK_CFG_EXCL;
+	cfg.flags = ctx->read_only ? BLK_CFG_READONLY : 0;
 	ret = blk_dev_open(&cfg, &ctx->dev, err, errlen);
 	if (ret) {
 		ctx->dev = NULL;

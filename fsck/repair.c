@@ -255,7 +255,7 @@ static int zero_file(struct mfs *fs, const struct fsck_range *z, size_t n)
 
 int repair_library(struct fsck_ctx *ctx)
 {
-	struct mfs_mount_opts mo = {.exclusive = true};
+	struct mfs_mount_opts mo = {0}; /* not exclusive: fsck holds the device lock itself */
 	struct mfs *fs = NULL;
 	char err[512] = "";
 	size_t i, j;
