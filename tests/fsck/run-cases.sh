@@ -274,6 +274,19 @@ group_cli() {
 			echo "ok: refused a real mount"
 		fi
 	fi
+	# interactive: no terminal is an operational error; on a terminal, 'a' answers yes to all
+	fresh ask
+	"$FSCK_IMG" corrupt "$T/ask.img" nlink 2>/dev/null
+	"$FSCK_MENDFS" "$T/ask.img" </dev/null >/dev/null 2>&1; rc=$?
+	[ $rc -eq 8 ] || fail "cli: interactive without a terminal exited $rc, expected 8"
+	if command -v script >/dev/null; then
+		printf 'a\n' | timeout 60 script -qec "'$FSCK_MENDFS' '$T/ask.img'" /dev/null >"$T/ask.out" 2>&1
+		rc=$?
+		[ $rc -eq 1 ] || fail "cli: interactive 'a' exited $rc, expected 1: $(cat "$T/ask.out")"
+		grep -q 'F0401' "$T/ask.out" || fail "cli: interactive run did not show F0401"
+		"$FSCK_MENDFS" -n "$T/ask.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 0 ] || fail "cli: fsck -n after the interactive repair exited $rc"
+	fi
 	# every problem code is documented in the man page and has a test case
 	if [ -n "${SRCDIR:-}" ]; then
 		local ids id
