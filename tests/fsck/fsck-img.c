@@ -612,6 +612,27 @@ static int cmd_corrupt(const char *cs)
 		di = raw_inode(&r, MFS_ROOT_INO, &blk);
 		di->dir_entries--;
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "dir-loop")) { /* F0302: /dir and /dir/sub only reach each other */
+		struct mfs_bt_slot *s = find_dirent(&r, MFS_ROOT_INO, "dir", &blk);
+		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
+		unsigned i = (unsigned)(s - (struct mfs_bt_slot *)(r.buf + 48));
+
+		memmove(s, s + 1, (h->nr_items - i - 1) * sizeof(*s));
+		h->nr_items--;
+		memset((struct mfs_bt_slot *)(r.buf + 48) + h->nr_items, 0, sizeof(*s));
+		raw_write(&r, blk, true, 2);
+		di = raw_inode(&r, MFS_ROOT_INO, &blk);
+		di->dir_entries--;
+		di->nlink--;
+		raw_write(&r, blk, true, 2);
+		/* sub's entry data.bin now names /dir, whose parent becomes sub */
+		s = find_dirent(&r, sub, "data.bin", &blk);
+		memcpy(r.buf + s->off, &dir, 8);
+		r.buf[s->off + 8] = 4;
+		raw_write(&r, blk, true, 2);
+		di = raw_inode(&r, dir, &blk);
+		di->parent = sub;
+		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "nlink")) { /* F0401 */
 		di = raw_inode(&r, hello, &blk);
 		di->nlink = 5;

@@ -127,6 +127,7 @@ group_cases() {
 	run_case dir-entries dir-entries F0206
 	run_case root-bad root-bad F0301,F0302 '/*' xattr
 	run_case unreachable unreachable F0302,F0303 /lonely
+	run_case dir-loop dir-loop F0302,F0303 '/dir/*' xattr
 	run_case nlink nlink F0401
 	run_case bitmap-hdr bitmap-hdr F0501
 	run_case bitmap-diff bitmap-diff F0502
