@@ -446,6 +446,16 @@ int fsck_main(int argc, char **argv)
 		print_json(&ctx, meta_errors, damaged_files, exit_code);
 	} else {
 		damage_report(&ctx, stdout);
+		for (size_t i = 0; i < ctx.nzeroed; i++) {
+			char *path = fsck_path(&ctx, ctx.zeroed[i].ino);
+
+			printf("%s  %s: bytes %llu-%llu zero-initialised (recorded in "
+			       "trusted.mendfs.lost)\n",
+			       i ? "" : "Zeroed by --zero-damaged:\n", path ? path : "?",
+			       (unsigned long long)ctx.zeroed[i].off,
+			       (unsigned long long)(ctx.zeroed[i].off + ctx.zeroed[i].len - 1));
+			free(path);
+		}
 		if (ctx.fixed_total)
 			printf("\n***** FILE SYSTEM WAS MODIFIED *****\n");
 		printf("%s: %llu files, %llu directories, %llu/%llu blocks used, %u damaged "

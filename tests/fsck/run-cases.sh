@@ -201,6 +201,8 @@ EOF
 	out=$("$FSCK_MENDFS" -y --zero-damaged "$T/p.img" 2>&1)
 	rc=$?
 	[ $rc -eq 1 ] || { fail "poison: --zero-damaged exited $rc, expected 1"; echo "$out"; }
+	grep -q '/hello.txt: bytes 5632-6143 zero-initialised' <<<"$out" ||
+		fail "poison: --zero-damaged did not list the zeroed range: $out"
 	out=$("$FSCK_MENDFS" -y "$T/p.img" 2>&1)
 	rc=$?
 	[ $rc -eq 0 ] || { fail "poison: fsck after --zero-damaged exited $rc, expected 0"; echo "$out"; }
