@@ -314,7 +314,7 @@ int fsck_meta_write(struct fsck_ctx *ctx, uint64_t blk, void *buf)
 
 int fsck_sb_write(struct fsck_ctx *ctx)
 {
-	struct mfs_superblock *sb = &ctx->sb;
+	struct mfs_superblock *sb = &ctx->sb, *img;
 	struct timespec ts;
 	int64_t now;
 	int ret;
@@ -333,13 +333,18 @@ int fsck_sb_write(struct fsck_ctx *ctx)
 	sb->write_time_ns = now > sb->write_time_ns ? now : sb->write_time_ns + 1;
 	sb->hdr.blocknr = 0;
 	mfs_block_seal(sb, sb->csum_seed);
-	ret = blk_write(ctx->dev, 0, sb, MFS_BLOCK_SIZE, 0);
+	/* an aligned copy: O_DIRECT backends (uring on block devices) need one */
+	if (posix_memalign((void **)&img, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	memcpy(img, sb, MFS_BLOCK_SIZE);
+	ret = blk_write(ctx->dev, 0, img, MFS_BLOCK_SIZE, 0);
 	if (!ret)
 		ret = blk_flush(ctx->dev);
 	if (!ret)
-		ret = blk_write(ctx->dev, (ctx->dev_blocks - 1) * SPB, sb, MFS_BLOCK_SIZE, 0);
+		ret = blk_write(ctx->dev, (ctx->dev_blocks - 1) * SPB, img, MFS_BLOCK_SIZE, 0);
 	if (!ret)
 		ret = blk_flush(ctx->dev);
+	free(img);
 	return ret;
 }
 

@@ -277,6 +277,22 @@ group_cli() {
 			echo "ok: refused a real mount"
 		fi
 	fi
+	# a block device (the uring backend, O_DIRECT): a loop device over a corrupted copy
+	if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null; then
+		fresh loop
+		"$FSCK_IMG" corrupt "$T/loop.img" nlink 2>/dev/null
+		local dev
+		if dev=$(losetup -f --show "$T/loop.img" 2>/dev/null); then
+			"$FSCK_MENDFS" -n "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 4 ] || fail "cli: fsck -n on $dev exited $rc, expected 4"
+			"$FSCK_MENDFS" -y "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 1 ] || fail "cli: fsck -y on $dev exited $rc, expected 1"
+			"$FSCK_MENDFS" -y "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 0 ] || fail "cli: second fsck -y on $dev exited $rc, expected 0"
+			losetup -d "$dev"
+			echo "ok: block device"
+		fi
+	fi
 	# interactive: no terminal is an operational error; on a terminal, 'a' answers yes to all
 	fresh ask
 	"$FSCK_IMG" corrupt "$T/ask.img" nlink 2>/dev/null
