@@ -50,6 +50,13 @@ static const char *own_kind(uint64_t own)
 	return k[own & 3];
 }
 
+static int slot_cmp(const void *a, const void *b)
+{
+	const struct mfs_bt_slot *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
 static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo, uint64_t lo,
                       bool has_hi, uint64_t hi, bool root)
 {
@@ -57,7 +64,7 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 	uint8_t *buf = w->bufs[level];
 	const struct mfs_meta_hdr *hdr = (const void *)buf;
 	uint16_t type = level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF;
-	uint64_t idx, prev;
+	uint64_t idx;
 	unsigned nr, i;
 	int ret;
 
@@ -135,48 +142,74 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 		return;
 	}
 
-	/* leaf */
+	/*
+	 * A leaf.  A slot whose value lies out of bounds is dropped; keys out of
+	 * order or outside the parent's range (or values overlapping) make the
+	 * tree be rebuilt, but the entries themselves are salvaged: taken in key
+	 * order (the first of equal keys), each still checked by the callback.
+	 */
 	{
 		const struct mfs_bt_slot *s = (const void *)(buf + BT_HDR);
-		unsigned slot_end = BT_HDR + nr * BT_SLOT, used = 0;
+		unsigned slot_end = BT_HDR + nr * BT_SLOT, used = 0, n = 0;
+		struct mfs_bt_slot *v = malloc((nr ? nr : 1) * sizeof(*v));
+		bool disorder = false, dfix = false;
 
+		if (!v) {
+			walk_problem(w, false);
+			return;
+		}
 		for (i = 0; i < nr; i++) {
 			unsigned off = s[i].off, len = s[i].len;
 
 			if (len > MFS_BT_MAX_VALUE || off + len > MFS_BLOCK_SIZE ||
-			    (len && off < slot_end) || (i && s[i].key <= s[i - 1].key) ||
-			    (i == 0 && has_lo && s[0].key != lo) || (has_hi && s[i].key >= hi)) {
+			    (len && off < slot_end)) {
 				walk_problem(
-				        w, fix_problem(ctx, PR_TREE_BAD,
-				                       "%s: leaf %llu: slot %u (key %llu, value at "
-				                       "%u, %u bytes) malformed or out of order",
-				                       w->what, (unsigned long long)blk, i,
-				                       (unsigned long long)s[i].key, off, len));
-				return;
+				        w,
+				        fix_problem(
+				                ctx, PR_TREE_BAD,
+				                "%s: leaf %llu: slot %u (key %llu) has its value "
+				                "at %u, %u bytes, out of bounds: drop it",
+				                w->what, (unsigned long long)blk, i,
+				                (unsigned long long)s[i].key, off, len));
+				continue;
 			}
+			if ((n && s[i].key <= v[n - 1].key) ||
+			    (n == 0 && has_lo && s[i].key != lo) || (has_hi && s[i].key >= hi))
+				disorder = true;
 			used += len;
+			v[n++] = s[i];
 		}
-		if (slot_end + used > MFS_BLOCK_SIZE) {
-			walk_problem(w,
-			             fix_problem(ctx, PR_TREE_BAD, "%s: leaf %llu: values overlap",
-			                         w->what, (unsigned long long)blk));
-			return;
+		if (slot_end + used > MFS_BLOCK_SIZE)
+			disorder = true;
+		if (disorder) {
+			dfix = fix_problem(
+			        ctx, PR_TREE_BAD,
+			        "%s: leaf %llu: keys out of order or outside the parent's "
+			        "range, or values overlapping: rebuild the tree from its "
+			        "entries",
+			        w->what, (unsigned long long)blk);
+			walk_problem(w, dfix);
+			qsort(v, n, sizeof(*v), slot_cmp);
 		}
-		prev = 0;
-		for (i = 0; i < nr; i++) {
-			int r = w->fn ? w->fn(ctx, w->arg, s[i].key, buf + s[i].off, s[i].len)
-			              : ENT_OK;
+		for (i = 0; i < n; i++) {
+			int r;
 
+			if (i && v[i].key == v[i - 1].key) {
+				walk_problem(
+				        w,
+				        true); /* reported above: the first of equal keys stays */
+				continue;
+			}
+			r = w->fn ? w->fn(ctx, w->arg, v[i].key, buf + v[i].off, v[i].len) : ENT_OK;
 			if (r == ENT_OK) {
 				if (w->keep &&
-				    fsck_keep_ent(w->keep, s[i].key, buf + s[i].off, s[i].len))
+				    fsck_keep_ent(w->keep, v[i].key, buf + v[i].off, v[i].len))
 					walk_problem(w, false);
 			} else {
 				walk_problem(w, r == ENT_DROP);
 			}
-			prev = s[i].key;
 		}
-		(void)prev;
+		free(v);
 	}
 }
 

@@ -235,7 +235,7 @@ static bool valid_type(uint32_t mode)
 }
 
 /* Why the inode cannot be trusted at all (it is cleared), or NULL. */
-static const char *inode_unusable(const struct fsck_ctx *ctx, const struct mfs_inode *di)
+static const char *inode_unusable(const struct mfs_inode *di)
 {
 	uint32_t fl = di->iflags;
 
@@ -251,8 +251,6 @@ static const char *inode_unusable(const struct fsck_ctx *ctx, const struct mfs_i
 		return "too many inline extents";
 	if (S_ISLNK(di->mode) && (di->size == 0 || di->size >= 4096))
 		return "symlink target length out of range";
-	if ((fl & MFS_IFL_EXTENT_TREE) && (!di->ext_root || !in_meta_zone(ctx, di->ext_root)))
-		return "extent tree root outside the meta zone";
 	return NULL;
 }
 
@@ -277,6 +275,21 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			di->blocks = 0;
 			di->ext_root = 0;
 			di->ext_depth = 0;
+			memset(&di->u, 0, sizeof(di->u));
+			changed = true;
+		}
+	}
+	if (!S_ISDIR(di->mode) && (di->iflags & MFS_IFL_EXTENT_TREE) &&
+	    (!di->ext_root || !in_meta_zone(ctx, di->ext_root))) {
+		if (fix_problem(
+		            ctx, PR_TREE_BAD,
+		            "inode %llu: extent tree root %llu is outside the meta zone: drop the "
+		            "tree (the file keeps its size, its data becomes a hole)",
+		            (unsigned long long)ino, (unsigned long long)di->ext_root)) {
+			di->iflags &= ~MFS_IFL_EXTENT_TREE;
+			di->ext_root = 0;
+			di->ext_depth = 0;
+			di->nr_inline = 0;
 			memset(&di->u, 0, sizeof(di->u));
 			changed = true;
 		}
@@ -364,7 +377,7 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct mfs_inode *di)
 {
 	struct fsck_inode *fi = &ctx->ino[ino];
-	const char *why = inode_unusable(ctx, di);
+	const char *why = inode_unusable(di);
 	struct ext_state st = {.ino = ino, .size = di->size, .first = true};
 	char what[96];
 	int r;

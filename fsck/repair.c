@@ -34,7 +34,7 @@
 static int rebuild_inode_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 {
 	struct mfs_btree bt = {.kind = rb->kind, .owner = rb->owner};
-	uint64_t blocks = 0;
+	uint64_t blocks = 0, inserted = 0;
 	struct mfs_ino *ip;
 	size_t i = 0;
 	int ret;
@@ -54,6 +54,12 @@ static int rebuild_inode_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 		for (; i < end && !ret; i++) {
 			ret = mfs_bt_insert(fs, txn, &bt, rb->ents[i].key, rb->ents[i].val,
 			                    rb->ents[i].len);
+			if (ret == -EEXIST) { /* a key salvaged twice: the first stays */
+				ret = 0;
+				continue;
+			}
+			if (!ret)
+				inserted++;
 			if (!ret && rb->kind == MFS_TREE_EXTENTS) {
 				struct mfs_extent e;
 
@@ -63,16 +69,20 @@ static int rebuild_inode_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 		}
 		switch (rb->kind) {
 		case MFS_TREE_EXTENTS:
+			/* nothing left: no tree at all (a file of holes), never a root of 0 */
 			ip->di.ext_root = bt.root;
 			ip->di.ext_depth = bt.depth;
-			ip->di.iflags |= MFS_IFL_EXTENT_TREE;
+			if (bt.root)
+				ip->di.iflags |= MFS_IFL_EXTENT_TREE;
+			else
+				ip->di.iflags &= ~MFS_IFL_EXTENT_TREE;
 			ip->di.nr_inline = 0;
 			ip->di.blocks = blocks;
 			break;
 		case MFS_TREE_DIR:
 			ip->di.dir_root = bt.root;
 			ip->di.dir_depth = bt.depth;
-			ip->di.dir_entries = i;
+			ip->di.dir_entries = inserted;
 			break;
 		case MFS_TREE_XATTR:
 			ip->di.xattr_root = bt.root;

@@ -205,10 +205,14 @@ static int cmd_populate(void)
 	return 0;
 }
 
+/* Is @path's content exempt?  "~PATH": only its content (it must exist with its size). */
 static bool skipped(const char *path, int nskip, char **skip)
 {
 	for (int i = 0; i < nskip; i++) {
 		size_t l = strlen(skip[i]);
+
+		if (skip[i][0] == '~')
+			continue;
 
 		if (!strcmp(path, skip[i]) ||
 		    (l && skip[i][l - 1] == '*' && !strncmp(path, skip[i], l - 1)))
@@ -243,6 +247,9 @@ static int cmd_verify(int nskip, char **skip)
 			bad++;
 			continue;
 		}
+		for (int i = 0; i < nskip; i++)
+			if (skip[i][0] == '~' && !strcmp(skip[i] + 1, pf->path))
+				goto next; /* exists with its size: content exempt */
 		b = malloc(pf->size);
 		n = mfs_read(fs, ino, b, pf->size, 0);
 		if (n != (ssize_t)pf->size) {
@@ -258,6 +265,7 @@ static int cmd_verify(int nskip, char **skip)
 				}
 		}
 		free(b);
+next:;
 	}
 	if (!skipped("/link", nskip, skip)) {
 		char t[64] = "";
