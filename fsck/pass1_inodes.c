@@ -140,20 +140,90 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 	return ENT_OK;
 }
 
+/* An extent with the key it was found under (tree), gathered before any check. */
+struct ext_col {
+	struct mfs_extent e;
+	uint64_t key;
+};
+
+struct ext_list {
+	uint64_t ino;
+	struct ext_col *v;
+	size_t n, cap;
+};
+
+/* Extent tree entries are gathered first and checked in lblk order (check_extents). */
 static int ext_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len)
 {
-	struct ext_state *st = arg;
-	struct mfs_extent e;
+	struct ext_list *l = arg;
+	struct ext_col c = {.key = key};
 
-	if (len != sizeof(e)) {
+	if (len != sizeof(c.e)) {
 		bool fix = fix_problem(ctx, PR_EXTENT_BAD,
 		                       "inode %llu: extent tree entry %llu has %u bytes (24)",
-		                       (unsigned long long)st->ino, (unsigned long long)key, len);
+		                       (unsigned long long)l->ino, (unsigned long long)key, len);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
-	memcpy(&e, val, sizeof(e));
-	return ext_accept(ctx, st, &e, key, true);
+	memcpy(&c.e, val, sizeof(c.e));
+	if (VEC_PUSH(l->v, l->n, l->cap, c))
+		return ENT_BAD;
+	return ENT_OK;
+}
+
+static int ext_col_cmp(const void *a, const void *b)
+{
+	const struct ext_col *x = a, *y = b;
+
+	if (x->e.lblk != y->e.lblk)
+		return x->e.lblk < y->e.lblk ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/*
+ * Check a file's extents in lblk order, whatever order the tree or the
+ * inline array held them in.  Accepted extents stay in l->v (n updated).
+ * Returns true when a fix was decided that changes the map (an extent
+ * dropped, re-keyed or reordered).
+ */
+static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext_list *l, bool tree)
+{
+	size_t i, kept = 0;
+	bool changed = false, sorted = true;
+
+	for (i = 1; i < l->n; i++)
+		if (ext_col_cmp(&l->v[i - 1], &l->v[i]) > 0)
+			sorted = false;
+	if (!sorted) {
+		qsort(l->v, l->n, sizeof(*l->v), ext_col_cmp);
+		if (!tree && fix_problem(ctx, PR_INODE_FIELD,
+		                         "inode %llu: inline extents out of order: sort them",
+		                         (unsigned long long)l->ino))
+			changed = true;
+	}
+	for (i = 0; i < l->n; i++) {
+		struct ext_col *c = &l->v[i];
+		int r;
+
+		if (tree && c->key != c->e.lblk &&
+		    fix_problem(
+		            ctx, PR_TREE_BAD,
+		            "extent tree of inode %llu: key %llu holds the extent of lblk %llu: "
+		            "key it by its extent",
+		            (unsigned long long)l->ino, (unsigned long long)c->key,
+		            (unsigned long long)c->e.lblk)) {
+			c->key = c->e.lblk;
+			changed = true;
+		}
+		r = ext_accept(ctx, st, &c->e, 0, false);
+		if (r == ENT_DROP) {
+			changed = true;
+			continue;
+		}
+		l->v[kept++] = *c; /* ENT_BAD: left as it is */
+	}
+	l->n = kept;
+	return changed;
 }
 
 static int xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
@@ -409,34 +479,49 @@ static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct
 
 	/* the extent map */
 	if (di->iflags & MFS_IFL_EXTENT_TREE) {
-		struct fsck_rebuild keep = {0};
+		struct ext_list l = {.ino = ino};
+		bool changed;
 
 		snprintf(what, sizeof(what), "extent tree of inode %llu", (unsigned long long)ino);
 		r = fsck_bt_walk(ctx, di->ext_root, di->ext_depth, MFS_TREE_EXTENTS, ino,
-		                 OWN_INODE(ino, 1), what, ext_tree_fn, &st, &keep);
-		if (r == WALK_FIX)
-			fsck_queue_rebuild(ctx, &keep);
-		else
-			fsck_rebuild_free(&keep);
-		if (r != WALK_OK)
+		                 OWN_INODE(ino, 1), what, ext_tree_fn, &l, NULL);
+		changed = check_extents(ctx, &st, &l, true);
+		if (r == WALK_FIX || (r == WALK_OK && changed)) {
+			struct fsck_rebuild keep = {.owner = ino, .kind = MFS_TREE_EXTENTS};
+			size_t i;
+
+			for (i = 0; i < l.n; i++)
+				if (fsck_keep_ent(&keep, l.v[i].key, (const uint8_t *)&l.v[i].e,
+				                  sizeof(l.v[i].e)))
+					break;
+			if (i == l.n)
+				fsck_queue_rebuild(ctx, &keep);
+			else
+				fsck_rebuild_free(&keep);
+			free(l.v);
 			goto xattrs; /* blocks is set by the rebuild */
+		}
+		free(l.v);
+		if (r != WALK_OK)
+			goto xattrs;
 	} else if (!(di->iflags & MFS_IFL_INLINE_DATA)) {
-		unsigned i, n = di->nr_inline, kept = 0;
+		struct ext_list l = {.ino = ino};
+		unsigned i, n = di->nr_inline;
 
 		for (i = 0; i < n; i++) {
-			struct mfs_extent e = di->u.ext[i];
+			struct ext_col c = {.e = di->u.ext[i], .key = di->u.ext[i].lblk};
 
-			r = ext_accept(ctx, &st, &e, 0, false);
-			if (r == ENT_DROP) {
-				p->dirty = true;
-				continue;
-			}
-			di->u.ext[kept++] = e; /* ENT_BAD: left as it is */
+			if (VEC_PUSH(l.v, l.n, l.cap, c))
+				break;
 		}
-		if (kept != n) {
-			memset(&di->u.ext[kept], 0, (n - kept) * sizeof(di->u.ext[0]));
-			di->nr_inline = (uint16_t)kept;
+		if (check_extents(ctx, &st, &l, false)) {
+			memset(&di->u.ext, 0, sizeof(di->u.ext));
+			for (i = 0; i < l.n; i++)
+				di->u.ext[i] = l.v[i].e;
+			di->nr_inline = (uint16_t)l.n;
+			p->dirty = true;
 		}
+		free(l.v);
 	}
 	if (st.blocks != di->blocks &&
 	    fix_problem(ctx, PR_INODE_BLOCKS, "inode %llu: blocks is %llu, the extents hold %llu",

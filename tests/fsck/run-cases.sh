@@ -117,7 +117,7 @@ group_cases() {
 	"$FSCK_IMG" cmp "$T/dup2.img" /hello.txt /lonely 3000 ||
 		fail "extent-dup: /lonely does not hold the copy of the shared block"
 	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
-	run_case tree-bad tree-bad F0110,F0108 '~/dir/frag.bin'
+	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
 	run_case dirent-bad dirent-bad F0201,F0302,F0303 /dir/victim2
 	run_case dirent-ino dirent-ino F0202,F0302 /dir/victim2
