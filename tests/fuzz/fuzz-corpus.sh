@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Replays the fsck fuzz corpus (tests/fuzz/corpus/: seeds and every crasher
+# Replays the fsck fuzz corpus (tests/fuzz/corpus/: seeds, a coverage-minimised
+# corpus from strict runs (cov-*), regression inputs; every crasher
 # found so far) against a fresh template image: fsck -n, -y, -y on each
 # mutated image must not crash, hang, exit outside fsck(8)'s codes or change
 # the image's size, and the second fsck -y must find nothing (strict; see fsck-fuzz.c).
