@@ -48,8 +48,21 @@ void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t l
 			pe = e;
 		r.off = lblk * MFS_BLOCK_SIZE + (ps - s) * BLK_SECTOR_SIZE;
 		r.len = (pe - ps) * BLK_SECTOR_SIZE;
-		if (r.off >= size)
-			continue; /* past the end of the file: no data there */
+		if (r.off >= size) {
+			/* past the end of the file: no data there, but say where the poison is */
+			char *line = NULL;
+
+			if (asprintf(&line,
+			             "inode %llu: sectors %llu-%llu poisoned in its blocks past "
+			             "the end of "
+			             "the file (no data lost)",
+			             (unsigned long long)ino, (unsigned long long)ps,
+			             (unsigned long long)(pe - 1)) >= 0 &&
+			    VEC_PUSH(ctx->free_damage, ctx->nfree_damage, ctx->cap_free_damage,
+			             line))
+				free(line);
+			continue;
+		}
 		if (r.len > size - r.off)
 			r.len = size - r.off;
 		if (VEC_PUSH(ctx->damage, ctx->ndamage, ctx->cap_damage, r))

@@ -183,6 +183,13 @@ EOF
 		fail "poison: free metadata block not reported"
 	grep -q "metadata: inode table block .*(inodes .*): primary copy (block .*) poisoned; the other copy is intact" <<<"$out" ||
 		fail "poison: metadata block not reported: $out"
+	# poison past the end of a file (hello.txt is 10000 bytes: block 2, sector 7 is past it)
+	fresh eof
+	printf '%s 1\n' "$(("$("$FSCK_IMG" sector "$T/eof.img" /hello.txt 2)" + 7))" >>"$T/eof.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/eof.img" 2>&1); rc=$?
+	[ $rc -eq 0 ] || fail "poison: poison past the end of a file exited $rc, expected 0"
+	grep -q 'poisoned in its blocks past the end of the file (no data lost)' <<<"$out" ||
+		fail "poison: poison past the end of a file not listed: $out"
 	# -p: fixes the twin and the quarantine, leaves the data (exit 4, and 1 for the fixes)
 	cp --sparse=always "$T/p.img" "$T/pp.img"
 	cp "$T/p.img.badblocks" "$T/pp.img.badblocks"
