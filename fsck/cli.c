@@ -360,7 +360,6 @@ int fsck_main(int argc, char **argv)
 				      (PRF_DATA | PRF_LATENT)))
 					meta_errors++;
 		}
-		ctx.fixed_total += ctx.round_fixes;
 		if (ctx.read_only || ctx.round_fixes == 0)
 			break;
 		if (ctx.need_library) {
@@ -372,10 +371,15 @@ int fsck_main(int argc, char **argv)
 			if (ret) {
 				fprintf(stderr, "fsck.mendfs: reopening %s: %s\n", ctx.device,
 				        err[0] ? err : strerror(-ret));
+				ctx.fixed_total += ctx.round_fixes;
 				ret = FSCK_ERROR;
 				break;
 			}
 		}
+		/* fixes that failed in the library were taken back: nothing gained, stop */
+		ctx.fixed_total += ctx.round_fixes;
+		if (ctx.round_fixes == 0)
+			break;
 		if (ctx.round == MAX_ROUNDS) {
 			fsck_log(&ctx, "fsck.mendfs: %s: still finding problems after %d rounds\n",
 			         ctx.device, MAX_ROUNDS);

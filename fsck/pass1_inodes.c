@@ -374,6 +374,25 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			changed = true;
 		}
 	}
+	if (di->mode & ~(uint32_t)(S_IFMT | 07777)) {
+		if (fix_problem(ctx, PR_INODE_FIELD,
+		                "inode %llu: mode %#o has unknown bits: clear them",
+		                (unsigned long long)ino, di->mode)) {
+			di->mode &= S_IFMT | 07777;
+			changed = true;
+		}
+	}
+	if (S_ISDIR(di->mode) && (di->parent == 0 || di->parent > ctx->sb.nr_inodes)) {
+		/* pass 2 sets the directory that holds its entry, pass 3 /lost+found */
+		if (fix_problem(
+		            ctx, PR_DIR_PARENT,
+		            "directory inode %llu: parent %llu is out of range: set it to the root "
+		            "for now",
+		            (unsigned long long)ino, (unsigned long long)di->parent)) {
+			di->parent = MFS_ROOT_INO;
+			changed = true;
+		}
+	}
 	if (!S_ISDIR(di->mode) && di->parent) {
 		if (fix_problem(
 		            ctx, PR_INODE_FIELD,

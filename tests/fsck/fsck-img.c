@@ -599,6 +599,14 @@ static int cmd_corrupt(const char *cs)
 		di = raw_inode(&r, sub, &blk);
 		di->parent = 1;
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "dir-parent-range")) { /* F0205: a parent past the inode table */
+		di = raw_inode(&r, sub, &blk);
+		di->parent = r.sb.nr_inodes + 5;
+		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "mode-bits")) { /* F0107: bits beyond S_IFMT | 07777 */
+		di = raw_inode(&r, hello, &blk);
+		di->mode |= 0x10000000u;
+		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "dir-entries")) { /* F0206 */
 		di = raw_inode(&r, dir, &blk);
 		di->dir_entries += 3;

@@ -125,6 +125,8 @@ group_cases() {
 	run_case dir-hardlink dir-hardlink F0204,F0302 /lonely
 	run_case dir-parent dir-parent F0205
 	run_case dir-entries dir-entries F0206
+	run_case dir-parent-range dir-parent-range F0205
+	run_case mode-bits mode-bits F0107
 	run_case root-bad root-bad F0301,F0302 '/*' xattr
 	run_case unreachable unreachable F0302,F0303 /lonely
 	run_case dir-loop dir-loop F0302,F0303 '/dir/*' xattr
