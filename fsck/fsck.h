@@ -13,6 +13,9 @@
  *   pass5_space.c    bitmaps, free counters, quarantine and orphan trees
  *   damage.c         poisoned sectors -> their owners (from metadata only)
  *   repair.c         repairs that rebuild trees, made through the fs library
+ *   cli.c            options, the rounds, the report (text and JSON), exit status
+ *   io.c, btwalk.c   verified reads of both copies, the checking B+tree walker
+ *   problem.c        the problem table and fix_problem()
  *
  * Every problem is a code in problem.c; fix_problem() is the one place that
  * decides, from -n/-p/-y, whether it is fixed.  Fixes that rewrite single
