@@ -48,7 +48,7 @@ static void round_reset(struct fsck_ctx *ctx)
 {
 	free(ctx->ino);
 	free(ctx->meta_owner);
-	free(ctx->data_owner);
+	data_claims_free(ctx);
 	free(ctx->dents);
 	free(ctx->names);
 	for (size_t i = 0; i < ctx->nrebuilds; i++)
@@ -70,7 +70,7 @@ static void round_reset(struct fsck_ctx *ctx)
 		free(ctx->free_damage[i]);
 	free(ctx->free_damage);
 	ctx->ino = NULL;
-	ctx->meta_owner = ctx->data_owner = NULL;
+	ctx->meta_owner = NULL;
 	ctx->dents = NULL;
 	ctx->ndents = ctx->cap_dents = 0;
 	ctx->names = NULL;
@@ -97,8 +97,7 @@ static int round_alloc(struct fsck_ctx *ctx)
 
 	ctx->ino = calloc(sb->nr_inodes + 1, sizeof(*ctx->ino));
 	ctx->meta_owner = calloc(sb->meta_len ? sb->meta_len : 1, sizeof(*ctx->meta_owner));
-	ctx->data_owner = calloc(sb->data_len ? sb->data_len : 1, sizeof(*ctx->data_owner));
-	if (!ctx->ino || !ctx->meta_owner || !ctx->data_owner)
+	if (!ctx->ino || !ctx->meta_owner || data_claims_init(ctx))
 		return -ENOMEM;
 	/* the fixed part of the meta zone: bitmaps and inode table */
 	for (uint64_t b = 0; b < sb->meta_bitmap_blocks; b++)

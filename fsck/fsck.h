@@ -117,7 +117,7 @@ const struct pr_desc *pr_desc(enum pr_code code);
 #define OWN_ORPHAN           3ull                              /* orphan tree node */
 #define OWN_INODE(ino, kind) (((uint64_t)(ino) << 2) | (kind)) /* kind 1 ext, 2 dir, 3 xattr */
 #define OWN_IS_INODE(o)      ((o) >= 4)
-/* Data zone owners (data_owner[]): an inode number, or */
+/* Data zone owners (data_owner()): an inode number, or */
 #define DOWN_QUARANTINE UINT64_MAX
 
 /* Inode states in round state */
@@ -220,9 +220,11 @@ struct fsck_ctx {
 
 	/* round state */
 	unsigned round;
-	struct fsck_inode *ino; /* [nr_inodes + 1] */
-	uint64_t *meta_owner;   /* [meta_len] */
-	uint64_t *data_owner;   /* [data_len] */
+	struct fsck_inode *ino;          /* [nr_inodes + 1] */
+	uint64_t *meta_owner;            /* [meta_len] */
+	uint64_t *data_used, *data_quar; /* claims.c: bits per data zone block */
+	struct fsck_claim *claims;
+	size_t nclaims, cap_claims;
 	struct fsck_dirent *dents;
 	size_t ndents, cap_dents;
 	char *names;
@@ -304,6 +306,18 @@ int fsck_sb_write(struct fsck_ctx *ctx);
 int fsck_inode_read(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *di);
 int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode *di);
 uint64_t fsck_name_key(const struct fsck_ctx *ctx, const void *name, size_t len);
+
+/* --- data zone claims (claims.c) ---------------------------------------------------- */
+
+struct fsck_claim;
+int data_claims_init(struct fsck_ctx *ctx);
+void data_claims_free(struct fsck_ctx *ctx);
+bool data_is_used(const struct fsck_ctx *ctx, uint64_t idx);
+bool data_is_quarantined(const struct fsck_ctx *ctx, uint64_t idx);
+/* Mark data zone blocks [idx, idx + len) used by @owner (an inode or DOWN_QUARANTINE). */
+int data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner);
+/* The first claimer of block @idx (0: free); searches the claims: for reports only. */
+uint64_t data_owner(const struct fsck_ctx *ctx, uint64_t idx);
 
 /* --- B+tree walker (btwalk.c) -------------------------------------------------------- */
 

@@ -38,9 +38,10 @@ struct ext_state {
 /* An extent left in place though bad: its blocks stay used (never handed out twice). */
 static void claim_unowned(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_extent *e)
 {
-	for (uint64_t i = 0; i < e->len; i++)
-		if (!ctx->data_owner[e->pblk - ctx->sb.data_start + i])
-			ctx->data_owner[e->pblk - ctx->sb.data_start + i] = ino;
+	uint64_t idx = e->pblk - ctx->sb.data_start;
+
+	/* blocks claimed already keep their first owner (data_owner() finds it first) */
+	data_claim(ctx, idx, e->len, ino);
 }
 
 #define CLONE_MAX (256ull << 20) /* bytes of shared data copied per round */
@@ -110,7 +111,8 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 		return fix ? ENT_DROP : ENT_BAD;
 	}
 	for (i = 0; i < e->len; i++) {
-		uint64_t o = ctx->data_owner[e->pblk - ds + i];
+		uint64_t o =
+		        data_is_used(ctx, e->pblk - ds + i) ? data_owner(ctx, e->pblk - ds + i) : 0;
 
 		if (o) {
 			bool fix = fix_problem(
@@ -130,8 +132,7 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 			return fix ? ENT_DROP : ENT_BAD;
 		}
 	}
-	for (i = 0; i < e->len; i++)
-		ctx->data_owner[e->pblk - ds + i] = st->ino;
+	data_claim(ctx, e->pblk - ds, e->len, st->ino);
 	st->blocks += e->len;
 	st->next_lblk = e->lblk + e->len;
 	st->first = false;

@@ -33,7 +33,7 @@ static bool expected(struct fsck_ctx *ctx, enum bm_kind k, uint64_t i)
 	case BM_INODE:
 		return i == 0 || ctx->ino[i + 1].state == IST_OK;
 	case BM_DATA:
-		return ctx->data_owner[i] != 0;
+		return data_is_used(ctx, i);
 	}
 	return true;
 }
@@ -188,7 +188,8 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 		               : ENT_BAD;
 	}
 	for (i = 0; i < n && !owner; i++)
-		owner = ctx->data_owner[key - ds + i];
+		if (data_is_used(ctx, key - ds + i))
+			owner = data_owner(ctx, key - ds + i);
 	if (owner) {
 		return fix_problem(
 		               ctx, PR_QUAR_BAD,
@@ -200,10 +201,9 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 		               ? ENT_DROP
 		               : ENT_BAD;
 	}
-	for (i = 0; i < n; i++) {
-		ctx->data_owner[key - ds + i] = DOWN_QUARANTINE;
+	data_claim(ctx, key - ds, n, DOWN_QUARANTINE);
+	for (i = 0; i < n; i++)
 		clean += !fsck_poisoned(ctx, key + i, 1);
-	}
 	if (clean) {
 		struct fsck_range r = {.off = key, .len = n};
 
@@ -234,6 +234,11 @@ static void free_line(struct fsck_ctx *ctx, uint64_t s, uint64_t e, const char *
 		free(line);
 }
 
+static int kind(const struct fsck_ctx *ctx, uint64_t idx)
+{
+	return data_is_quarantined(ctx, idx) ? 2 : data_is_used(ctx, idx) ? 1 : 0;
+}
+
 /* Poisoned data blocks nobody owns: quarantined, or to be. */
 static void quarantine_missing(struct fsck_ctx *ctx)
 {
@@ -248,16 +253,15 @@ static void quarantine_missing(struct fsck_ctx *ctx)
 		if (eb > de)
 			eb = de;
 		for (uint64_t b = sb; b < eb;) {
-			uint64_t o = ctx->data_owner[b - ds], e = b + 1;
+			/* 0 free, 1 a file's, 2 quarantined: runs of one kind */
+			int k = kind(ctx, b - ds);
+			uint64_t e = b + 1;
 
-			while (e < eb &&
-			       (ctx->data_owner[e - ds] == DOWN_QUARANTINE) ==
-			               (o == DOWN_QUARANTINE) &&
-			       (o == 0) == (ctx->data_owner[e - ds] == 0))
+			while (e < eb && kind(ctx, e - ds) == k)
 				e++;
-			if (o == DOWN_QUARANTINE) {
+			if (k == 2) {
 				free_line(ctx, b, e, "quarantined");
-			} else if (o == 0) {
+			} else if (k == 0) {
 				struct fsck_range r = {.off = b, .len = e - b};
 				bool fix = fix_problem(
 				        ctx, PR_QUAR_MISSING,
@@ -267,8 +271,7 @@ static void quarantine_missing(struct fsck_ctx *ctx)
 
 				if (fix && !VEC_PUSH(ctx->quar_add, ctx->nquar_add,
 				                     ctx->cap_quar_add, r)) {
-					for (uint64_t i = b; i < e; i++)
-						ctx->data_owner[i - ds] = DOWN_QUARANTINE;
+					data_claim(ctx, b - ds, e - b, DOWN_QUARANTINE);
 					ctx->need_library = true;
 					free_line(ctx, b, e, "quarantined now");
 				} else {
