@@ -882,3 +882,42 @@ out:
 	free(rt.imgs);
 	return ret < 0 ? ret : count;
 }
+
+/*
+ * fsck -n: the images replay would apply, without writing anything (the
+ * checker overlays them in memory).  Same parse as mfs_journal_replay().
+ */
+int mfs_journal_scan(struct blk_dev *dev, const struct mfs_superblock *sb,
+                     int (*fn)(void *arg, uint64_t blocknr, const void *img), void *arg)
+{
+	struct mfs fs = {.dev = dev, .sb = *sb, .seed = sb->csum_seed, .read_only = true};
+	struct replay_txn rt = {0};
+	uint64_t jlen = sb->journal_len, off = sb->journal_tail, id = sb->journal_seq;
+	uint64_t scanned = 0, i;
+	bool media = false;
+	uint8_t *blk = NULL;
+	int count = 0, ret = 0;
+
+	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
+	if (jlen < 3 || off >= jlen)
+		return -EUCLEAN;
+	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	while (scanned < jlen) {
+		ret = replay_parse(&fs, off, id, jlen - scanned, &rt, blk, &media, NULL, 0);
+		if (ret <= 0)
+			break;
+		for (i = 0, ret = 0; i < rt.n && !ret; i++)
+			ret = fn(arg, rt.tags[i].blocknr, rt.imgs + i * MFS_BLOCK_SIZE);
+		if (ret)
+			break;
+		count++;
+		id++;
+		off = (off + rt.blocks) % jlen;
+		scanned += rt.blocks;
+	}
+	free(blk);
+	free(rt.tags);
+	free(rt.imgs);
+	return ret < 0 ? ret : count;
+}

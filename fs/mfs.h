@@ -116,6 +116,13 @@ struct mfs {
  */
 int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro, bool *other_bad,
                    char *err, size_t errlen);
+/*
+ * The checks mfs_super_read() makes on the copy it chose (everything but the
+ * checksum: version, features, geometry against @dev_blocks), for a caller
+ * that weighs both copies itself (fsck).  0, -EOPNOTSUPP or -EINVAL.
+ */
+int mfs_super_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, bool *force_ro,
+                       char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */
 int mfs_super_write(struct mfs *fs);
 /*
@@ -210,6 +217,14 @@ void mfs_journal_destroy(struct mfs *fs);
  */
 int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
                        size_t errlen);
+/*
+ * Call @fn(arg, blocknr, image) for every image replay would write, in replay
+ * order, writing nothing (fsck -n checks the state after replay in memory).
+ * A non-zero return of @fn stops the scan and is returned.  Returns the
+ * number of transactions or -errno.
+ */
+int mfs_journal_scan(struct blk_dev *dev, const struct mfs_superblock *sb,
+                     int (*fn)(void *arg, uint64_t blocknr, const void *img), void *arg);
 
 /* --- allocation (alloc.c) ------------------------------------------------------------ */
 

@@ -357,3 +357,10 @@ int mfs_super_write(struct mfs *fs)
 	free(img);
 	return ret;
 }
+
+int mfs_super_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, bool *force_ro,
+                       char *err, size_t errlen)
+{
+	*force_ro = false;
+	return sb_validate(sb, dev_blocks, force_ro, err, errlen);
+}

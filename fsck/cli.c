@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fsck_main(): the whole of fsck.mendfs (main.c only calls it, the fuzz
+ * target runs it in-process).  It checks and repairs a mendfs filesystem and report every file
+ * damaged by media poison (ARCHITECTURE.md §5, docs/man/fsck.mendfs.8).
+ *
+ *   fsck.mendfs [-n|-p|-y] [-f] [-C FD] [--json] [--zero-damaged] DEVICE
+ *
+ * Runs the passes (fsck.h) in rounds: a round that fixed something is
+ * followed by another that checks the result, until one finds nothing to
+ * fix (at most MAX_ROUNDS).  Exit status: the fsck(8) bits, or'ed: 1 errors
+ * corrected, 4 errors left (damaged file data counts), 8 operational error,
+ * 16 usage, 32 cancelled.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsck.h"
+
+#define MAX_ROUNDS 6
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	fsck_cancel = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: fsck.mendfs [-n|-p|-y] [-f] [-C FD] [--json] [--zero-damaged] DEVICE\n"
+	        "  -n              check only: open read-only, change nothing\n"
+	        "  -p, -a          fix what is safe without questions, leave the rest (exit 4)\n"
+	        "  -y              fix everything that can be fixed\n"
+	        "  -f              force a full check (fsck.mendfs always checks everything)\n"
+	        "  -C FD           progress lines \"PASS DONE TOTAL DEVICE\" on FD (0: stdout)\n"
+	        "  --json          print the report as one JSON object\n"
+	        "  --zero-damaged  with -y: zero-init damaged file ranges in place, clear their\n"
+	        "                  poison, record the loss in trusted.mendfs.lost\n");
+}
+
+static void round_reset(struct fsck_ctx *ctx)
+{
+	free(ctx->ino);
+	free(ctx->meta_owner);
+	data_claims_free(ctx);
+	free(ctx->dents);
+	free(ctx->names);
+	for (size_t i = 0; i < ctx->nrebuilds; i++)
+		fsck_rebuild_free(&ctx->rebuilds[i]);
+	free(ctx->rebuilds);
+	for (size_t i = 0; i < ctx->nclones; i++)
+		free(ctx->clones[i].data);
+	free(ctx->clones);
+	ctx->clones = NULL;
+	ctx->nclones = ctx->cap_clones = 0;
+	free(ctx->quar_add);
+	free(ctx->quar_rel);
+	free(ctx->zero);
+	free(ctx->damage);
+	for (size_t i = 0; i < ctx->nmeta_damage; i++)
+		free(ctx->meta_damage[i]);
+	free(ctx->meta_damage);
+	for (size_t i = 0; i < ctx->nfree_damage; i++)
+		free(ctx->free_damage[i]);
+	free(ctx->free_damage);
+	ctx->ino = NULL;
+	ctx->meta_owner = NULL;
+	ctx->dents = NULL;
+	ctx->ndents = ctx->cap_dents = 0;
+	ctx->names = NULL;
+	ctx->names_len = ctx->names_cap = 0;
+	ctx->rebuilds = NULL;
+	ctx->nrebuilds = ctx->cap_rebuilds = 0;
+	ctx->quar_add = ctx->quar_rel = ctx->zero = ctx->damage = NULL;
+	ctx->nquar_add = ctx->cap_quar_add = ctx->nquar_rel = ctx->cap_quar_rel = 0;
+	ctx->nzero = ctx->cap_zero = ctx->ndamage = ctx->cap_damage = 0;
+	ctx->meta_damage = ctx->free_damage = NULL;
+	ctx->nmeta_damage = ctx->cap_meta_damage = ctx->nfree_damage = ctx->cap_free_damage = 0;
+	ctx->lpf = 0;
+	ctx->need_lpf = ctx->need_library = ctx->preen_stopped = ctx->lpf_created = false;
+	ctx->replay_pending = false;
+	fsck_ovl_free(ctx);
+	ctx->roots_rec = false;
+	ctx->round_fixes = ctx->round_unfixed = ctx->declined = 0;
+	ctx->files = ctx->dirs = ctx->blocks_used = ctx->inodes_used = ctx->meta_used = 0;
+}
+
+static int round_alloc(struct fsck_ctx *ctx)
+{
+	const struct mfs_superblock *sb = &ctx->sb;
+
+	ctx->ino = calloc(sb->nr_inodes + 1, sizeof(*ctx->ino));
+	ctx->meta_owner = calloc(sb->meta_len ? sb->meta_len : 1, sizeof(*ctx->meta_owner));
+	if (!ctx->ino || !ctx->meta_owner || data_claims_init(ctx))
+		return -ENOMEM;
+	/* the fixed part of the meta zone: bitmaps and inode table */
+	for (uint64_t b = 0; b < sb->meta_bitmap_blocks; b++)
+		ctx->meta_owner[sb->meta_bitmap_start - sb->meta_start + b] = OWN_FIXED;
+	for (uint64_t b = 0; b < sb->inode_bitmap_blocks; b++)
+		ctx->meta_owner[sb->inode_bitmap_start - sb->meta_start + b] = OWN_FIXED;
+	for (uint64_t b = 0; b < sb->data_bitmap_blocks; b++)
+		ctx->meta_owner[sb->data_bitmap_start - sb->meta_start + b] = OWN_FIXED;
+	return 0;
+}
+
+/* One round of passes.  Returns 0, or FSCK_ERROR when the check cannot go on. */
+static int run_round(struct fsck_ctx *ctx)
+{
+	int r;
+
+	round_reset(ctx);
+	if (fsck_poison_load(ctx)) {
+		fprintf(stderr, "fsck.mendfs: %s: out of memory\n", ctx->device);
+		return FSCK_ERROR;
+	}
+	r = pass0_super(ctx);
+	if (r)
+		return r;
+	if (round_alloc(ctx)) {
+		fprintf(stderr, "fsck.mendfs: %s: out of memory\n", ctx->device);
+		return FSCK_ERROR;
+	}
+	if (pass0_roots(ctx) || pass1_inodes(ctx) || pass2_dirs(ctx) || pass3_connect(ctx) ||
+	    pass4_links(ctx) || pass5_space(ctx) || damage_scan(ctx, ctx->replay_pending)) {
+		if (ctx->cancelled)
+			return FSCK_CANCELED;
+		fprintf(stderr, "fsck.mendfs: %s: the check failed (out of memory or I/O error)\n",
+		        ctx->device);
+		return FSCK_ERROR;
+	}
+	return 0;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void json_files(struct fsck_ctx *ctx, FILE *f, const struct fsck_range *r, size_t n)
+{
+	size_t i, j;
+
+	fputc('[', f);
+	for (i = 0; i < n; i = j) {
+		char *path = fsck_path(ctx, r[i].ino);
+
+		fprintf(f, "%s{\"path\": ", i ? ", " : "");
+		json_str(f, path ? path : "?");
+		fprintf(f, ", \"ino\": %llu, \"ranges\": [", (unsigned long long)r[i].ino);
+		for (j = i; j < n && r[j].ino == r[i].ino; j++)
+			fprintf(f, "%s{\"offset\": %llu, \"length\": %llu}", j > i ? ", " : "",
+			        (unsigned long long)r[j].off, (unsigned long long)r[j].len);
+		fputs("]}", f);
+		free(path);
+	}
+	fputc(']', f);
+}
+
+static void json_lines(FILE *f, char **v, size_t n)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", f);
+		json_str(f, v[i]);
+	}
+	fputc(']', f);
+}
+
+static void print_json(struct fsck_ctx *ctx, unsigned meta_errors, unsigned damaged_files,
+                       int exit_code)
+{
+	FILE *f = stdout;
+
+	fputs("{\"device\": ", f);
+	json_str(f, ctx->device);
+	fputs(", \"damaged_files\": ", f);
+	json_files(ctx, f, ctx->damage, ctx->ndamage);
+	fprintf(f,
+	        ", \"metadata_errors\": %u, \"repaired\": %u, \"remaining\": %u, "
+	        "\"exit_code\": %d",
+	        meta_errors, ctx->fixed_total, ctx->round_unfixed, exit_code);
+	fputs(", \"zeroed\": ", f);
+	json_files(ctx, f, ctx->zeroed, ctx->nzeroed);
+	fputs(", \"damaged_metadata\": ", f);
+	json_lines(f, ctx->meta_damage, ctx->nmeta_damage);
+	fputs(", \"damaged_free_space\": ", f);
+	json_lines(f, ctx->free_damage, ctx->nfree_damage);
+	fputs(", \"problems\": [", f);
+	for (size_t i = 0; i < ctx->nproblems; i++) {
+		const struct fsck_problem *p = &ctx->problems[i];
+		const struct pr_desc *pd = pr_desc(p->code);
+
+		fprintf(f,
+		        "%s{\"id\": \"%s\", \"code\": \"%s\", \"round\": %u, \"fixed\": %s, "
+		        "\"message\": ",
+		        i ? ", " : "", pd->id, pd->name, p->round, p->fixed ? "true" : "false");
+		json_str(f, p->msg ? p->msg : "");
+		fputc('}', f);
+	}
+	fprintf(f,
+	        "], \"files\": %llu, \"directories\": %llu, \"blocks_used\": %llu, "
+	        "\"blocks_total\": %llu, \"meta_blocks_used\": %llu, \"damaged_file_count\": %u}\n",
+	        (unsigned long long)ctx->files, (unsigned long long)ctx->dirs,
+	        (unsigned long long)ctx->blocks_used, (unsigned long long)ctx->sb.data_len,
+	        (unsigned long long)ctx->meta_used, damaged_files);
+}
+
+static void ctx_free(struct fsck_ctx *ctx)
+{
+	round_reset(ctx);
+	for (size_t i = 0; i < ctx->nproblems; i++)
+		free(ctx->problems[i].msg);
+	free(ctx->problems);
+	free(ctx->poison);
+	free(ctx->zeroed);
+	if (ctx->lock_fd >= 0)
+		close(ctx->lock_fd); /* releases the device lock */
+	ctx->lock_fd = -1;
+}
+
+int fsck_main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+	        {"json", no_argument, NULL, 'J'},
+	        {"zero-damaged", no_argument, NULL, 'Z'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	struct fsck_ctx ctx = {.mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1};
+	unsigned modes = 0, meta_errors = 0, damaged_files = 0;
+	char err[512] = "";
+	int c, ret, exit_code = 0;
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	fsck_cancel = 0;
+	optind = 0; /* a full getopt reset: fsck_main may run more than once */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "npayfvC:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			ctx.mode = MODE_NO;
+			modes++;
+			break;
+		case 'p':
+		case 'a':
+			ctx.mode = MODE_PREEN;
+			modes++;
+			break;
+		case 'y':
+			ctx.mode = MODE_YES;
+			modes++;
+			break;
+		case 'f':
+			ctx.force = true;
+			break;
+		case 'v':
+			ctx.verbose = true;
+			break;
+		case 'C': {
+			char *end;
+			long fd = strtol(optarg, &end, 10);
+
+			if (*optarg == '\0' || *end || fd < 0 || fd > 65535) {
+				fprintf(stderr,
+				        "fsck.mendfs: -C needs a file descriptor number, not "
+				        "'%s'\n",
+				        optarg);
+				return FSCK_USAGE;
+			}
+			ctx.progress_fd = (int)fd;
+			break;
+		}
+		case 'J':
+			ctx.json = true;
+			break;
+		case 'Z':
+			ctx.zero_damaged = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return FSCK_OK;
+		default:
+			if (optopt && optopt != '?')
+				fprintf(stderr,
+				        "fsck.mendfs: unknown option or missing argument: -%c\n",
+				        optopt);
+			else
+				fprintf(stderr, "fsck.mendfs: unknown option: %s\n",
+				        argv[optind - 1]);
+			usage(stderr);
+			return FSCK_USAGE;
+		}
+	}
+	if (modes > 1) {
+		fprintf(stderr, "fsck.mendfs: only one of -n, -p and -y may be given\n");
+		return FSCK_USAGE;
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "fsck.mendfs: %s\n",
+		        optind >= argc ? "no device given" : "more than one device given");
+		usage(stderr);
+		return FSCK_USAGE;
+	}
+	if (ctx.zero_damaged && ctx.mode != MODE_YES) {
+		fprintf(stderr, "fsck.mendfs: --zero-damaged discards data: it needs -y\n");
+		return FSCK_USAGE;
+	}
+	ctx.device = argv[optind];
+	if (ctx.mode == MODE_ASK && !isatty(STDIN_FILENO)) {
+		fprintf(stderr, "fsck.mendfs: interactive repairs need a terminal: give -n, -p or "
+		                "-y\n");
+		return FSCK_ERROR;
+	}
+	ctx.read_only = ctx.mode == MODE_NO;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	ret = fsck_open(&ctx, err, sizeof(err));
+	if (ret == -EBUSY) {
+		fprintf(stderr,
+		        "fsck.mendfs: %s is in use (mounted: the mendfs daemon holds its lock); "
+		        "refusing to repair it (-n checks it read-only)\n",
+		        ctx.device);
+		return FSCK_ERROR;
+	}
+	if (ret) {
+		fprintf(stderr, "fsck.mendfs: %s\n", err[0] ? err : strerror(-ret));
+		ctx_free(&ctx);
+		return FSCK_ERROR;
+	}
+
+	for (ctx.round = 1;; ctx.round++) {
+		ret = run_round(&ctx);
+		if (fsck_cancel || ctx.cancelled) {
+			ret = FSCK_CANCELED;
+			break;
+		}
+		if (ret)
+			break;
+		if (ctx.round == 1) {
+			for (size_t i = 0; i < ctx.nproblems; i++)
+				if (!(pr_desc(ctx.problems[i].code)->flags &
+				      (PRF_DATA | PRF_LATENT)))
+					meta_errors++;
+		}
+		if (ctx.read_only || ctx.round_fixes == 0)
+			break;
+		if (ctx.need_library) {
+			fsck_close(&ctx);
+			repair_library(&ctx);
+			for (size_t i = 0; i < ctx.nzero; i++)
+				VEC_PUSH(ctx.zeroed, ctx.nzeroed, ctx.cap_zeroed, ctx.zero[i]);
+			ret = fsck_open(&ctx, err, sizeof(err));
+			if (ret) {
+				fprintf(stderr, "fsck.mendfs: reopening %s: %s\n", ctx.device,
+				        err[0] ? err : strerror(-ret));
+				ctx.fixed_total += ctx.round_fixes;
+				ret = FSCK_ERROR;
+				break;
+			}
+		}
+		/* fixes that failed in the library were taken back: nothing gained, stop */
+		ctx.fixed_total += ctx.round_fixes;
+		if (ctx.round_fixes == 0)
+			break;
+		if (ctx.round == MAX_ROUNDS) {
+			fsck_log(&ctx, "fsck.mendfs: %s: still finding problems after %d rounds\n",
+			         ctx.device, MAX_ROUNDS);
+			ctx.round_unfixed++;
+			break;
+		}
+		if (!ctx.json)
+			fsck_log(&ctx, "Round %u: checking the repairs\n", ctx.round + 1);
+	}
+	if (ret) {
+		fsck_close(&ctx);
+		if (ret == FSCK_CANCELED)
+			fprintf(stderr, "fsck.mendfs: %s: cancelled\n", ctx.device);
+		exit_code = ret | (ctx.fixed_total ? FSCK_CORRECTED : 0);
+		if (ctx.json) {
+			fputs("{\"device\": ", stdout);
+			json_str(stdout, ctx.device);
+			printf(", \"damaged_files\": [], \"metadata_errors\": %u, \"repaired\": "
+			       "%u, "
+			       "\"exit_code\": %d}\n",
+			       meta_errors, ctx.fixed_total, exit_code);
+		}
+		ctx_free(&ctx);
+		return exit_code;
+	}
+
+	/*
+	 * The final state: clean when nothing is left, marked in error when
+	 * problems were left.  An error state set by the daemon is cleared only
+	 * by a run that leaves nothing (F0003).
+	 */
+	if ((ctx.sb.state & MFS_STATE_ERROR) && (ctx.read_only || ctx.declined == 0)) {
+		if (fix_problem(
+		            &ctx, PR_SB_ERROR_STATE,
+		            "superblock: the error state is set (the filesystem saw corruption)"))
+			ctx.fixed_total++;
+		else if (!ctx.read_only)
+			ctx.declined++;
+	}
+	if (!ctx.read_only) {
+		uint32_t state = ctx.sb.state;
+
+		if (ctx.declined == 0 && !ctx.replay_pending)
+			state = MFS_STATE_CLEAN;
+		else if (ctx.declined)
+			state |= MFS_STATE_ERROR;
+		if (state != ctx.sb.state) {
+			ctx.sb.state = state;
+			if (state == MFS_STATE_CLEAN) {
+				/* exact after a clean unmount (FORMAT.md §4): the recount of pass 5
+				 */
+				ctx.sb.free_blocks = ctx.sb.data_len - ctx.blocks_used;
+				ctx.sb.free_inodes = ctx.sb.nr_inodes - ctx.inodes_used;
+				ctx.sb.free_meta = ctx.sb.meta_len - ctx.meta_used;
+			}
+			ret = fsck_sb_write(&ctx);
+			if (ret)
+				fprintf(stderr, "fsck.mendfs: writing the superblock: %s\n",
+				        strerror(-ret));
+		}
+	}
+	for (uint64_t ino = 1; ino <= ctx.sb.nr_inodes; ino++)
+		damaged_files += ctx.ino[ino].damaged;
+
+	exit_code =
+	        (ctx.fixed_total ? FSCK_CORRECTED : 0) | (ctx.round_unfixed ? FSCK_UNCORRECTED : 0);
+	if (ctx.json) {
+		print_json(&ctx, meta_errors, damaged_files, exit_code);
+	} else {
+		damage_report(&ctx, stdout);
+		for (size_t i = 0; i < ctx.nzeroed; i++) {
+			char *path = fsck_path(&ctx, ctx.zeroed[i].ino);
+
+			printf("%s  %s: bytes %llu-%llu zero-initialised (recorded in "
+			       "trusted.mendfs.lost)\n",
+			       i ? "" : "Zeroed by --zero-damaged:\n", path ? path : "?",
+			       (unsigned long long)ctx.zeroed[i].off,
+			       (unsigned long long)(ctx.zeroed[i].off + ctx.zeroed[i].len - 1));
+			free(path);
+		}
+		if (ctx.fixed_total)
+			printf("\n***** FILE SYSTEM WAS MODIFIED *****\n");
+		printf("%s: %llu files, %llu directories, %llu/%llu blocks used, %u damaged "
+		       "file%s%s\n",
+		       ctx.device, (unsigned long long)ctx.files, (unsigned long long)ctx.dirs,
+		       (unsigned long long)ctx.blocks_used, (unsigned long long)ctx.sb.data_len,
+		       damaged_files, damaged_files == 1 ? "" : "s",
+		       ctx.round_unfixed ? " (problems left: see above)" : "");
+	}
+	fsck_close(&ctx);
+	ctx_free(&ctx);
+	fflush(stdout);
+	return exit_code;
+}

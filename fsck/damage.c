@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The damage report: every poisoned sector mapped to its owner from metadata
+ * alone (the engine's poison table against the extent maps and the layout),
+ * never by reading poisoned media.
+ *
+ *  - file data: the exact byte ranges of the file (clipped to its size),
+ *    named by path from the root or <inode N> (F0601; only --zero-damaged
+ *    with -y changes them: zero-init in place, poison cleared, the loss
+ *    recorded in the file's trusted.mendfs.lost xattr);
+ *  - metadata: the structure and whether its twin is intact (the lines come
+ *    from fsck_meta_read, which also repairs from the twin);
+ *  - the journal: rewritten from its twin once replay no longer needs it
+ *    (F0006);
+ *  - free space: quarantined (pass 5), or free metadata blocks, which the
+ *    allocator never hands out while poisoned.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fsck.h"
+
+#define SPB MFS_SECTORS_PER_BLOCK
+
+void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk, uint64_t pblk,
+                   uint64_t len)
+{
+	uint64_t s = pblk * SPB, e = (pblk + len) * SPB;
+	unsigned lo = 0, hi = ctx->npoison;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (ctx->poison[mid].sector + ctx->poison[mid].nr <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < ctx->npoison && ctx->poison[lo].sector < e; lo++) {
+		uint64_t ps = ctx->poison[lo].sector, pe = ps + ctx->poison[lo].nr;
+		struct fsck_range r = {.ino = ino};
+
+		if (ps < s)
+			ps = s;
+		if (pe > e)
+			pe = e;
+		r.off = lblk * MFS_BLOCK_SIZE + (ps - s) * BLK_SECTOR_SIZE;
+		r.len = (pe - ps) * BLK_SECTOR_SIZE;
+		if (r.off >= size) {
+			/* past the end of the file: no data there, but say where the poison is */
+			char *line = NULL;
+
+			if (asprintf(&line,
+			             "inode %llu: sectors %llu-%llu poisoned in its blocks past "
+			             "the end of "
+			             "the file (no data lost)",
+			             (unsigned long long)ino, (unsigned long long)ps,
+			             (unsigned long long)(pe - 1)) >= 0 &&
+			    VEC_PUSH(ctx->free_damage, ctx->nfree_damage, ctx->cap_free_damage,
+			             line))
+				free(line);
+			continue;
+		}
+		if (r.len > size - r.off)
+			r.len = size - r.off;
+		if (VEC_PUSH(ctx->damage, ctx->ndamage, ctx->cap_damage, r))
+			return;
+	}
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct fsck_range *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The entry naming @ino in a reachable directory (its keeper for directories). */
+static const struct fsck_dirent *entry_of(struct fsck_ctx *ctx, uint64_t ino)
+{
+	uint64_t i = ctx->ino[ino].name_dent;
+
+	return i ? &ctx->dents[i - 1] : NULL;
+}
+
+char *fsck_path(struct fsck_ctx *ctx, uint64_t ino)
+{
+	struct fsck_inode *fi = &ctx->ino[ino];
+	size_t cap = 4096, pos = cap - 1;
+	char *buf, *out = NULL;
+	uint64_t cur = ino, steps = 0;
+
+	if (ino == MFS_ROOT_INO)
+		return strdup("/");
+	buf = malloc(cap);
+	if (!buf)
+		return NULL;
+	buf[pos] = '\0';
+	if (!fi->reachable || fi->unattached || fi->reconnect)
+		goto unreachable;
+	while (cur != MFS_ROOT_INO) {
+		const struct fsck_dirent *d = entry_of(ctx, cur);
+
+		if (!d || ++steps > ctx->sb.nr_inodes || pos < (size_t)d->name_len + 2)
+			goto unreachable;
+		pos -= d->name_len;
+		memcpy(buf + pos, ctx->names + d->name_off, d->name_len);
+		buf[--pos] = '/';
+		cur = d->dir;
+	}
+	out = strdup(buf + pos);
+	free(buf);
+	return out;
+unreachable:
+	free(buf);
+	if (asprintf(&out, "<inode %llu>", (unsigned long long)ino) < 0)
+		out = NULL;
+	return out;
+}
+
+static void add_meta_line(struct fsck_ctx *ctx, char *line)
+{
+	if (!line)
+		return;
+	if (VEC_PUSH(ctx->meta_damage, ctx->nmeta_damage, ctx->cap_meta_damage, line))
+		free(line);
+}
+
+/* The journal, the superblocks and free meta zone blocks on poison. */
+static void scan_layout(struct fsck_ctx *ctx, bool replay_pending)
+{
+	const struct mfs_superblock *sb = &ctx->sb;
+	uint64_t last = ctx->dev_blocks - 1;
+	uint8_t *buf = NULL;
+
+	for (unsigned p = 0; p < ctx->npoison; p++) {
+		uint64_t b0 = ctx->poison[p].sector / SPB;
+		uint64_t b1 = (ctx->poison[p].sector + ctx->poison[p].nr + SPB - 1) / SPB;
+
+		for (uint64_t b = b0; b < b1 && b <= last; b++) {
+			char *line = NULL;
+			bool twin_area = false;
+			uint64_t off;
+
+			if (b == 0 || b == last) {
+				if (asprintf(&line,
+				             "superblock %s copy (block %llu) poisoned; the other "
+				             "copy %s",
+				             b ? "backup" : "primary", (unsigned long long)b,
+				             fsck_poisoned(ctx, b ? 0 : last, 1) ? "is poisoned too"
+				                                                 : "is intact") < 0)
+					line = NULL;
+				add_meta_line(ctx, line);
+				continue;
+			}
+			if ((b >= sb->journal_start && b - sb->journal_start < sb->journal_len) ||
+			    (ctx->dup && b >= sb->journal_twin &&
+			     b - sb->journal_twin < sb->journal_len)) {
+				bool primary = b >= sb->journal_start &&
+				               b - sb->journal_start < sb->journal_len;
+				uint64_t pb, tb;
+				bool other_ok;
+
+				off = primary ? b - sb->journal_start : b - sb->journal_twin;
+				pb = sb->journal_start + off;
+				tb = ctx->dup ? sb->journal_twin + off : 0;
+				other_ok = ctx->dup && !fsck_poisoned(ctx, primary ? tb : pb, 1);
+				if (asprintf(
+				            &line,
+				            "journal block %llu: %s copy (block %llu) poisoned; %s",
+				            (unsigned long long)off, primary ? "primary" : "twin",
+				            (unsigned long long)b,
+				            !ctx->dup  ? "no twin"
+				            : other_ok ? "the other copy is intact"
+				                       : "the other copy is poisoned too") < 0)
+					line = NULL;
+				add_meta_line(ctx, line);
+				if (replay_pending)
+					continue;
+				if (fix_problem(ctx, PR_JOURNAL_POISON,
+				                "journal block %llu (block %llu) is poisoned: "
+				                "rewrite it",
+				                (unsigned long long)off, (unsigned long long)b)) {
+					int r = 0;
+
+					if (!buf && posix_memalign((void **)&buf, MFS_BLOCK_SIZE,
+					                           MFS_BLOCK_SIZE))
+						r = -ENOMEM;
+					if (!r) {
+						memset(buf, 0, MFS_BLOCK_SIZE);
+						/* the twin's content when it is clean, zeros
+						 * otherwise */
+						if (other_ok)
+							r = blk_read(ctx->dev,
+							             (primary ? tb : pb) * SPB, buf,
+							             MFS_BLOCK_SIZE, 0);
+						if (r)
+							memset(buf, 0, MFS_BLOCK_SIZE);
+						r = blk_write(ctx->dev, b * SPB, buf,
+						              MFS_BLOCK_SIZE, 0);
+					}
+					if (r)
+						fix_failed(ctx, PR_JOURNAL_POISON, r);
+				}
+				continue;
+			}
+			if (in_meta_zone(ctx, b) ||
+			    (ctx->dup && b >= sb->meta_twin && b - sb->meta_twin < sb->meta_len)) {
+				twin_area = !in_meta_zone(ctx, b);
+				off = twin_area ? b - sb->meta_twin : b - sb->meta_start;
+				if (ctx->meta_owner[off] != OWN_NONE)
+					continue; /* reported by the read that met it */
+				if (asprintf(
+				            &line,
+				            "free space: metadata block %llu (%s copy, block %llu) "
+				            "poisoned: not allocated while poisoned",
+				            (unsigned long long)(sb->meta_start + off),
+				            twin_area ? "twin" : "primary",
+				            (unsigned long long)b) < 0)
+					line = NULL;
+				if (line && VEC_PUSH(ctx->free_damage, ctx->nfree_damage,
+				                     ctx->cap_free_damage, line))
+					free(line);
+			}
+			/* data zone: files (damage_extent) and free space (pass 5) */
+		}
+	}
+	free(buf);
+}
+
+int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
+{
+	size_t i, j, n = 0;
+
+	scan_layout(ctx, replay_pending);
+	if (!ctx->ndamage)
+		return 0;
+	qsort(ctx->damage, ctx->ndamage, sizeof(*ctx->damage), range_cmp);
+	/* merge touching ranges of a file */
+	for (i = 0; i < ctx->ndamage; i++) {
+		if (n && ctx->damage[n - 1].ino == ctx->damage[i].ino &&
+		    ctx->damage[n - 1].off + ctx->damage[n - 1].len >= ctx->damage[i].off) {
+			uint64_t end = ctx->damage[i].off + ctx->damage[i].len;
+
+			if (end > ctx->damage[n - 1].off + ctx->damage[n - 1].len)
+				ctx->damage[n - 1].len = end - ctx->damage[n - 1].off;
+			continue;
+		}
+		ctx->damage[n++] = ctx->damage[i];
+	}
+	ctx->ndamage = n;
+
+	for (i = 0; i < ctx->ndamage; i = j) {
+		uint64_t ino = ctx->damage[i].ino, bytes = 0;
+		char *path = fsck_path(ctx, ino);
+
+		for (j = i; j < ctx->ndamage && ctx->damage[j].ino == ino; j++)
+			bytes += ctx->damage[j].len;
+		ctx->ino[ino].damaged = true;
+		if (fix_problem(ctx, PR_DAMAGED_DATA,
+		                "%s (inode %llu): %zu damaged range%s, %llu bytes of file data on "
+		                "poisoned media",
+		                path ? path : "?", (unsigned long long)ino, j - i,
+		                j - i == 1 ? "" : "s", (unsigned long long)bytes)) {
+			for (size_t k = i; k < j; k++) {
+				struct fsck_range z = ctx->damage[k];
+
+				/* whole sectors: the clipped tail sector is zeroed entirely */
+				z.len = (z.len + BLK_SECTOR_SIZE - 1) &
+				        ~(uint64_t)(BLK_SECTOR_SIZE - 1);
+				if (VEC_PUSH(ctx->zero, ctx->nzero, ctx->cap_zero, z)) {
+					fix_failed(ctx, PR_DAMAGED_DATA, -ENOMEM);
+					break;
+				}
+			}
+			ctx->need_library = true;
+		}
+		free(path);
+	}
+	return 0;
+}
+
+void damage_report(struct fsck_ctx *ctx, FILE *out)
+{
+	size_t i;
+
+	if (!ctx->ndamage && !ctx->nmeta_damage && !ctx->nfree_damage)
+		return;
+	fprintf(out, "Damage report (%u poisoned range%s):\n", ctx->npoison,
+	        ctx->npoison == 1 ? "" : "s");
+	for (i = 0; i < ctx->ndamage; i++) {
+		const struct fsck_range *r = &ctx->damage[i];
+		char *path = fsck_path(ctx, r->ino);
+
+		fprintf(out, "  %s: bytes %llu-%llu (%llu bytes) damaged\n", path ? path : "?",
+		        (unsigned long long)r->off, (unsigned long long)(r->off + r->len - 1),
+		        (unsigned long long)r->len);
+		free(path);
+	}
+	for (i = 0; i < ctx->nmeta_damage; i++)
+		fprintf(out, "  metadata: %s\n", ctx->meta_damage[i]);
+	for (i = 0; i < ctx->nfree_damage; i++)
+		fprintf(out, "  %s\n", ctx->free_damage[i]);
+}

@@ -1,0 +1,340 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# fsck.mendfs tests (e2fsprogs style: an image, a corruption, the expected
+# outcome).  Usage: run-cases.sh GROUP   (cases | poison | cli)
+#
+#  cases   one case per problem code: corrupt a populated image, then
+#          fsck -n (exit 4, image and badblocks file unchanged, the problem id
+#          reported), fsck -y (exit 1, id reported), fsck -y again (exit 0),
+#          and the populated files compared byte by byte (fsck-img verify).
+#  poison  damage report: exact paths and byte ranges (text and JSON) for
+#          poison in a file, a file in a subdirectory, free space and a
+#          metadata block; --zero-damaged; -p.
+#  cli     clean image, usage errors (16), missing device (8), refusal on a
+#          locked (mounted) device, progress output.
+# Needs: MKFS_MENDFS, FSCK_MENDFS, FSCK_IMG (set by meson); python3 for JSON.
+set -u
+GROUP=${1:-cases}
+T=$(mktemp -d /tmp/mendfs-fsck-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+
+base() {
+	"$MKFS_MENDFS" -q "$T/base.img" 64M || { echo "mkfs failed"; exit 1; }
+	"$FSCK_IMG" populate "$T/base.img" 2>/dev/null || { echo "populate failed"; exit 1; }
+}
+
+fresh() { # fresh NAME: a copy of the base image (and its badblocks file)
+	cp --sparse=always "$T/base.img" "$T/$1.img"
+	cp "$T/base.img.badblocks" "$T/$1.img.badblocks"
+}
+
+sums() { md5sum "$1" "$1.badblocks" 2>/dev/null | awk '{print $1}' | tr '\n' ' '; }
+
+# run_case NAME CORRUPTION IDS [SKIP...]: IDS is a comma-separated list of problem ids that
+# the first -y run must report (-n: the first of them).  SKIP: paths whose content may be lost.
+run_case() {
+	local name=$1 cs=$2 ids=$3 before after out rc id
+	shift 3
+	fresh "$name"
+	case $cs in
+	orphan | orphan-trunc | journal) "$FSCK_IMG" "$cs" "$T/$name.img" 2>/dev/null ;;
+	*) "$FSCK_IMG" corrupt "$T/$name.img" "$cs" 2>/dev/null ;;
+	esac || { fail "$name: corrupting failed"; return; }
+	before=$(sums "$T/$name.img")
+	out=$("$FSCK_MENDFS" -n "$T/$name.img" 2>&1)
+	rc=$?
+	after=$(sums "$T/$name.img")
+	[ $rc -eq 4 ] || fail "$name: fsck -n exited $rc, expected 4"
+	[ "$before" = "$after" ] || fail "$name: fsck -n changed the image or its badblocks file"
+	# -n fixes nothing, so only the first problem is sure to show (the others follow from its fix)
+	grep -q "${ids%%,*}" <<<"$out" || fail "$name: fsck -n did not report ${ids%%,*}"
+	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
+	rc=$?
+	[ $rc -eq 1 ] || { fail "$name: fsck -y exited $rc, expected 1"; echo "$out"; }
+	for id in ${ids//,/ }; do
+		grep -q "$id" <<<"$out" || fail "$name: fsck -y did not report $id"
+	done
+	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] || { fail "$name: second fsck -y exited $rc, expected 0"; echo "$out"; }
+	"$FSCK_IMG" verify "$T/$name.img" "$@" || fail "$name: files not intact after repair"
+	echo "ok: $name ($ids)"
+	rm -f "$T/$name.img" "$T/$name.img.badblocks"
+}
+
+# run_preen NAME CORRUPTION SAFE: -p fixes a preen-safe problem (exit 1, then 0), or leaves an
+# unsafe one (exit 4, twice: nothing changes between -p runs), which -y then fixes.
+run_preen() {
+	local name=$1 cs=$2 safe=$3 rc
+	fresh "$name"
+	"$FSCK_IMG" corrupt "$T/$name.img" "$cs" 2>/dev/null || { fail "$name: corrupting failed"; return; }
+	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+	if [ "$safe" = safe ]; then
+		[ $rc -eq 1 ] || fail "$name: fsck -p exited $rc, expected 1"
+	else
+		[ $rc -eq 4 ] || fail "$name: fsck -p exited $rc, expected 4"
+		"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 4 ] || fail "$name: second fsck -p exited $rc, expected 4"
+		"$FSCK_MENDFS" -y "$T/$name.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 1 ] || fail "$name: fsck -y after -p exited $rc, expected 1"
+	fi
+	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 0 ] || fail "$name: final fsck -p exited $rc, expected 0"
+	echo "ok: $name (-p, $safe)"
+	rm -f "$T/$name.img" "$T/$name.img.badblocks"
+}
+
+group_cases() {
+	base
+	run_preen preen-nlink nlink safe
+	run_preen preen-twin meta-copy safe
+	run_preen preen-bitmap bitmap-diff safe
+	run_preen preen-extent extent-bad unsafe
+	run_preen preen-dirent dirent-ino unsafe
+	run_case sb-primary sb-primary F0001
+	run_case sb-differ sb-differ F0002
+	run_case sb-error sb-error F0003
+	run_case journal journal F0004
+	run_case roots-bad roots-bad F0005
+	run_case journal-poison journal-poison F0006
+	run_case meta-copy meta-copy F0101
+	run_case other-copy other-copy F0101
+	run_case meta-poison meta-poison F0101
+	run_case meta-lost meta-lost F0102,F0302,F0303 '/many/*'
+	run_case meta-dup meta-dup F0103
+	run_case itable-hdr itable-hdr F0104
+	run_case inode-bad inode-bad F0105,F0202 /lonely
+	run_case inode-blocks inode-blocks F0106
+	run_case inode-field inode-field F0107
+	run_case extent-bad extent-bad F0108,F0106 /lonely
+	run_case extent-dup extent-dup F0109 /lonely
+	# the second owner got its own copy of the shared data (its first 3000 bytes were hello's)
+	fresh dup2
+	"$FSCK_IMG" corrupt "$T/dup2.img" extent-dup 2>/dev/null
+	"$FSCK_MENDFS" -y "$T/dup2.img" >/dev/null 2>&1
+	"$FSCK_IMG" cmp "$T/dup2.img" /hello.txt /lonely 3000 ||
+		fail "extent-dup: /lonely does not hold the copy of the shared block"
+	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
+	run_case tree-bad tree-bad F0110
+	run_case xattr-bad xattr-bad F0111 xattr
+	run_case dirent-bad dirent-bad F0201,F0302,F0303 /dir/victim2
+	run_case dirent-ino dirent-ino F0202,F0302 /dir/victim2
+	run_case dirent-type dirent-type F0203
+	run_case dir-hardlink dir-hardlink F0204,F0302 /lonely
+	run_case dir-parent dir-parent F0205
+	run_case dir-entries dir-entries F0206
+	run_case dir-parent-range dir-parent-range F0205
+	run_case mode-bits mode-bits F0107
+	run_case root-bad root-bad F0301,F0302 '/*' xattr
+	run_case unreachable unreachable F0302,F0303 /lonely
+	run_case dir-loop dir-loop F0302,F0303 '/dir/*' xattr
+	run_case nlink nlink F0401
+	run_case bitmap-hdr bitmap-hdr F0501
+	run_case bitmap-diff bitmap-diff F0502
+	run_case sb-counters sb-counters F0503
+	run_case quar-bad quar-bad F0504
+	run_case quar-clean quar-clean F0505
+	run_case quar-missing quar-missing F0506
+	run_case orphan-flag orphan-flag F0507
+	run_case orphan orphan F0004,F0508
+	run_case orphan-n orphan F0508
+	run_case orphan-trunc orphan-trunc F0004,F0509
+}
+
+group_poison() {
+	local out rc s1 s2 s3 s4 s5 json
+	base
+	fresh p
+	# mid-block sector of /hello.txt block 1: file bytes 4096 + 3*512 .. +511
+	s1=$(("$("$FSCK_IMG" sector "$T/p.img" /hello.txt 1)" + 3))
+	# a whole block of a file in a subdirectory: block 10 of /dir/sub/data.bin
+	s2=$("$FSCK_IMG" sector "$T/p.img" /dir/sub/data.bin 10)
+	# a free data block, a free meta zone block (twin area) and hello's inode table block
+	s3=$("$FSCK_IMG" free-sector "$T/p.img")
+	s5=$(("$(stat -c %s "$T/p.img")" / 512 - 4000))
+	printf '%s 1\n%s 8\n' "$s1" "$s2" >>"$T/p.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/p.img" 2>&1)
+	rc=$?
+	[ $rc -eq 4 ] || fail "poison: fsck -n exited $rc, expected 4"
+	grep -q '/hello.txt: bytes 5632-6143 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: hello.txt range not reported: $out"
+	grep -q '/dir/sub/data.bin: bytes 40960-45055 (4096 bytes) damaged' <<<"$out" ||
+		fail "poison: data.bin range not reported"
+	grep -q '2 damaged files' <<<"$out" || fail "poison: summary does not count 2 damaged files"
+	json=$("$FSCK_MENDFS" -n --json "$T/p.img" 2>/dev/null)
+	rc=$?
+	[ $rc -eq 4 ] || fail "poison: fsck -n --json exited $rc"
+	python3 - "$json" <<'EOF' || fail "poison: JSON report wrong"
+import json, sys
+j = json.loads(sys.argv[1])
+d = {f["path"]: f for f in j["damaged_files"]}
+assert d["/hello.txt"]["ranges"] == [{"offset": 5632, "length": 512}], d
+assert d["/dir/sub/data.bin"]["ranges"] == [{"offset": 40960, "length": 4096}], d
+assert isinstance(d["/hello.txt"]["ino"], int)
+assert j["exit_code"] == 4 and isinstance(j["metadata_errors"], int) and isinstance(j["repaired"], int)
+EOF
+	# free space and metadata
+	s4=$("$FSCK_IMG" ino "$T/p.img" /hello.txt)
+	printf '%s 1\n%s 1\n' "$s3" "$s5" >>"$T/p.img.badblocks"
+	"$FSCK_IMG" corrupt "$T/p.img" meta-poison 2>/dev/null
+	out=$("$FSCK_MENDFS" -n "$T/p.img" 2>&1)
+	grep -q 'free space: data blocks .* poisoned: not quarantined' <<<"$out" ||
+		fail "poison: free block not reported: $out"
+	grep -q 'free space: metadata block .* (twin copy, block .*) poisoned' <<<"$out" ||
+		fail "poison: free metadata block not reported"
+	grep -q "metadata: inode table block .*(inodes .*): primary copy (block .*) poisoned; the other copy is intact" <<<"$out" ||
+		fail "poison: metadata block not reported: $out"
+	# poison past the end of a file (hello.txt is 10000 bytes: block 2, sector 7 is past it)
+	fresh eof
+	printf '%s 1\n' "$(("$("$FSCK_IMG" sector "$T/eof.img" /hello.txt 2)" + 7))" >>"$T/eof.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/eof.img" 2>&1); rc=$?
+	[ $rc -eq 0 ] || fail "poison: poison past the end of a file exited $rc, expected 0"
+	grep -q 'poisoned in its blocks past the end of the file (no data lost)' <<<"$out" ||
+		fail "poison: poison past the end of a file not listed: $out"
+	# -p: fixes the twin and the quarantine, leaves the data (exit 4, and 1 for the fixes)
+	cp --sparse=always "$T/p.img" "$T/pp.img"
+	cp "$T/p.img.badblocks" "$T/pp.img.badblocks"
+	out=$("$FSCK_MENDFS" -p "$T/pp.img" 2>&1)
+	rc=$?
+	[ $rc -eq 5 ] || fail "poison: fsck -p exited $rc, expected 5 (corrected + left)"
+	out=$("$FSCK_MENDFS" -p "$T/pp.img" 2>&1)
+	rc=$?
+	[ $rc -eq 4 ] || fail "poison: second fsck -p exited $rc, expected 4 (damaged data stays)"
+	grep -q 'quarantined$' <<<"$out" || fail "poison: free block not quarantined by -p"
+	# -y without --zero-damaged never discards the data
+	out=$("$FSCK_MENDFS" -y "$T/pp.img" 2>&1)
+	rc=$?
+	[ $rc -eq 4 ] || fail "poison: fsck -y exited $rc, expected 4 (data left without --zero-damaged)"
+	# --zero-damaged
+	out=$("$FSCK_MENDFS" -y --zero-damaged "$T/p.img" 2>&1)
+	rc=$?
+	[ $rc -eq 1 ] || { fail "poison: --zero-damaged exited $rc, expected 1"; echo "$out"; }
+	grep -q '/hello.txt: bytes 5632-6143 zero-initialised' <<<"$out" ||
+		fail "poison: --zero-damaged did not list the zeroed range: $out"
+	out=$("$FSCK_MENDFS" -y "$T/p.img" 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] || { fail "poison: fsck after --zero-damaged exited $rc, expected 0"; echo "$out"; }
+	out=$("$FSCK_IMG" getxattr "$T/p.img" /hello.txt trusted.mendfs.lost)
+	[ "$out" = "5632 512" ] || fail "poison: trusted.mendfs.lost of hello.txt is '$out'"
+	out=$("$FSCK_IMG" getxattr "$T/p.img" /dir/sub/data.bin trusted.mendfs.lost)
+	[ "$out" = "40960 4096" ] || fail "poison: trusted.mendfs.lost of data.bin is '$out'"
+	"$FSCK_IMG" verify "$T/p.img" /hello.txt /dir/sub/data.bin ||
+		fail "poison: other files not intact"
+	grep -q "^$s1 " "$T/p.img.badblocks" && fail "poison: zeroed sector still poisoned"
+	# F0601 is the damaged data problem (checked above through its report)
+	echo "ok: poison ($s4)"
+}
+
+group_cli() {
+	local out rc before
+	base
+	fresh c
+	for m in -n -p -y; do
+		out=$("$FSCK_MENDFS" $m "$T/c.img" 2>&1)
+		rc=$?
+		[ $rc -eq 0 ] || fail "cli: clean image with $m exited $rc"
+		grep -q 'c.img: 308 files, 4 directories' <<<"$out" || fail "cli: summary line wrong: $out"
+	done
+	out=$("$FSCK_MENDFS" -n --json "$T/c.img" 2>/dev/null)
+	python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["exit_code"]==0 and j["damaged_files"]==[] and j["metadata_errors"]==0' "$out" ||
+		fail "cli: clean JSON wrong: $out"
+	"$FSCK_MENDFS" -n -y "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: -n -y exited $rc, expected 16"
+	"$FSCK_MENDFS" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: no device exited $rc, expected 16"
+	"$FSCK_MENDFS" --bogus "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: --bogus exited $rc, expected 16"
+	"$FSCK_MENDFS" -n --zero-damaged "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: --zero-damaged without -y exited $rc, expected 16"
+	"$FSCK_MENDFS" -n -C x "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: -C x exited $rc, expected 16"
+	"$FSCK_MENDFS" -n "$T/c.img" "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 16 ] || fail "cli: two devices exited $rc, expected 16"
+	"$FSCK_MENDFS" -n "$T/nonexistent.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 8 ] || fail "cli: nonexistent device exited $rc, expected 8"
+	head -c 1M /dev/zero >"$T/zero.img"
+	"$FSCK_MENDFS" -n "$T/zero.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 8 ] || fail "cli: a device without mendfs exited $rc, expected 8"
+	# progress on a file descriptor
+	"$FSCK_MENDFS" -n -C 3 "$T/c.img" >/dev/null 3>"$T/progress"
+	for p in 0 1 2 3 4 5; do
+		grep -q "^$p [0-9]* [0-9]* $T/c.img\$" "$T/progress" || fail "cli: no progress for pass $p"
+	done
+	# a mounted filesystem: the daemon's lock (flock on the device, as blk_dev_open takes it)
+	"$FSCK_IMG" corrupt "$T/c.img" nlink 2>/dev/null
+	before=$(sums "$T/c.img")
+	exec 9<"$T/c.img"
+	flock -x 9 || fail "cli: could not lock the image"
+	out=$("$FSCK_MENDFS" -y "$T/c.img" 2>&1); rc=$?
+	[ $rc -eq 8 ] || fail "cli: fsck -y on a locked device exited $rc, expected 8"
+	grep -q 'in use' <<<"$out" || fail "cli: no 'in use' message: $out"
+	"$FSCK_MENDFS" -n "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 4 ] || fail "cli: fsck -n on a locked device exited $rc, expected 4"
+	[ "$before" = "$(sums "$T/c.img")" ] || fail "cli: the locked image was changed"
+	exec 9<&-
+	"$FSCK_MENDFS" -y "$T/c.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 1 ] || fail "cli: fsck -y after the lock went exited $rc, expected 1"
+	# the real daemon, when FUSE is usable
+	if [ -n "${MENDFS:-}" ] && [ -e /dev/fuse ] && [ "$(id -u)" = 0 ]; then
+		mkdir -p "$T/mnt"
+		if "$MENDFS" "$T/c.img" "$T/mnt" 2>/dev/null; then
+			"$FSCK_MENDFS" -y "$T/c.img" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 8 ] || fail "cli: fsck -y on a mounted filesystem exited $rc, expected 8"
+			fusermount3 -u "$T/mnt" 2>/dev/null || umount "$T/mnt"
+			for _ in $(seq 50); do flock -n "$T/c.img" true && break; sleep 0.1; done
+			echo "ok: refused a real mount"
+		fi
+	fi
+	# a block device (the uring backend, O_DIRECT): a loop device over a corrupted copy
+	if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null; then
+		fresh loop
+		"$FSCK_IMG" corrupt "$T/loop.img" nlink 2>/dev/null
+		local dev
+		if dev=$(losetup -f --show "$T/loop.img" 2>/dev/null); then
+			"$FSCK_MENDFS" -n "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 4 ] || fail "cli: fsck -n on $dev exited $rc, expected 4"
+			"$FSCK_MENDFS" -y "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 1 ] || fail "cli: fsck -y on $dev exited $rc, expected 1"
+			"$FSCK_MENDFS" -y "$dev" >/dev/null 2>&1; rc=$?
+			[ $rc -eq 0 ] || fail "cli: second fsck -y on $dev exited $rc, expected 0"
+			losetup -d "$dev"
+			echo "ok: block device"
+		fi
+	fi
+	# interactive: no terminal is an operational error; on a terminal, 'a' answers yes to all
+	fresh ask
+	"$FSCK_IMG" corrupt "$T/ask.img" nlink 2>/dev/null
+	"$FSCK_MENDFS" "$T/ask.img" </dev/null >/dev/null 2>&1; rc=$?
+	[ $rc -eq 8 ] || fail "cli: interactive without a terminal exited $rc, expected 8"
+	if command -v script >/dev/null; then
+		printf 'a\n' | timeout 60 script -qec "'$FSCK_MENDFS' '$T/ask.img'" /dev/null >"$T/ask.out" 2>&1
+		rc=$?
+		[ $rc -eq 1 ] || fail "cli: interactive 'a' exited $rc, expected 1: $(cat "$T/ask.out")"
+		grep -q 'F0401' "$T/ask.out" || fail "cli: interactive run did not show F0401"
+		"$FSCK_MENDFS" -n "$T/ask.img" >/dev/null 2>&1; rc=$?
+		[ $rc -eq 0 ] || fail "cli: fsck -n after the interactive repair exited $rc"
+	fi
+	# every problem code is documented in the man page and has a test case
+	if [ -n "${SRCDIR:-}" ]; then
+		local ids id
+		ids=$(grep -o '"F0[0-9]*"' "$SRCDIR/fsck/problem.c" | tr -d '"')
+		[ "$(wc -w <<<"$ids")" -ge 30 ] || fail "cli: problem ids not found in problem.c"
+		for id in $ids; do
+			grep -q "^\.B $id PR_" "$SRCDIR/docs/man/fsck.mendfs.8" ||
+				fail "cli: $id is not in docs/man/fsck.mendfs.8"
+			grep -q "$id" "$SRCDIR/tests/fsck/run-cases.sh" || fail "cli: $id has no test case"
+		done
+	fi
+	echo "ok: cli"
+}
+
+case $GROUP in
+cases) group_cases ;;
+poison) group_poison ;;
+cli) group_cli ;;
+*) echo "unknown group $GROUP"; exit 2 ;;
+esac
+[ $FAILS -eq 0 ] || { echo "$FAILS failure(s)"; exit 1; }
+exit 0
