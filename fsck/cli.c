@@ -61,6 +61,7 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->nclones = ctx->cap_clones = 0;
 	free(ctx->quar_add);
 	free(ctx->quar_rel);
+	free(ctx->quar_zero);
 	free(ctx->zero);
 	free(ctx->damage);
 	for (size_t i = 0; i < ctx->nmeta_damage; i++)
@@ -77,8 +78,9 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->names_len = ctx->names_cap = 0;
 	ctx->rebuilds = NULL;
 	ctx->nrebuilds = ctx->cap_rebuilds = 0;
-	ctx->quar_add = ctx->quar_rel = ctx->zero = ctx->damage = NULL;
+	ctx->quar_add = ctx->quar_rel = ctx->quar_zero = ctx->zero = ctx->damage = NULL;
 	ctx->nquar_add = ctx->cap_quar_add = ctx->nquar_rel = ctx->cap_quar_rel = 0;
+	ctx->nquar_zero = ctx->cap_quar_zero = 0;
 	ctx->nzero = ctx->cap_zero = ctx->ndamage = ctx->cap_damage = 0;
 	ctx->meta_damage = ctx->free_damage = NULL;
 	ctx->nmeta_damage = ctx->cap_meta_damage = ctx->nfree_damage = ctx->cap_free_damage = 0;

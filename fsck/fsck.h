@@ -139,7 +139,7 @@ struct fsck_inode {
 	bool reachable;
 	bool orphan;      /* in the orphan tree */
 	bool orphan_flag; /* MFS_IFL_ORPHAN set on disk */
-	bool reconnect; /* to be linked into /lost+found */
+	bool reconnect;   /* to be linked into /lost+found */
 	bool damaged;
 	bool dir_rebuild; /* directory tree damaged: rebuild from its good entries */
 	bool unattached;  /* unreachable and left so (not fixed) */
@@ -237,6 +237,8 @@ struct fsck_ctx {
 	size_t nquar_add, cap_quar_add;
 	struct fsck_range *quar_rel; /* clean quarantine entries to release */
 	size_t nquar_rel, cap_quar_rel;
+	struct fsck_range *quar_zero; /* --zero-damaged: poisoned quarantined blocks to clear */
+	size_t nquar_zero, cap_quar_zero;
 	struct fsck_clone *clones; /* PR_EXTENT_DUP copies */
 	size_t nclones, cap_clones;
 	struct fsck_range *zero; /* damaged ranges to zero-init (--zero-damaged) */

@@ -622,10 +622,11 @@ static void orphan_states(struct fsck_ctx *ctx)
 		if (fi->state != IST_OK)
 			continue;
 		if (fi->orphan && fi->nlink && S_ISREG(fi->mode)) {
-			if (fix_problem(ctx, PR_ORPHAN_TRUNCATE,
-			                "inode %llu: a truncate to %llu bytes was cut short: free its "
-			                "blocks past EOF",
-			                (unsigned long long)ino, (unsigned long long)fi->size))
+			if (fix_problem(
+			            ctx, PR_ORPHAN_TRUNCATE,
+			            "inode %llu: a truncate to %llu bytes was cut short: free its "
+			            "blocks past EOF",
+			            (unsigned long long)ino, (unsigned long long)fi->size))
 				ctx->need_library = true;
 			continue;
 		}

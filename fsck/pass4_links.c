@@ -34,7 +34,7 @@ int pass4_links(struct fsck_ctx *ctx)
 		else
 			want = (uint64_t)fi->refs + (fi->reconnect ? 1 : 0);
 		if (want == 0)
-			continue; /* not reached: pass 3 reported it */
+			continue;                       /* not reached: pass 3 reported it */
 		if (fi->orphan && !S_ISREG(fi->mode)) { /* regular: a truncate (pass 1) */
 			if (fix_problem(
 			            ctx, PR_ORPHAN_BAD,

@@ -219,6 +219,25 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 				ctx->need_library = true;
 		}
 	}
+	/*
+	 * --zero-damaged clears quarantined blocks too (ARCHITECTURE §4: never
+	 * allocated again until cleared): a whole-block write of zeros clears
+	 * their poison, then the entry is released.
+	 */
+	if (clean < n && ctx->zero_damaged) {
+		struct fsck_range r = {.off = key, .len = n};
+
+		if (fix_problem(ctx, PR_QUAR_CLEAN,
+		                "quarantine: entry at block %llu (%llu blocks) has %llu poisoned "
+		                "block%s: zero-init and release (--zero-damaged)",
+		                (unsigned long long)key, (unsigned long long)n,
+		                (unsigned long long)(n - clean), n - clean == 1 ? "" : "s")) {
+			if (VEC_PUSH(ctx->quar_zero, ctx->nquar_zero, ctx->cap_quar_zero, r))
+				fix_failed(ctx, PR_QUAR_CLEAN, -ENOMEM);
+			else
+				ctx->need_library = true;
+		}
+	}
 	return ENT_OK;
 }
 

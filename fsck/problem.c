@@ -97,9 +97,9 @@ static const struct pr_desc pr_table[PR_MAX] = {
         [PR_ORPHAN_PENDING] = {PR_ORPHAN_PENDING, "F0508", "PR_ORPHAN_PENDING",
                                PRF_PREEN | PRF_LATENT,
                                "free the inode (unlinked while open before an unclean unmount)"},
-        [PR_ORPHAN_TRUNCATE] = {PR_ORPHAN_TRUNCATE, "F0509", "PR_ORPHAN_TRUNCATE",
-                                PRF_PREEN | PRF_LATENT,
-                                "finish the truncate: free the blocks past EOF (orphan processing)"},
+        [PR_ORPHAN_TRUNCATE] =
+                {PR_ORPHAN_TRUNCATE, "F0509", "PR_ORPHAN_TRUNCATE", PRF_PREEN | PRF_LATENT,
+                 "finish the truncate: free the blocks past EOF (orphan processing)"},
         /* pass 6: damage */
         [PR_DAMAGED_DATA] = {PR_DAMAGED_DATA, "F0601", "PR_DAMAGED_DATA", PRF_NOFIX | PRF_DATA,
                              "only with --zero-damaged (and -y): zero-init the range in place, "

@@ -226,6 +226,27 @@ static int reconnect(struct fsck_ctx *ctx, struct mfs *fs, uint64_t lpf, uint64_
 }
 
 /* Zero-init the damaged ranges of one file and record them in trusted.mendfs.lost. */
+/* Write zeros over device blocks [blk, blk + n): clears their poison. */
+static int zero_blocks_raw(struct mfs *fs, uint64_t blk, uint64_t n)
+{
+	uint64_t sector = blk * MFS_SECTORS_PER_BLOCK, nr = n * MFS_SECTORS_PER_BLOCK;
+
+	while (nr) {
+		uint64_t k = nr < 2048 ? nr : 2048; /* 1 MiB per bio */
+		struct blk_bio bio;
+		int ret;
+
+		blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, sector, NULL, (uint32_t)(k * 512), NULL,
+		             NULL);
+		ret = blk_submit_bio_wait(fs->dev, &bio);
+		if (ret)
+			return ret;
+		sector += k;
+		nr -= k;
+	}
+	return 0;
+}
+
 static int zero_file(struct mfs *fs, const struct fsck_range *z, size_t n)
 {
 	char *val;
@@ -337,6 +358,23 @@ int repair_library(struct fsck_ctx *ctx)
 		r = quarantine_add(fs, ctx->quar_add[i].off, ctx->quar_add[i].len);
 		if (r)
 			fix_failed(ctx, PR_QUAR_MISSING, r);
+	}
+	for (i = 0; i < ctx->nquar_zero; i++) {
+		struct fsck_range *q = &ctx->quar_zero[i];
+		struct mfs_txn *txn;
+
+		/* whole blocks of zeros: the engine clears the poison as it writes */
+		r = zero_blocks_raw(fs, q->off, q->len);
+		if (!r)
+			r = mfs_txn_begin(fs, &txn);
+		if (!r) {
+			r = mfs_quarantine_release(fs, txn, q->off, q->len);
+			int e = mfs_txn_end(txn);
+
+			r = r ? r : e;
+		}
+		if (r)
+			fix_failed(ctx, PR_QUAR_CLEAN, r);
 	}
 	for (i = 0; i < ctx->nquar_rel; i++) {
 		struct mfs_txn *txn;

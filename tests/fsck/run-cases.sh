@@ -223,6 +223,10 @@ EOF
 	"$FSCK_IMG" verify "$T/p.img" /hello.txt /dir/sub/data.bin ||
 		fail "poison: other files not intact"
 	grep -q "^$s1 " "$T/p.img.badblocks" && fail "poison: zeroed sector still poisoned"
+	# the quarantined free block is cleared and released too (never reused before that)
+	grep -q "^$s3 " "$T/p.img.badblocks" && fail "poison: quarantined free block still poisoned"
+	out=$("$FSCK_MENDFS" -n "$T/p.img" 2>&1)
+	grep -q 'free space: data blocks' <<<"$out" && fail "poison: free space still listed: $out"
 	# F0601 is the damaged data problem (checked above through its report)
 	echo "ok: poison ($s4)"
 }
