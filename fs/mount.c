@@ -11,8 +11,8 @@
  * in-memory copy says at that moment.  A transaction that changes a root
  * therefore also journals the new roots in a small record in the unused
  * tail of the first inode table block (bytes 3888..4095, struct
- * roots_rec below): mfs_super_roots_log().  That block is ordinary
- * journaled metadata, so after replay it holds the roots of exactly the
+ * mfs_roots_rec in include/mendfs/format.h): mfs_super_roots_log().  That
+ * block is ordinary journaled metadata, so after replay it holds the roots of exactly the
  * last committed transaction.  At mount, once the journal is replayed, a
  * valid record overrides the superblock's roots; the superblock written at
  * mount and at unmount then agrees with it.  A filesystem fresh from mkfs
@@ -29,20 +29,6 @@
 #include "mfs_int.h"
 
 #define MFS_DEFAULT_CACHE_BLOCKS 32768u
-#define ROOTS_MAGIC              0x53544f4f52534d4dull /* "MMSROOTS" */
-
-/* In the tail of the first inode table block (after the 15 inodes). */
-struct roots_rec {
-	uint64_t magic;
-	uint64_t quarantine_root;
-	uint32_t quarantine_depth;
-	uint32_t __pad0;
-	uint64_t orphan_root;
-	uint32_t orphan_depth;
-	uint32_t __pad1;
-};
-#define ROOTS_OFF (sizeof(struct mfs_meta_hdr) + MFS_INODES_PER_BLOCK * MFS_INODE_SIZE)
-_Static_assert(ROOTS_OFF + sizeof(struct roots_rec) <= MFS_BLOCK_SIZE, "record fits the tail");
 
 static void merr(char *err, size_t errlen, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -62,7 +48,7 @@ static void merr(char *err, size_t errlen, const char *fmt, ...)
 
 int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
 {
-	struct roots_rec *rec;
+	struct mfs_roots_rec *rec;
 	struct mfs_buf *b;
 	int ret;
 
@@ -70,8 +56,8 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&b->lock);
-	rec = (struct roots_rec *)(b->data + ROOTS_OFF);
-	rec->magic = ROOTS_MAGIC;
+	rec = (struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
+	rec->magic = MFS_ROOTS_MAGIC;
 	rec->quarantine_root = fs->sb.quarantine_root;
 	rec->quarantine_depth = fs->sb.quarantine_depth;
 	rec->orphan_root = fs->sb.orphan_root;
@@ -85,7 +71,7 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
 /* After replay: take the journaled roots, if any (see the top of this file). */
 static int roots_load(struct mfs *fs)
 {
-	const struct roots_rec *rec;
+	const struct mfs_roots_rec *rec;
 	struct mfs_buf *b;
 	int ret;
 
@@ -93,8 +79,8 @@ static int roots_load(struct mfs *fs)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&b->lock);
-	rec = (const struct roots_rec *)(b->data + ROOTS_OFF);
-	if (rec->magic == ROOTS_MAGIC) {
+	rec = (const struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
+	if (rec->magic == MFS_ROOTS_MAGIC) {
 		fs->sb.quarantine_root = rec->quarantine_root;
 		fs->sb.quarantine_depth = rec->quarantine_depth;
 		fs->sb.orphan_root = rec->orphan_root;

@@ -18,19 +18,7 @@
 
 #include "fsck.h"
 
-#define SPB         MFS_SECTORS_PER_BLOCK
-#define ROOTS_OFF   (sizeof(struct mfs_meta_hdr) + MFS_INODES_PER_BLOCK * MFS_INODE_SIZE)
-#define ROOTS_MAGIC 0x53544f4f52534d4dull
-
-struct roots_rec {
-	uint64_t magic;
-	uint64_t quarantine_root;
-	uint32_t quarantine_depth;
-	uint32_t __pad0;
-	uint64_t orphan_root;
-	uint32_t orphan_depth;
-	uint32_t __pad1;
-};
+#define SPB MFS_SECTORS_PER_BLOCK
 
 /*
  * The copy mfs_super_read() chose (the newest checksummed one) failed its
@@ -232,7 +220,7 @@ int pass0_super(struct fsck_ctx *ctx)
 /* The roots record (FORMAT.md §6.4): where the quarantine and orphan trees are. */
 int pass0_roots(struct fsck_ctx *ctx)
 {
-	struct roots_rec *rec;
+	struct mfs_roots_rec *rec;
 	uint8_t *buf;
 	bool dirty = false;
 	int ret;
@@ -250,8 +238,8 @@ int pass0_roots(struct fsck_ctx *ctx)
 		free(buf);
 		return 0;
 	}
-	rec = (struct roots_rec *)(buf + ROOTS_OFF);
-	if (rec->magic == ROOTS_MAGIC) {
+	rec = (struct mfs_roots_rec *)(buf + MFS_ROOTS_OFF);
+	if (rec->magic == MFS_ROOTS_MAGIC) {
 		ctx->roots_rec = true;
 		ctx->q_root = rec->quarantine_root;
 		ctx->q_depth = rec->quarantine_depth;
@@ -288,7 +276,7 @@ int pass0_roots(struct fsck_ctx *ctx)
 /* Write ctx's roots to the record and the superblock (both copies of each). */
 int pass0_roots_store(struct fsck_ctx *ctx)
 {
-	struct roots_rec *rec;
+	struct mfs_roots_rec *rec;
 	uint8_t *buf;
 	int ret;
 
@@ -296,8 +284,8 @@ int pass0_roots_store(struct fsck_ctx *ctx)
 		return -ENOMEM;
 	ret = fsck_meta_read(ctx, ctx->sb.inode_table_start, MFS_T_INODES, buf, NULL);
 	if (!ret) {
-		rec = (struct roots_rec *)(buf + ROOTS_OFF);
-		rec->magic = ROOTS_MAGIC;
+		rec = (struct mfs_roots_rec *)(buf + MFS_ROOTS_OFF);
+		rec->magic = MFS_ROOTS_MAGIC;
 		rec->quarantine_root = ctx->q_root;
 		rec->quarantine_depth = ctx->q_depth;
 		rec->orphan_root = ctx->o_root;

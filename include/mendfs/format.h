@@ -181,6 +181,26 @@ struct mfs_inode {
 _Static_assert(sizeof(struct mfs_inode) == MFS_INODE_SIZE, "mfs_inode is 256 bytes");
 _Static_assert(offsetof(struct mfs_inode, u) == 128, "inline area at 128");
 
+/*
+ * The roots record (FORMAT.md §6.4): in the tail of the first inode table
+ * block, after its 15 inodes; the newest quarantine and orphan tree roots
+ * (they override the superblock's when the magic matches).
+ */
+#define MFS_ROOTS_MAGIC 0x53544f4f52534d4dull /* "MMSROOTS" */
+#define MFS_ROOTS_OFF   (sizeof(struct mfs_meta_hdr) + MFS_INODES_PER_BLOCK * MFS_INODE_SIZE)
+struct mfs_roots_rec {
+	uint64_t magic;
+	uint64_t quarantine_root;
+	uint32_t quarantine_depth;
+	uint32_t __pad0;
+	uint64_t orphan_root;
+	uint32_t orphan_depth;
+	uint32_t __pad1;
+};
+_Static_assert(sizeof(struct mfs_roots_rec) == 40, "roots record is 40 bytes");
+_Static_assert(MFS_ROOTS_OFF + sizeof(struct mfs_roots_rec) <= MFS_BLOCK_SIZE,
+               "the roots record fits the tail of an inode table block");
+
 /* B+trees: 64-bit keys; interior nodes hold (key, child) pairs, leaves a slotted page. */
 enum mfs_tree_kind {
 	MFS_TREE_EXTENTS = 1, /* key lblk, value struct mfs_extent */
