@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 #define BS MFS_BLOCK_SIZE
 
@@ -30,20 +31,10 @@ static struct mfs *fs;
 
 static void mkfs_image(const char *size)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2];
-	ssize_t n;
+	char args[PATH_MAX + 64];
 
-	if (env && *env) {
-		snprintf(mkfs, sizeof(mkfs), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		ck_assert_int_gt(n, 0);
-		self[n] = 0;
-		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
-	}
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' %s", mkfs, img, size);
-	ck_assert_int_eq(system(cmd), 0);
+	snprintf(args, sizeof(args), "'%s' %s", img, size);
+	mkfs_run(args);
 }
 
 static void mount_fs(void)

@@ -31,6 +31,7 @@
 #include <xxhash.h>
 
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 #define ROOT MFS_ROOT_INO
 
@@ -39,20 +40,7 @@ static struct mfs *fs;
 
 static void mkfs_image(const char *args)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2];
-	ssize_t n;
-
-	if (env && *env) {
-		snprintf(mkfs, sizeof(mkfs), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		ck_assert_int_gt(n, 0);
-		self[n] = 0;
-		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
-	}
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f %s", mkfs, args);
-	ck_assert_int_eq(system(cmd), 0);
+	mkfs_run(args);
 }
 
 static int mount_opts(bool ro, char *err, size_t errlen)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 #define BS MFS_BLOCK_SIZE
 
@@ -29,25 +30,15 @@ static struct mfs *fs;
 
 static void setup(void)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2], err[256] = "";
-	ssize_t n;
+	char args[PATH_MAX + 64], err[256] = "";
 	int ret;
 
-	if (env && *env) {
-		snprintf(mkfs, sizeof(mkfs), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		ck_assert_int_gt(n, 0);
-		self[n] = 0;
-		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
-	}
 	snprintf(dir, sizeof(dir), "/tmp/mfs-rdirect-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(img, sizeof(img), "%s/img", dir);
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' 64M", mkfs, img);
-	ck_assert_int_eq(system(cmd), 0);
+	snprintf(args, sizeof(args), "'%s' 64M", img);
+	mkfs_run(args);
 	ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
 	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
 }

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 #define BS          MFS_BLOCK_SIZE
 #define DATA_EVERY  16u    /* every 16th extent holds written data, the others are unwritten */
@@ -61,21 +62,10 @@ static uint64_t ext_lblk(unsigned i)
 
 static void mkfs_image(uint64_t bytes)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2];
-	ssize_t n;
+	char args[PATH_MAX + 64];
 
-	if (env && *env) {
-		snprintf(mkfs, sizeof(mkfs), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		ck_assert_int_gt(n, 0);
-		self[n] = 0;
-		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
-	}
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f -N 1000 -J 1M '%s' %llu", mkfs, img,
-	         (unsigned long long)bytes);
-	ck_assert_int_eq(system(cmd), 0);
+	snprintf(args, sizeof(args), "-N 1000 -J 1M '%s' %llu", img, (unsigned long long)bytes);
+	mkfs_run(args);
 }
 
 static void mount_fs(void)
