@@ -1006,8 +1006,7 @@ ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 	return ret ? ret : (ssize_t)len;
 }
 
-/* Get a regular file's inode. */
-static int file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
+int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
 {
 	uint32_t mode;
 	int ret = mfs_iget(fs, ino, ipp);
@@ -1029,7 +1028,7 @@ ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
 
 	if (off < 0)
 		return -EINVAL;
-	ret = file_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
@@ -1090,7 +1089,7 @@ int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_dir
 		return -EINVAL;
 	if (!fs->direct_reads)
 		return -EOPNOTSUPP;
-	ret = file_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
@@ -1408,7 +1407,7 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	ret = file_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
@@ -1823,7 +1822,7 @@ off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence)
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
-	ret = file_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);

@@ -40,6 +40,9 @@ int64_t mfs_now_ns(void);
 
 /* --- file.c ------------------------------------------------------------------------ */
 
+/* Get a regular file's inode (referenced): -EISDIR for a directory, -EINVAL otherwise. */
+int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp);
+
 /*
  * Free every block of @ip in bounded steps (an unlinked inode on the orphan
  * list, before mfs_inode_free).  Caller holds ip->lock for writing, no handle.

@@ -28,20 +28,6 @@ static uint64_t isize(const struct mfs_ino *ip)
 	return le64toh(ip->di.size);
 }
 
-static int reg_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
-{
-	uint32_t mode;
-	int ret = mfs_iget(fs, ino, ipp);
-
-	if (ret)
-		return ret;
-	mode = le32toh((*ipp)->di.mode);
-	if (S_ISREG(mode))
-		return 0;
-	mfs_iput(fs, *ipp);
-	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
-}
-
 /* Append [off, off + len) to @r, merging with the previous range.  False: no room. */
 static bool range_add(struct mfs_frange *r, unsigned max, unsigned *nr, uint64_t off, uint64_t len)
 {
@@ -99,7 +85,7 @@ ssize_t mfs_recovery_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, u
 	rr = malloc(REC_RANGES * sizeof(*rr));
 	if (!rr)
 		return -ENOMEM;
-	ret = reg_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret) {
 		free(rr);
 		return ret;
@@ -173,7 +159,7 @@ int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frang
 
 	*nr = 0;
 	*last = false;
-	ret = reg_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
@@ -228,7 +214,7 @@ int mfs_bmap_extents(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_fe
 
 	*nr = 0;
 	*last = false;
-	ret = reg_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
@@ -313,7 +299,7 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 		return -EINVAL;
 	if (fs->read_only)
 		return -EROFS;
-	ret = reg_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
@@ -372,7 +358,7 @@ ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t
 		return -EINVAL;
 	if (fs->read_only)
 		return -EROFS;
-	ret = reg_get(fs, ino, &ip);
+	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
