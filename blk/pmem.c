@@ -4,7 +4,7 @@
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
  * data path, with one exception: on a page-cache mapping (an image file) a
- * store of 64 KiB or more is a pwrite(2) (see pmem_fd_store).
+ * store of 64 KiB or more is a pwrite(2) (see pmem_store).
  *
  * Durability follows the mapping's store granularity (ARCHITECTURE §3):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -217,40 +217,32 @@ static int pmem_flush_sync(struct blk_dev *dev)
  * the mapping: the kernel copies straight into the page cache, where a store
  * through a fresh mapping (every mount) takes a write fault per 4 KiB page,
  * and on tmpfs each new page is zeroed before it is overwritten.  The same
- * pages either way, so the mapping stays coherent; the next FLUSH fdatasyncs
- * (fd_dirty).  One syscall per 64 KiB or more is noise beside the copy.
+ * pages either way, so the mapping stays coherent; pmem_fd_io sets fd_dirty,
+ * so the next FLUSH fdatasyncs them (and no msync of the range is needed).
+ * One syscall per 64 KiB or more is noise beside the copy.
  */
 #define PMEM_FD_STORE_MIN (64u * 1024)
 
-static int pmem_fd_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
-{
-	while (len) {
-		ssize_t n = pwrite(pd->fd, src, len, (off_t)off);
+static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
+                      uint64_t *failed_at);
 
-		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return n < 0 ? -errno : -EIO;
-		}
-		off += (size_t)n;
-		src = (const char *)src + n;
-		len -= (size_t)n;
-	}
-	atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
-	return 0;
-}
-
-/* Store into the mapping on the fast path; durability as described at the top. */
+/*
+ * Store on the fast path; durability as described at the top.  Returns 1
+ * when the bytes went through the mapping, 0 through the file descriptor,
+ * or -errno.
+ */
 static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src, size_t len)
 {
+	uint64_t failed_at;
+
 	if (pd->page_gran) {
 		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
-			return pmem_fd_store(pd, off, src, len);
+			return pmem_fd_io(pd, off, (void *)src, len, true, &failed_at);
 		memcpy(pd->addr + off, src, len);
 	} else {
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
 	}
-	return 0;
+	return 1;
 }
 
 static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
@@ -267,6 +259,7 @@ static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
 static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 {
 	struct blk_bio *bio;
+	bool mapped = false;
 	unsigned i;
 
 	rq->status = BLK_STS_OK;
@@ -292,23 +285,27 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 
 			if (rq->op == BLK_OP_WRITE_ZEROES) {
 				pmem_zero(pd, off, bio->len);
+				mapped = true;
 				continue;
 			}
 			for (i = 0; i < bio->nr_segs; i++) {
-				int err = pmem_store(pd, off, bio->iov[i].iov_base,
+				int ret = pmem_store(pd, off, bio->iov[i].iov_base,
 				                     bio->iov[i].iov_len);
 
-				if (unlikely(err)) {
-					rq->status = err == -ENOSPC || err == -EDQUOT
+				if (unlikely(ret < 0)) {
+					rq->status = ret == -ENOSPC || ret == -EDQUOT
 					                     ? BLK_STS_NOSPC
 					                     : BLK_STS_IOERR;
 					return;
 				}
+				mapped |= ret;
 				off += bio->iov[i].iov_len;
 			}
 		}
 		if (pd->page_gran) {
-			pmem_mark_dirty(pd, blk_rq_pos(rq), rq->len);
+			/* only stores through the mapping need the msync at FLUSH */
+			if (mapped)
+				pmem_mark_dirty(pd, blk_rq_pos(rq), rq->len);
 			/* FUA on a page mapping: this request's pages now, not the whole device. */
 			if (unlikely(rq->bio->flags & BLK_BIO_FUA) &&
 			    pmem_msync(pd, blk_rq_pos(rq), rq->len))
