@@ -1440,6 +1440,18 @@ static int kopt_add(struct mfsd_opts *o, const char *opt)
 	return 0;
 }
 
+/* A decimal option value in [lo, hi] into *out; false if it is anything else. */
+static bool opt_uint(const char *val, unsigned long lo, unsigned long hi, unsigned *out)
+{
+	char *end;
+	unsigned long n = strtoul(val, &end, 10);
+
+	if (!*val || *end || n < lo || n > hi)
+		return false;
+	*out = (unsigned)n;
+	return true;
+}
+
 /* Parse one comma-separated -o list into @o.  Returns 0 or -1 after a message. */
 static int parse_opts(struct mfsd_opts *o, char *list)
 {
@@ -1484,25 +1496,17 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 		} else if (!strcmp(opt, "badblocks") && val && *val) {
 			o->badblocks = val;
 		} else if (!strcmp(opt, "threads") && val) {
-			char *end;
-			unsigned long n = strtoul(val, &end, 10);
-
-			if (!*val || *end || n < 1 || n > 1024) {
+			if (!opt_uint(val, 1, 1024, &o->threads)) {
 				logmsg(LOG_ERR, "threads=%s: expected a number from 1 to 1024",
 				       val);
 				return -1;
 			}
-			o->threads = (unsigned)n;
 		} else if (!strcmp(opt, "commit") && val) {
-			char *end;
-			unsigned long n = strtoul(val, &end, 10);
-
-			if (!*val || *end || n > 86400) {
+			if (!opt_uint(val, 0, 86400, &o->commit)) {
 				logmsg(LOG_ERR, "commit=%s: expected seconds from 0 (off) to 86400",
 				       val);
 				return -1;
 			}
-			o->commit = (unsigned)n;
 		} else if (!strcmp(opt, "timeout") && val) {
 			char *end;
 			double t = strtod(val, &end);
