@@ -28,8 +28,10 @@
  * mounted, drops every reference it holds (freeing unlinked inodes) and calls
  * mfs_unmount, which commits, checkpoints and marks the filesystem clean.
  *
- * Reads are copied into a buffer and replied with fuse_reply_buf; the
- * zero-copy reply straight from a pmem mapping is left for later.
+ * Reads of an image file are answered straight from its page-cache mapping
+ * (mfs_read_direct, the kernel copies from it); other reads are copied into
+ * a buffer first.  /dev/fuse is read and written through our own hooks
+ * (daemon_io.c) for HANDLE_KILLPRIV_V2, which libfuse 3.14 does not offer.
  */
 #define FUSE_USE_VERSION 312
 
@@ -51,6 +53,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "daemon_io.h"
 #include "mendfs/ioctl.h"
 #include "mfs_ops.h"
 #include "mfs_recovery.h"
@@ -95,6 +98,11 @@ struct mfsd {
 	pthread_mutex_t nodes_lock;
 	struct mfsd_node *nodes[MFSD_NODE_BUCKETS];
 	struct mfsd_file files; /* list head */
+};
+
+static const struct fuse_custom_io mfsd_fuse_io = {
+        .read = mfsd_io_read,
+        .writev = mfsd_io_writev,
 };
 
 /* Options of -o. */
@@ -322,8 +330,11 @@ static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * Correctness first: no writeback cache unless asked for (-o writeback:
 	 * the kernel then owns file sizes and times until it writes back), no
-	 * splice, and the kernel, not the daemon, clears setuid/setgid on write,
-	 * truncate and chown (no HANDLE_KILLPRIV).  No FLUSH handler: writes
+	 * splice.  Not HANDLE_KILLPRIV (v1) but v2, added by daemon_io.c: the
+	 * daemon clears setuid/setgid on write, truncate and open(O_TRUNC) when
+	 * the kernel asks (a caller without CAP_FSETID), the kernel on chown, and
+	 * the kernel no longer asks for security.capability before every write
+	 * (SB_NOSEC: one request per write(2), not two).  No FLUSH handler: writes
 	 * reach the device before they are answered, so the first FLUSH gets
 	 * ENOSYS and the kernel stops sending them (one request less per close).
 	 */
@@ -422,6 +433,8 @@ static void mfsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	        {FUSE_SET_ATTR_ATIME_NOW, MFS_SET_ATIME_NOW},
 	        {FUSE_SET_ATTR_MTIME_NOW, MFS_SET_MTIME_NOW},
 	        {FUSE_SET_ATTR_CTIME, MFS_SET_CTIME},
+	        /* FATTR_KILL_SUIDGID (HANDLE_KILLPRIV_V2: truncate and chown) */
+	        {FUSE_SET_ATTR_KILL_SUID, MFS_SET_KILL_SUIDGID},
 	};
 	struct stat st;
 	unsigned valid = 0, i;
@@ -555,7 +568,12 @@ static void mfsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* FUSE_CAP_ATOMIC_O_TRUNC: the truncation of open(O_TRUNC) comes here */
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
-		ret = mfs_setattr(d->fs, ino, &attr, MFS_SET_SIZE, NULL);
+		unsigned valid = MFS_SET_SIZE;
+
+		/* HANDLE_KILLPRIV_V2: FUSE_OPEN_KILL_SUIDGID */
+		if (mfsd_io_kill_suidgid())
+			valid |= MFS_SET_KILL_SUIDGID;
+		ret = mfs_setattr(d->fs, ino, &attr, valid, NULL);
 		if (ret)
 			goto fail;
 	}
@@ -638,12 +656,32 @@ fail:
 	fuse_reply_err(req, (int)-n);
 }
 
+/*
+ * A write by a caller without CAP_FSETID (HANDLE_KILLPRIV_V2) clears setuid,
+ * and setgid if group-executable, before the data lands, as the VFS does.
+ */
+static int write_kill_suidgid(struct mfsd *d, fuse_ino_t ino)
+{
+	struct stat st;
+	int ret;
+
+	if (!mfsd_io_kill_suidgid())
+		return 0;
+	ret = mfs_getattr(d->fs, ino, &st);
+	if (ret || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return ret;
+	return mfs_setattr(d->fs, ino, NULL, MFS_SET_KILL_SUIDGID, NULL);
+}
+
 static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
 	ssize_t n;
 
 	(void)fi;
+	n = write_kill_suidgid(D(req), ino);
+	if (n < 0)
+		goto fail;
 	n = mfs_write(D(req)->fs, ino, buf, size, off);
 	if (n < 0)
 		goto fail;
@@ -672,6 +710,9 @@ static void mfsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *i
 		goto fail;
 	mem.buf[0].mem = copy;
 	n = fuse_buf_copy(&mem, in_buf, 0);
+	if (n < 0)
+		goto fail;
+	n = write_kill_suidgid(D(req), ino);
 	if (n < 0)
 		goto fail;
 	n = mfs_write(D(req)->fs, ino, copy, (size_t)n, off);
@@ -1763,6 +1804,12 @@ int main(int argc, char **argv)
 	if (fuse_session_mount(d->se, mnt)) {
 		logmsg(LOG_ERR, "cannot mount %s on %s", device, mnt);
 		goto handlers;
+	}
+	/* our reads and writes of /dev/fuse, for HANDLE_KILLPRIV_V2 (daemon_io.h) */
+	mfsd_io_want_killpriv_v2(!d->read_only);
+	if (fuse_session_custom_io(d->se, &mfsd_fuse_io, fuse_session_fd(d->se))) {
+		logmsg(LOG_ERR, "cannot set up the FUSE session's I/O");
+		goto session_unmount;
 	}
 
 	if (!o.foreground) {

@@ -84,6 +84,8 @@ int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
 #define MFS_SET_ATIME_NOW (1u << 7)
 #define MFS_SET_MTIME_NOW (1u << 8)
 #define MFS_SET_CTIME     (1u << 10)
+/* clear setuid, and setgid if group-executable (unless MFS_SET_MODE sets the mode) */
+#define MFS_SET_KILL_SUIDGID (1u << 11)
 int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned valid,
                 struct stat *st);
 int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,

@@ -1104,10 +1104,17 @@ static void perm_prep(void)
 	CHECK(mkdir("pm/open", 0777) == 0 && chmod("pm/open", 0777) == 0, "pm/open 0777");
 	put_file("pm/open/rootfile", "r", 1, 0666);
 	CHECK(chmod("pm/open/rootfile", 0666) == 0, "chmod 0666");
-	/* a setuid/setgid root file anyone may write */
+	/* setuid/setgid root files anyone may write (write, truncate, open O_TRUNC) */
 	put_file("pm/open/suid", "s", 1, 0666);
 	CHECK(chmod("pm/open/suid", 06777) == 0 && (mode_of("pm/open/suid") & 07777) == 06777,
 	      "setuid+setgid root file 06777");
+	put_file("pm/open/suid-trunc", "s", 1, 0666);
+	put_file("pm/open/suid-otrunc", "s", 1, 0666);
+	CHECK(chmod("pm/open/suid-trunc", 06777) == 0 && chmod("pm/open/suid-otrunc", 06777) == 0,
+	      "two more 06777 root files");
+	/* setgid without group exec: not a setgid program, kept on write */
+	put_file("pm/open/sgid-noexec", "s", 1, 0666);
+	CHECK(chmod("pm/open/sgid-noexec", 02666) == 0, "02666 root file");
 	CHECK(mkdir("pm/mine", 0755) == 0 && chown("pm/mine", NOBODY, NOBODY) == 0,
 	      "pm/mine owned by nobody");
 	/* a setgid directory of group 4321 that anyone may write in */
@@ -1157,8 +1164,24 @@ static void check_perm(void)
 	}
 	CHECK((mode_of("pm/open/suid") & (S_ISUID | S_ISGID)) == 0,
 	      "write clears setuid and setgid: mode %o", mode_of("pm/open/suid") & 07777);
-	/* setuid cleared on truncate too */
-	CHECK(truncate("pm/open/suid", 0) == 0, "truncate the world-writable file");
+	/* and by truncate(2) and open(O_TRUNC) */
+	CHECK(truncate("pm/open/suid-trunc", 0) == 0, "truncate a 06777 root file");
+	CHECK((mode_of("pm/open/suid-trunc") & (S_ISUID | S_ISGID)) == 0,
+	      "truncate clears setuid and setgid: mode %o", mode_of("pm/open/suid-trunc") & 07777);
+	fd = open("pm/open/suid-otrunc", O_WRONLY | O_TRUNC);
+	CHECK(fd >= 0, "open a 06777 root file with O_TRUNC");
+	if (fd >= 0)
+		close(fd);
+	CHECK((mode_of("pm/open/suid-otrunc") & (S_ISUID | S_ISGID)) == 0,
+	      "open(O_TRUNC) clears setuid and setgid: mode %o",
+	      mode_of("pm/open/suid-otrunc") & 07777);
+	fd = open("pm/open/sgid-noexec", O_WRONLY);
+	CHECK(fd >= 0 && write(fd, "w", 1) == 1, "write the 02666 file");
+	if (fd >= 0)
+		close(fd);
+	CHECK((mode_of("pm/open/sgid-noexec") & 07777) == 02666,
+	      "setgid without group exec kept on write: mode %o",
+	      mode_of("pm/open/sgid-noexec") & 07777);
 
 	/* own files: chmod ok, setgid dropped when not in the group */
 	put_file("pm/mine/f", "m", 1, 0644);
@@ -1248,6 +1271,23 @@ static void check_perm_root(void)
 			close(fd);
 	}
 	CHECK(mode_of("pm/mine/f") & S_ISUID, "a root write keeps setuid");
+	/* any write drops security.capability (file capabilities), root's too */
+	{
+		/* struct vfs_cap_data, revision 2: cap_net_bind_service permitted */
+		static const uint32_t cap[5] = {0x02000000, 1u << 10, 0, 0, 0};
+		int fd;
+
+		CHECK(setxattr("pm/mine/f", "security.capability", cap, sizeof(cap), 0) == 0,
+		      "set security.capability: %s", strerror(errno));
+		CHECK(getxattr("pm/mine/f", "security.capability", NULL, 0) == sizeof(cap),
+		      "security.capability is there");
+		fd = open("pm/mine/f", O_WRONLY);
+		CHECK(fd >= 0 && write(fd, "c", 1) == 1, "root writes again");
+		if (fd >= 0)
+			close(fd);
+		ERR(getxattr("pm/mine/f", "security.capability", NULL, 0), ENODATA,
+		    "the write dropped security.capability");
+	}
 	CHECK(system("rm -rf pm") == 0, "cleanup pm");
 }
 
