@@ -18,8 +18,9 @@
  * non-root interior node with less than a quarter of MFS_BT_NODE_MAX
  * children, is merged with a sibling, or the pair is redistributed when the
  * merge would not fit.  The root collapses into its only child; an empty root
- * leaf is freed.  Every block a modification needs is allocated before the
- * tree changes, so a failed allocation leaves the tree as it was.
+ * leaf is freed (kept with MFS_BT_KEEP_ROOT).  Every block a modification
+ * needs is allocated before the tree changes, so a failed allocation leaves
+ * the tree as it was.
  *
  * Nothing read from a node is trusted before node_check() accepted it: type,
  * level, owner, tree kind, item count, slot bounds, key order, key range
@@ -917,7 +918,7 @@ static int path_rebalance(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree 
 		}
 		empty = node_nr(rootb->data) == 0;
 		pthread_mutex_unlock(&rootb->lock);
-		if (!empty) {
+		if (!empty || (bt->flags & MFS_BT_KEEP_ROOT)) {
 			mfs_buf_put(rootb);
 			return 0;
 		}

@@ -259,8 +259,17 @@ struct mfs_btree {
 	uint64_t root;  /* 0: empty tree */
 	uint16_t depth; /* 0: root is a leaf */
 	uint16_t kind;  /* enum mfs_tree_kind */
+	uint16_t flags; /* MFS_BT_* */
 	uint64_t owner; /* inode number or 0 */
 };
+
+/*
+ * A delete that empties the tree keeps its root leaf (empty) instead of
+ * freeing it: for a tree that empties and fills again all the time (the
+ * orphan tree: one entry from unlink to forget), so that each insert does not
+ * allocate a block the delete frees again.
+ */
+#define MFS_BT_KEEP_ROOT 1u
 
 /* Value of @key into @val (at most *len bytes; *len becomes its size).  -ENOENT if absent. */
 int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,

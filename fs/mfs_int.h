@@ -60,6 +60,8 @@ int mfs_truncate_finish(struct mfs *fs, struct mfs_ino *ip);
 /* Orphan tree (fs->super_lock): insert / remove @ino in @txn. */
 int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
+/* Entries on the orphan tree (an empty tree may keep its root leaf), or -errno. */
+int64_t mfs_orphan_count(struct mfs *fs);
 /* Tear down without writing anything: a crash after the last commit (tests). */
 void mfs_crash(struct mfs *fs);
 

@@ -96,6 +96,7 @@ static struct mfs_btree orphan_tree(struct mfs *fs)
 	struct mfs_btree bt = {.root = fs->sb.orphan_root,
 	                       .depth = (uint16_t)fs->sb.orphan_depth,
 	                       .kind = MFS_TREE_ORPHAN,
+	                       .flags = MFS_BT_KEEP_ROOT,
 	                       .owner = 0};
 	return bt;
 }
@@ -126,6 +127,28 @@ int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino)
 int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino)
 {
 	return orphan_change(fs, txn, ino, false);
+}
+
+static int orphan_count_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	(void)key;
+	(void)val;
+	(void)len;
+	++*(int64_t *)arg;
+	return 0;
+}
+
+int64_t mfs_orphan_count(struct mfs *fs)
+{
+	struct mfs_btree bt;
+	int64_t n = 0;
+	int ret;
+
+	pthread_mutex_lock(&fs->super_lock);
+	bt = orphan_tree(fs);
+	ret = bt.root ? mfs_bt_iterate(fs, &bt, 0, orphan_count_fn, &n) : 0;
+	pthread_mutex_unlock(&fs->super_lock);
+	return ret ? ret : n;
 }
 
 struct orphan_list {

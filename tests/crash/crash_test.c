@@ -1420,6 +1420,10 @@ static int check_meta_zone(struct walk *w)
 			ret = meta_tree(w, di.xattr_root, di.xattr_depth, MFS_TREE_XATTR, ino,
 			                "xattr tree");
 	}
+	/* the orphan tree keeps its (empty) root leaf once it has one */
+	if (!ret && sb->orphan_root)
+		ret = meta_tree(w, sb->orphan_root, sb->orphan_depth, MFS_TREE_ORPHAN, 0,
+		                "orphan tree");
 	if (!ret)
 		ret = check_bitmap(w, sb->meta_bitmap_start, sb->meta_len, "meta", want_meta);
 	return ret;
@@ -1461,10 +1465,10 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
 			ret = fail("ino %" PRIu64 ": nlink %u, %u entries name it", ino,
 			           (unsigned)st.st_nlink, w.refs[ino]);
 	}
-	if (!ret && (sb->quarantine_root || sb->orphan_root))
-		ret = fail("quarantine root %" PRIu64 ", orphan root %" PRIu64
+	if (!ret && (sb->quarantine_root || mfs_orphan_count(fs) != 0))
+		ret = fail("quarantine root %" PRIu64 ", %" PRId64 " orphan entries"
 		           " (both should be empty)",
-		           sb->quarantine_root, sb->orphan_root);
+		           sb->quarantine_root, mfs_orphan_count(fs));
 	if (!ret)
 		ret = check_bitmap(&w, sb->data_bitmap_start, sb->data_len, "data", want_data);
 	if (!ret)

@@ -912,12 +912,37 @@ START_TEST(test_orphans)
 	ck_assert_int_eq(mfs_lookup(fs, ROOT, "f", &st), -ENOENT);
 	ck_assert_int_eq(mfs_getattr(fs, f, &st), 0);
 	ck_assert_int_eq(st.st_nlink, 0);
-	ck_assert_uint_ne(fs->sb.orphan_root, 0);
+	ck_assert_int_eq(mfs_orphan_count(fs), 1);
 	ck_assert_int_eq(ffree(), before - 1);
 	mfs_iput(fs, ip);
 	ck_assert_int_eq(mfs_getattr(fs, f, &st), -ENOENT);
 	ck_assert_int_eq(ffree(), before);
-	ck_assert_uint_eq(fs->sb.orphan_root, 0);
+	ck_assert_int_eq(mfs_orphan_count(fs), 0);
+
+	/*
+	 * The emptied orphan tree keeps its root leaf: the next unlink of a
+	 * referenced file allocates no metadata block (and frees none).
+	 */
+	{
+		uint64_t root = fs->sb.orphan_root, meta;
+
+		ck_assert_uint_ne(root, 0);
+		mk(ROOT, "keep", S_IFREG | 0644); /* the directory's tree stays */
+		f = mk(ROOT, "f2", S_IFREG | 0644);
+		ck_assert_int_eq(mfs_iget(fs, f, &ip), 0);
+		meta = fs->sb.free_meta;
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, "f2"), 0);
+		ck_assert_int_eq(mfs_orphan_count(fs), 1);
+		ck_assert_uint_eq(fs->sb.orphan_root, root);
+		mfs_iput(fs, ip);
+		ck_assert_int_eq(mfs_orphan_count(fs), 0);
+		ck_assert_uint_eq(fs->sb.orphan_root, root);
+		ck_assert_uint_eq(fs->sb.free_meta, meta);
+		remount();
+		ck_assert_uint_eq(fs->sb.orphan_root, root);
+		ck_assert_int_eq(mfs_orphan_count(fs), 0);
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, "keep"), 0);
+	}
 
 	/* the same, then a crash after the commit: the next mount frees it */
 	g = mk(ROOT, "g", S_IFREG | 0644);
@@ -930,10 +955,10 @@ START_TEST(test_orphans)
 	ck_assert_int_eq(mount_opts(false, err, sizeof(err)), 0);
 	ck_assert_int_eq(mfs_getattr(fs, g, &st), -ENOENT);
 	ck_assert_int_eq(mfs_lookup(fs, ROOT, "g", &st), -ENOENT);
-	ck_assert_uint_eq(fs->sb.orphan_root, 0);
+	ck_assert_int_eq(mfs_orphan_count(fs), 0);
 	ck_assert_int_eq(ffree(), before);
 	remount();
-	ck_assert_uint_eq(fs->sb.orphan_root, 0);
+	ck_assert_int_eq(mfs_orphan_count(fs), 0);
 	ck_assert_int_eq(ffree(), before);
 }
 END_TEST
