@@ -18,7 +18,8 @@
 #   one pass over the file or --runtime seconds, whichever comes first, so no
 #   block is read twice (fio's random map) and reads miss the page cache.
 #   Then create / stat / unlink of --files empty files in one directory
-#   (fs-meta-rates.c; syncfs at the end of create and unlink, timed; dentry
+#   (fs-meta-rates.c; fsync of the directory and syncfs at the end of create
+#   and unlink, timed: syncfs alone does not reach a FUSE daemon; dentry
 #   and inode caches dropped before stat), in files per second.
 #
 # Usage: tests/bench/fs-figures.sh [options]
