@@ -1,0 +1,246 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# mkfs.mendfs, fsck.mendfs and the mendfs daemon on a real device-DAX device:
+# boots a Debian kernel under QEMU/KVM with an emulated nvdimm, turns it into
+# /dev/dax0.0 with ndctl, and runs devdax-guest.sh (the VM's /init) on it.
+#
+# Programs: $MKFS_MENDFS, $MENDFS, $FSCK_MENDFS, $MENDCTL (the built ones).
+# Needs root, /dev/kvm and qemu-system-x86_64 (Debian: qemu-system-x86); a
+# missing one is a failure, not a skip: this suite exists to run the VM.
+# The kernel (linux-image-<version>-amd64, the one linux-image-amd64 depends
+# on), busybox-static and ndctl (with any of its libraries not installed here)
+# are fetched with `apt-get download` and unpacked with `dpkg -x` into
+# ${MENDFS_VM_CACHE:-/var/cache/mendfs-vm}; nothing is installed on the host.
+# MENDFS_VM_TIMEOUT (seconds, default 300) bounds the VM.
+# Exit 0 when the guest prints "MENDFS-DEVDAX-RESULT: PASS", else 1 with the
+# console log.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${MENDFS_VM_CACHE:-/var/cache/mendfs-vm}
+VM_TIMEOUT=${MENDFS_VM_TIMEOUT:-300}
+ACCEL=${MENDFS_VM_ACCEL:-tcg}
+MODULES=(nfit nd_pmem nd_btt dax_pmem device_dax fuse)
+
+die() {
+	echo "devdax-vm: $*" >&2
+	exit 1
+}
+
+for v in MKFS_MENDFS MENDFS FSCK_MENDFS MENDCTL; do
+	[ -x "${!v:-}" ] || die "$v not set or not executable"
+done
+[ "$(id -u)" = 0 ] || die "needs root (apt-get download, /dev/kvm)"
+[ "$ACCEL" != kvm ] || [ -c /dev/kvm ] || die "MENDFS_VM_ACCEL=kvm but there is no /dev/kvm"
+command -v qemu-system-x86_64 >/dev/null ||
+	die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+
+WORK=$(mktemp -d /tmp/mendfs-devdax.XXXXXX)
+QPID=
+cleanup() {
+	if [ -n "$QPID" ]; then
+		kill "$QPID" 2>/dev/null || true
+		wait "$QPID" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+# candidate VERSION of PKG ("" when apt knows no candidate)
+candidate() {
+	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
+}
+
+APT_UPDATED=
+apt_update_once() {
+	[ -z "$APT_UPDATED" ] || return 0
+	APT_UPDATED=1
+	echo "devdax-vm: apt-get update"
+	apt-get update -qq >/dev/null 2>&1 || echo "devdax-vm: apt-get update failed" >&2
+}
+
+# fetch PKG: unpack the candidate version of PKG into the cache (once) and
+# print its directory.  Offline, fall back to the newest cached version.
+fetch() {
+	local pkg=$1 ver dir old
+	ver=$(candidate "$pkg")
+	if [ -z "$ver" ]; then
+		apt_update_once
+		ver=$(candidate "$pkg")
+	fi
+	if [ -z "$ver" ]; then
+		old=$(ls -d "$CACHE/$pkg"_*/.done 2>/dev/null | sort -V | tail -n 1)
+		[ -n "$old" ] || die "apt knows no package $pkg and none is cached"
+		dirname "$old"
+		return
+	fi
+	dir=$CACHE/${pkg}_${ver//:/_}
+	if [ ! -e "$dir/.done" ]; then
+		echo "devdax-vm: fetching $pkg $ver" >&2
+		rm -rf "$dir" "$CACHE/deb"
+		mkdir -p "$CACHE/deb"
+		(cd "$CACHE/deb" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) ||
+			die "apt-get download $pkg=$ver failed"
+		dpkg -x "$CACHE"/deb/*.deb "$dir" || die "dpkg -x $pkg failed"
+		rm -rf "$CACHE/deb"
+		# older versions of the same package are not needed any more
+		for old in "$CACHE/$pkg"_*; do
+			[ "$old" = "$dir" ] || rm -rf "$old"
+		done
+		touch "$dir/.done"
+	fi
+	echo "$dir"
+}
+
+mkdir -p "$CACHE"
+t0=$(date +%s.%N)
+
+# --- the kernel, busybox, ndctl ------------------------------------------
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+if [ -z "$kpkg" ]; then
+	apt_update_once
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+fi
+if [ -z "$kpkg" ]; then
+	kpkg=$(ls -d "$CACHE"/linux-image-*/.done 2>/dev/null | sort -V | tail -n 1 |
+		sed 's|.*/\(linux-image-[^_]*\)_.*|\1|')
+fi
+[ -n "$kpkg" ] || die "cannot find the kernel package linux-image-amd64 depends on"
+KROOT=$(fetch "$kpkg")
+BBROOT=$(fetch busybox-static)
+NDROOT=$(fetch ndctl)
+LIBPATH=$NDROOT/usr/lib/x86_64-linux-gnu:$NDROOT/lib/x86_64-linux-gnu
+# ndctl's libraries that are not installed here
+for dep in $(apt-cache depends ndctl 2>/dev/null | awk '$1 == "Depends:" { print $2 }'); do
+	case $dep in \<*) continue ;; esac
+	if ! dpkg-query -W -f '${Status}' "$dep" 2>/dev/null | grep -q ' installed$'; then
+		d=$(fetch "$dep")
+		LIBPATH=$LIBPATH:$d/usr/lib/x86_64-linux-gnu:$d/lib/x86_64-linux-gnu
+	fi
+done
+
+KVER=$(ls "$KROOT/lib/modules")
+[ "$(echo "$KVER" | wc -l)" = 1 ] || die "expected one kernel in $KROOT/lib/modules"
+VMLINUZ=$KROOT/boot/vmlinuz-$KVER
+[ -f "$VMLINUZ" ] || die "no $VMLINUZ"
+t1=$(date +%s.%N)
+
+# --- the initramfs ----------------------------------------------------------
+R=$WORK/root
+mkdir -p "$R"/{bin,sbin,etc,proc,sys,dev,tmp,run,mnt,lib64,lib/x86_64-linux-gnu,var/log}
+
+# copy_bin SRC: SRC as /bin/NAME, with every library ldd names
+copy_bin() {
+	local src=$1 line name path
+	cp "$src" "$R/bin/$(basename "$src")"
+	while read -r line; do
+		case $line in
+		*"=> not found"*) die "$(basename "$src"): ${line%% *} not found" ;;
+		*"=> /"*)
+			name=${line%% *}
+			path=${line#*=> }
+			path=${path%% (*}
+			cp -L "$path" "$R/lib/x86_64-linux-gnu/$name"
+			;;
+		/*)
+			path=${line%% (*}
+			cp -L "$path" "$R/lib64/$(basename "$path")"
+			;;
+		esac
+	done < <(LD_LIBRARY_PATH=$LIBPATH ldd "$src")
+}
+
+cp "$BBROOT/bin/busybox" "$R/bin/busybox"
+ln -s busybox "$R/bin/sh"
+copy_bin "$NDROOT/usr/bin/ndctl"
+for p in "$MKFS_MENDFS" "$MENDFS" "$FSCK_MENDFS" "$MENDCTL"; do
+	copy_bin "$p"
+done
+# glibc dlopens libgcc_s for pthread_cancel (the daemon's unmount): ldd
+# cannot name it
+gcc_s=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+[ -n "$gcc_s" ] || die "libgcc_s.so.1 not found (ldconfig -p)"
+cp -L "$gcc_s" "$R/lib/x86_64-linux-gnu/libgcc_s.so.1"
+
+# modules: each wanted one after the modules it depends on (the depends=
+# field of its .modinfo), as paths relative to /lib/modules
+MODDIR=$KROOT/lib/modules/$KVER
+declare -A KO=() DONE=()
+while read -r n f; do
+	n=${n%.ko}
+	KO[${n//-/_}]=$KVER/kernel/$f
+done < <(find "$MODDIR/kernel" -name '*.ko' -printf '%f %P\n')
+ORDER=()
+add_module() {
+	local m=${1//-/_} d
+	[ -z "${DONE[$m]:-}" ] || return 0
+	DONE[$m]=1
+	[ -n "${KO[$m]:-}" ] || die "module $m not found in $MODDIR (built in? compressed?)"
+	for d in $(tr '\0' '\n' <"$KROOT/lib/modules/${KO[$m]}" | sed -n 's/^depends=//p' | tr ',' ' '); do
+		add_module "$d"
+	done
+	ORDER+=("${KO[$m]}")
+}
+for m in "${MODULES[@]}"; do
+	add_module "$m"
+done
+for m in "${ORDER[@]}"; do
+	mkdir -p "$R/lib/modules/$(dirname "$m")"
+	cp "$KROOT/lib/modules/$m" "$R/lib/modules/$m"
+done
+printf '%s\n' "${ORDER[@]}" >"$R/modules.list"
+
+echo 'root:x:0:0:root:/root:/bin/sh' >"$R/etc/passwd"
+echo 'root:x:0:' >"$R/etc/group"
+cp "$HERE/devdax-guest.sh" "$R/init"
+chmod 755 "$R/init"
+(cd "$R" && find . | "$R/bin/busybox" cpio -o -H newc 2>/dev/null) | gzip -1 >"$WORK/initrd.gz"
+t2=$(date +%s.%N)
+
+# --- the VM -------------------------------------------------------------------
+case $ACCEL in
+kvm)
+	# -arch-capabilities: under nested KVM, QEMU 7.2 aborts on "failed to
+	# set MSR 0x10a" (IA32_ARCH_CAPABILITIES) with a plain -cpu host.
+	ACCEL_ARGS=(-enable-kvm -cpu host,-arch-capabilities)
+	;;
+tcg) ACCEL_ARGS=(-accel tcg,thread=multi -cpu max) ;;
+*) die "MENDFS_VM_ACCEL must be tcg or kvm, not '$ACCEL'" ;;
+esac
+# 512 MiB of emulated nvdimm plus its 128 KiB label area (QEMU keeps the
+# labels at the end of the backing file): the region is then a multiple of
+# its 16 MiB alignment, as ndctl create-namespace wants
+truncate -s $((512 * 1024 + 128))K "$WORK/nvdimm.img"
+echo "devdax-vm: kernel $KVER, initramfs $(du -k "$WORK/initrd.gz" | cut -f1) KiB," \
+	"modules: ${ORDER[*]##*/}"
+timeout "$VM_TIMEOUT" qemu-system-x86_64 \
+	"${ACCEL_ARGS[@]}" -smp 2 -nographic -no-reboot -nic none \
+	-machine pc,nvdimm=on -m 1G,slots=2,maxmem=4G \
+	-object memory-backend-file,id=mem1,share=on,mem-path="$WORK/nvdimm.img",size=$((512 * 1024 + 128))K \
+	-device nvdimm,id=nvdimm1,memdev=mem1,label-size=128K \
+	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
+	-append "console=ttyS0 panic=-1 quiet" \
+	</dev/null >"$WORK/console.log" 2>&1 &
+QPID=$!
+status=0
+wait "$QPID" || status=$?
+QPID=
+t3=$(date +%s.%N)
+
+tr -d '\r' <"$WORK/console.log" >"$WORK/console.txt"
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v s="$status" 'BEGIN {
+	printf "devdax-vm: fetch %.1f s, initramfs %.1f s, VM boot + test %.1f s (qemu exit %d)\n",
+		b - a, c - b, d - c, s }'
+if grep -q '^MENDFS-DEVDAX-RESULT: PASS' "$WORK/console.txt"; then
+	grep '^devdax-guest: ---\|inject-error\|badblocks:\|md5 big' "$WORK/console.txt"
+	echo "devdax-vm: PASS"
+	exit 0
+fi
+echo "devdax-vm: FAIL; console log:" >&2
+cat "$WORK/console.txt" >&2
+[ "$status" = 124 ] && echo "devdax-vm: the VM did not finish within $VM_TIMEOUT s" >&2
+exit 1
