@@ -35,7 +35,12 @@ fail() {
 }
 
 step() {
-	echo "devdax-guest: --- $*"
+	echo "devdax-guest: --- [$(cut -d' ' -f1 /proc/uptime) s] $*"
+}
+
+# note WHAT: a timestamped progress line
+note() {
+	echo "devdax-guest: [$(cut -d' ' -f1 /proc/uptime) s] $*"
 }
 
 # run_expect STATUS CMD...: run CMD with its output in /tmp/out (also shown),
@@ -108,6 +113,11 @@ grep -q "^label: *devdax" /tmp/out || fail "label"
 step "fsck.mendfs -n (fresh)"
 run_expect 0 fsck.mendfs -n $DEV
 
+step "mendfs -o backend=uring: refused (io_uring is for block devices and files)"
+run_expect 1 mendfs -o backend=uring $DEV $MNT
+grep -q "devdax: use the pmem backend" /tmp/out || fail "backend=uring refusal message"
+grep -q " $MNT " /proc/mounts && fail "a refused mount left a mount"
+
 step "mount, write, fsync"
 run_expect 0 mendfs $DEV $MNT
 grep -q " $MNT fuse.mendfs " /proc/mounts || fail "not mounted: $(cat /proc/mounts)"
@@ -115,13 +125,16 @@ mendctl stats $MNT | sed 's/^/  | /'
 mkdir -p $MNT/d/e || fail mkdir
 echo hello devdax >$MNT/d/e/small || fail "write small"
 dd if=/dev/urandom of=/tmp/big bs=1M count=12 2>/dev/null || fail "urandom"
+note "writing big (12 MiB)"
 dd if=/tmp/big of=$MNT/big bs=64k conv=fsync 2>/dev/null || fail "write big"
+note "writing odd"
 # a file written in odd-sized pieces, part of it rewritten in place
 dd if=/tmp/big of=$MNT/odd bs=3001 count=700 conv=fsync 2>/dev/null || fail "write odd"
 dd if=/dev/zero of=$MNT/odd bs=4096 seek=50 count=20 conv=notrunc,fsync 2>/dev/null ||
 	fail "rewrite odd"
 dd if=/tmp/big of=/tmp/odd bs=3001 count=700 2>/dev/null
 dd if=/dev/zero of=/tmp/odd bs=4096 seek=50 count=20 conv=notrunc 2>/dev/null
+note "creating d/f0..f199"
 i=0
 while [ $i -lt 200 ]; do
 	echo "file $i" >$MNT/d/f$i || fail "write d/f$i"
@@ -131,8 +144,10 @@ rm $MNT/d/f7 || fail rm
 sync
 cmp /tmp/big $MNT/big || fail "big differs before umount"
 df $MNT | sed 's/^/  | /'
+note "umount"
 umount $MNT || fail umount
 wait_daemon_gone
+note "the daemon has exited"
 
 step "fsck.mendfs -n (after the first mount)"
 run_expect 0 fsck.mendfs -n $DEV
@@ -148,6 +163,23 @@ cmp /tmp/odd $MNT/odd || fail "odd differs after remount"
 [ "$(cat $MNT/d/f199)" = "file 199" ] || fail "d/f199 differs"
 [ ! -e $MNT/d/f7 ] || fail "d/f7 came back"
 [ "$(ls $MNT/d | wc -l)" = 200 ] || fail "d holds $(ls $MNT/d | wc -l) entries, not 200"
+umount $MNT || fail umount
+wait_daemon_gone
+
+step "kill -9 the daemon after fsync, remount (journal replay), compare"
+run_expect 0 mendfs $DEV $MNT
+dd if=/tmp/big of=$MNT/synced bs=1M count=3 conv=fsync 2>/dev/null || fail "write synced"
+mv $MNT/d/e/small $MNT/small2 || fail mv
+# busybox sync FILE... fsyncs each (here: directories, so the rename is
+# committed); a bare sync(2) does not reach a FUSE daemon
+sync $MNT $MNT/d/e || fail "fsync of the directories"
+kill -9 "$(pidof mendfs)" || fail "kill -9"
+wait_daemon_gone
+umount -l $MNT || fail "umount -l of the dead mount"
+run_expect 0 mendfs $DEV $MNT
+dd if=/tmp/big bs=1M count=3 2>/dev/null | cmp - $MNT/synced || fail "synced differs after kill -9"
+[ "$(cat $MNT/small2)" = "hello devdax" ] || fail "small2 after kill -9"
+cmp /tmp/big $MNT/big || fail "big differs after kill -9"
 umount $MNT || fail umount
 wait_daemon_gone
 

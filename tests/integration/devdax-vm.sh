@@ -48,34 +48,49 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-# candidate VERSION of PKG ("" when apt knows no candidate)
-candidate() {
-	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
-}
-
 APT_UPDATED=
 apt_update_once() {
 	[ -z "$APT_UPDATED" ] || return 0
 	APT_UPDATED=1
-	echo "devdax-vm: apt-get update"
+	echo "devdax-vm: apt-get update" >&2
 	apt-get update -qq >/dev/null 2>&1 || echo "devdax-vm: apt-get update failed" >&2
 }
 
-# fetch PKG: unpack the candidate version of PKG into the cache (once) and
-# print its directory.  Offline, fall back to the newest cached version.
+# resolve: the kernel package linux-image-amd64 depends on, busybox-static,
+# ndctl and those of ndctl's dependencies that are not installed here, each
+# with its candidate version, in PKGS and VER (one apt-cache run of each kind:
+# they take a second apiece)
+declare -A VER=()
+PKGS=()
+resolve() {
+	local deps pkg ver
+	PKGS=()
+	VER=()
+	deps=$(apt-cache depends linux-image-amd64 ndctl 2>/dev/null | awk '
+		/^[^ ]/ { top = $1 }
+		top == "linux-image-amd64" && $1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2 }
+		top == "ndctl" && $1 == "Depends:" && $2 !~ /^</ { print "dep", $2 }')
+	pkg=$(awk '$1 != "dep" { print; exit }' <<<"$deps")
+	[ -n "$pkg" ] || return 1
+	PKGS=("$pkg" busybox-static ndctl)
+	for pkg in $(awk '$1 == "dep" { print $2 }' <<<"$deps"); do
+		dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q ' installed$' ||
+			PKGS+=("$pkg")
+	done
+	while read -r pkg ver; do
+		VER[$pkg]=$ver
+	done < <(apt-cache policy "${PKGS[@]}" 2>/dev/null | awk '
+		/^[^ ]/ { p = $1; sub(/:$/, "", p) }
+		$1 == "Candidate:" && $2 != "(none)" { print p, $2 }')
+	for pkg in "${PKGS[@]}"; do
+		[ -n "${VER[$pkg]:-}" ] || return 1
+	done
+}
+
+# fetch PKG: unpack version ${VER[PKG]} of PKG into the cache (once) and
+# print its directory; versions of it cached before are removed.
 fetch() {
-	local pkg=$1 ver dir old
-	ver=$(candidate "$pkg")
-	if [ -z "$ver" ]; then
-		apt_update_once
-		ver=$(candidate "$pkg")
-	fi
-	if [ -z "$ver" ]; then
-		old=$(ls -d "$CACHE/$pkg"_*/.done 2>/dev/null | sort -V | tail -n 1)
-		[ -n "$old" ] || die "apt knows no package $pkg and none is cached"
-		dirname "$old"
-		return
-	fi
+	local pkg=$1 ver=${VER[$1]} dir old
 	dir=$CACHE/${pkg}_${ver//:/_}
 	if [ ! -e "$dir/.done" ]; then
 		echo "devdax-vm: fetching $pkg $ver" >&2
@@ -85,8 +100,8 @@ fetch() {
 			die "apt-get download $pkg=$ver failed"
 		dpkg -x "$CACHE"/deb/*.deb "$dir" || die "dpkg -x $pkg failed"
 		rm -rf "$CACHE/deb"
-		# older versions of the same package are not needed any more
-		for old in "$CACHE/$pkg"_*; do
+		# linux-image-6.1.0-57-amd64 replaces linux-image-6.1.0-56-amd64
+		for old in "$CACHE/${pkg%%-[0-9]*}"[-_]*; do
 			[ "$old" = "$dir" ] || rm -rf "$old"
 		done
 		touch "$dir/.done"
@@ -94,34 +109,39 @@ fetch() {
 	echo "$dir"
 }
 
+# cached PKGPREFIX: the one cached package whose name starts with PKGPREFIX
+# (offline runs)
+cached() {
+	local d
+	d=$(ls -d "$CACHE/$1"*/.done 2>/dev/null | sort -V | tail -n 1)
+	[ -n "$d" ] || die "apt cannot resolve the packages (run apt-get update) and no $1 is cached"
+	dirname "$d"
+}
+
 mkdir -p "$CACHE"
 t0=$(date +%s.%N)
 
 # --- the kernel, busybox, ndctl ------------------------------------------
-kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
-if [ -z "$kpkg" ]; then
-	apt_update_once
-	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
-fi
-if [ -z "$kpkg" ]; then
-	kpkg=$(ls -d "$CACHE"/linux-image-*/.done 2>/dev/null | sort -V | tail -n 1 |
-		sed 's|.*/\(linux-image-[^_]*\)_.*|\1|')
-fi
-[ -n "$kpkg" ] || die "cannot find the kernel package linux-image-amd64 depends on"
-KROOT=$(fetch "$kpkg")
-BBROOT=$(fetch busybox-static)
-NDROOT=$(fetch ndctl)
-LIBPATH=$NDROOT/usr/lib/x86_64-linux-gnu:$NDROOT/lib/x86_64-linux-gnu
-# ndctl's libraries that are not installed here
-for dep in $(apt-cache depends ndctl 2>/dev/null | awk '$1 == "Depends:" { print $2 }'); do
-	case $dep in \<*) continue ;; esac
-	if ! dpkg-query -W -f '${Status}' "$dep" 2>/dev/null | grep -q ' installed$'; then
-		d=$(fetch "$dep")
+if resolve || { apt_update_once && resolve; }; then
+	KROOT=$(fetch "${PKGS[0]}")
+	BBROOT=$(fetch busybox-static)
+	NDROOT=$(fetch ndctl)
+	LIBPATH=
+	for pkg in "${PKGS[@]:3}"; do
+		d=$(fetch "$pkg")
 		LIBPATH=$LIBPATH:$d/usr/lib/x86_64-linux-gnu:$d/lib/x86_64-linux-gnu
-	fi
-done
+	done
+else
+	echo "devdax-vm: apt cannot resolve the packages; using the cache" >&2
+	KROOT=$(cached linux-image-)
+	BBROOT=$(cached busybox-static_)
+	NDROOT=$(cached ndctl_)
+	LIBPATH=
+	for d in "$CACHE"/lib*_*/; do
+		LIBPATH=$LIBPATH:$d/usr/lib/x86_64-linux-gnu:$d/lib/x86_64-linux-gnu
+	done
+fi
+LIBPATH=$NDROOT/usr/lib/x86_64-linux-gnu:$NDROOT/lib/x86_64-linux-gnu$LIBPATH
 
 KVER=$(ls "$KROOT/lib/modules")
 [ "$(echo "$KVER" | wc -l)" = 1 ] || die "expected one kernel in $KROOT/lib/modules"
@@ -236,11 +256,11 @@ awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v s="$status" 'BEGIN {
 	printf "devdax-vm: fetch %.1f s, initramfs %.1f s, VM boot + test %.1f s (qemu exit %d)\n",
 		b - a, c - b, d - c, s }'
 if grep -q '^MENDFS-DEVDAX-RESULT: PASS' "$WORK/console.txt"; then
-	grep '^devdax-guest: ---\|inject-error\|badblocks:\|md5 big' "$WORK/console.txt"
+	sed 's/^/  console: /' "$WORK/console.txt"
 	echo "devdax-vm: PASS"
 	exit 0
 fi
 echo "devdax-vm: FAIL; console log:" >&2
-cat "$WORK/console.txt" >&2
+sed 's/^/  console: /' "$WORK/console.txt" >&2
 [ "$status" = 124 ] && echo "devdax-vm: the VM did not finish within $VM_TIMEOUT s" >&2
 exit 1
