@@ -15,7 +15,7 @@
 # MENDFS_VM_TIMEOUT (seconds, default 300) bounds the VM.
 # Exit 0 when the guest prints "MENDFS-DEVDAX-RESULT: PASS", else 1 with the
 # console log.
-set -euo pipefail
+set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${MENDFS_VM_CACHE:-/var/cache/mendfs-vm}
@@ -46,6 +46,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'echo "devdax-vm: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 trap 'exit 1' INT TERM HUP
 
 APT_UPDATED=
@@ -74,7 +75,7 @@ resolve() {
 	[ -n "$pkg" ] || return 1
 	PKGS=("$pkg" busybox-static ndctl)
 	for pkg in $(awk '$1 == "dep" { print $2 }' <<<"$deps"); do
-		dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q ' installed$' ||
+		[ "$(dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ] ||
 			PKGS+=("$pkg")
 	done
 	while read -r pkg ver; do
@@ -181,8 +182,8 @@ for p in "$MKFS_MENDFS" "$MENDFS" "$FSCK_MENDFS" "$MENDCTL"; do
 	copy_bin "$p"
 done
 # glibc dlopens libgcc_s for pthread_cancel (the daemon's unmount): ldd
-# cannot name it
-gcc_s=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+# cannot name it (no early exit in awk: ldconfig would die of SIGPIPE, and pipefail)
+gcc_s=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64/ && !n++ { print $NF }')
 [ -n "$gcc_s" ] || die "libgcc_s.so.1 not found (ldconfig -p)"
 cp -L "$gcc_s" "$R/lib/x86_64-linux-gnu/libgcc_s.so.1"
 
@@ -251,7 +252,8 @@ wait "$QPID" || status=$?
 QPID=
 t3=$(date +%s.%N)
 
-tr -d '\r' <"$WORK/console.log" >"$WORK/console.txt"
+# without carriage returns and SeaBIOS's terminal escapes
+sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' "$WORK/console.log" >"$WORK/console.txt"
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v s="$status" 'BEGIN {
 	printf "devdax-vm: fetch %.1f s, initramfs %.1f s, VM boot + test %.1f s (qemu exit %d)\n",
 		b - a, c - b, d - c, s }'
