@@ -144,6 +144,15 @@ rm $MNT/d/f7 || fail rm
 sync
 cmp /tmp/big $MNT/big || fail "big differs before umount"
 df $MNT | sed 's/^/  | /'
+# the daemon's lock (flock on the character device) keeps everyone else out
+note "while mounted: a second daemon, mkfs -f and fsck -y are refused"
+mkdir -p /mnt2
+run_expect 1 mendfs $DEV /mnt2
+grep -q "in use" /tmp/out || fail "second daemon: no 'in use'"
+run_expect 1 mkfs.mendfs -f $DEV
+grep -q "in use" /tmp/out || fail "mkfs -f on the mounted device: no 'in use'"
+run_expect 8 fsck.mendfs -y $DEV
+cmp /tmp/big $MNT/big || fail "big differs after the refused mkfs"
 note "umount"
 umount $MNT || fail umount
 wait_daemon_gone
@@ -219,8 +228,9 @@ umount $MNT || fail umount
 wait_daemon_gone
 grep -q '^[0-9]' /tmp/bb && fail "poison left in the badblocks file: $(cat /tmp/bb)"
 
-step "fsck.mendfs -n (final)"
+step "fsck.mendfs -n, -y (final)"
 run_expect 0 fsck.mendfs -n $DEV
+run_expect 0 fsck.mendfs -y $DEV
 
 # Error injection (ARS) on QEMU's emulated NFIT: tried once, reported, not
 # part of the verdict.
