@@ -62,6 +62,16 @@ struct mfs_alloc {
 	struct mfs_fext *by_start, *by_size; /* protected by fs->alloc_lock */
 	uint64_t nr_ext;
 	uint32_t rnd;
+	/*
+	 * Data groups: group g is data bitmap block g (MFS_BITMAP_BITS blocks
+	 * from data_start + g * MFS_BITMAP_BITS).  Only loaded groups are in the
+	 * free extent index; the others are read on demand (group_load).  A
+	 * group is loaded once and stays loaded.  Protected by fs->alloc_lock.
+	 */
+	uint8_t *gloaded;
+	uint64_t ngroups, nloaded;
+	uint64_t gcursor;                   /* every group below it is loaded */
+	struct mfs_pending_batch *inflight; /* closed transactions' frees, commit running */
 	struct mfs_bmap meta, ino;
 	pthread_mutex_t qlock; /* the quarantine tree and fs->sb.quarantine_root/depth */
 	/*
@@ -83,6 +93,7 @@ struct mfs_pending_free {
 struct mfs_pending_batch {
 	struct mfs_pending_free *v;
 	size_t n;
+	struct mfs_pending_batch *next; /* on mfs_alloc.inflight */
 };
 
 static inline struct mfs_alloc *A(struct mfs *fs)
@@ -429,13 +440,23 @@ static void fx_free_all(struct mfs_fext *t)
 
 /* --- on-disk bitmaps ---------------------------------------------------------------- */
 
+static int pending_add(struct mfs_alloc *a, uint64_t start, uint64_t len);
+static void counter_add(uint64_t *le, int64_t d);
+
 /*
  * Set or clear bits [first, first + n) of the on-disk bitmap at @disk, each
  * block under its content lock, recorded in @txn.  The bits must all be in the
  * opposite state: anything else is corruption (-EUCLEAN).
+ *
+ * @pend_base (data frees only, else 0): the zone start of the bits; each
+ * block's cleared range is recorded as a pending free of the running
+ * transaction and counted free *before* the block's lock is dropped, so a
+ * data group loaded concurrently (group_load, which holds the same lock)
+ * sees either the bits still set or the range already pending: never a
+ * clear bit it could hand out before the freeing transaction commits.
  */
 static int bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, uint64_t first,
-                          uint64_t n, bool set)
+                          uint64_t n, bool set, uint64_t pend_base)
 {
 	while (n) {
 		uint64_t k = first / MFS_BITMAP_BITS, i = first % MFS_BITMAP_BITS;
@@ -468,6 +489,13 @@ static int bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, ui
 					bits[j / 8] &= (uint8_t) ~(1u << (j % 8));
 			}
 			mfs_txn_dirty(txn, b);
+			if (pend_base) {
+				pthread_mutex_lock(&fs->alloc_lock);
+				ret = pending_add(A(fs), pend_base + first, cnt);
+				if (!ret)
+					counter_add(&fs->sb.free_blocks, (int64_t)cnt);
+				pthread_mutex_unlock(&fs->alloc_lock);
+			}
 		}
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
@@ -638,82 +666,224 @@ static int poisoned_blocks(struct mfs *fs, uint64_t start, uint64_t len, struct 
 
 /* --- init / destroy -------------------------------------------------------------------- */
 
-/* Build the free extent index from the on-disk data bitmap. */
-static int load_data(struct mfs *fs, struct mfs_alloc *a, uint64_t *nfree)
+/* --- data groups (fs->alloc_lock held unless said otherwise) ---------------------------- */
+
+#define G_UNLOADED 0
+#define G_LOADED   1
+#define G_BROKEN   2 /* its bitmap block could not be read: nothing allocated from it */
+
+/* While no extent fits, an allocation loads at most this many groups before taking less. */
+#define GROUP_LOADS_PER_ALLOC 8
+
+static uint64_t group_of(struct mfs *fs, uint64_t blk)
 {
+	return (blk - sb64(fs->sb.data_start)) / MFS_BITMAP_BITS;
+}
+
+/* Add [start, start + len) to the index where its groups are loaded. */
+static int fx_add_loaded(struct mfs *fs, struct mfs_alloc *a, uint64_t start, uint64_t len)
+{
+	uint64_t data_start = sb64(fs->sb.data_start), end = start + len;
+
+	while (start < end) {
+		uint64_t g = group_of(fs, start);
+		uint64_t gend = data_start + (g + 1) * MFS_BITMAP_BITS;
+		uint64_t e = gend < end ? gend : end;
+
+		if (a->gloaded[g] == G_LOADED) {
+			int ret = fx_add(a, start, e - start);
+
+			if (ret)
+				return ret;
+		}
+		start = e;
+	}
+	return 0;
+}
+
+/* Carve the part of [start, start + len) inside [lo, hi) out of the index. */
+static int fx_carve_in(struct mfs_alloc *a, uint64_t start, uint64_t len, uint64_t lo, uint64_t hi)
+{
+	uint64_t s = start > lo ? start : lo, e = start + len < hi ? start + len : hi, carved = 0;
+
+	return s < e ? fx_carve(a, s, e - s, &carved) : 0;
+}
+
+/*
+ * Load data group @g into the free extent index, once; called with no lock
+ * held.  The bitmap block is read through the buffer cache, so a block the
+ * running or a committing transaction changed is seen as changed (dirty
+ * buffers stay cached until checkpointed).  The bits are scanned under the
+ * block's content lock and alloc_lock together: allocation never takes from
+ * an unloaded group, and a free clears its bits and becomes pending under
+ * the same content lock (bm_disk_update), so the clear bits seen here are
+ * either committed frees or pending ones, which are carved out again (they
+ * return to the index at their commit).  Poisoned blocks are carved out
+ * too.  *nfree (may be NULL) gets the group's clear bits if this call
+ * loaded it, else 0.
+ */
+static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
+{
+	struct mfs_alloc *a = A(fs);
 	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
-	uint64_t disk = sb64(fs->sb.data_bitmap_start), blocks = sb64(fs->sb.data_bitmap_blocks);
-	uint64_t run = UINT64_MAX, free_bits = 0, carved = 0;
-	struct mfs_brange *pz;
-	unsigned npz;
+	uint64_t lo = g * MFS_BITMAP_BITS; /* zone-relative */
+	uint64_t hi = lo + MFS_BITMAP_BITS < data_len ? lo + MFS_BITMAP_BITS : data_len;
+	uint64_t run = UINT64_MAX, free_bits = 0;
+	struct mfs_brange *pz = NULL;
+	const uint64_t *src;
+	struct mfs_buf *b;
+	unsigned npz = 0;
 	int ret;
 
-	if (blocks * MFS_BITMAP_BITS < data_len)
-		return -EUCLEAN;
-	for (uint64_t k = 0; k < blocks; k++) {
-		struct mfs_buf *b;
-		const uint64_t *src;
-
-		ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
-		if (ret)
+	if (nfree)
+		*nfree = 0;
+	ret = poisoned_blocks(fs, data_start + lo, hi - lo, &pz, &npz);
+	if (ret)
+		return ret;
+	ret = mfs_meta_read(fs, sb64(fs->sb.data_bitmap_start) + g, MFS_T_BITMAP, &b);
+	if (ret) {
+		free(pz);
+		if (ret == -ENOMEM)
 			return ret;
-		pthread_mutex_lock(&b->lock);
-		src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
-		for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK && ret == 0; w++) {
-			uint64_t base = k * MFS_BITMAP_BITS + w * 64, v = le64toh(src[w]);
+		/* unreadable: nothing is allocated from it (frees into it fail the same way) */
+		pthread_mutex_lock(&fs->alloc_lock);
+		if (a->gloaded[g] == G_UNLOADED) {
+			fprintf(stderr,
+			        "mendfs: data bitmap block %llu: %s: blocks %llu-%llu are not "
+			        "allocated from\n",
+			        (unsigned long long)(sb64(fs->sb.data_bitmap_start) + g),
+			        strerror(-ret), (unsigned long long)(data_start + lo),
+			        (unsigned long long)(data_start + hi - 1));
+			a->gloaded[g] = G_BROKEN;
+			a->nloaded++;
+		}
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return 0;
+	}
+	pthread_mutex_lock(&b->lock);
+	pthread_mutex_lock(&fs->alloc_lock);
+	if (a->gloaded[g] != G_UNLOADED)
+		goto out;
+	src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
+	for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK && ret == 0; w++) {
+		uint64_t base = lo + w * 64, v = le64toh(src[w]);
 
-			if (base >= data_len)
-				break;
-			if (base + 64 > data_len)
-				v |= ~0ull << (data_len - base);
-			if (v == ~0ull || v == 0) { /* the common cases, a word at a time */
-				if (v == 0 && run == UINT64_MAX)
-					run = base;
-				if (v == ~0ull && run != UINT64_MAX) {
-					ret = fx_new(a, data_start + run, base - run);
-					free_bits += base - run;
-					run = UINT64_MAX;
-				}
-				continue;
+		if (base >= hi)
+			break;
+		if (base + 64 > hi)
+			v |= ~0ull << (hi - base);
+		if (v == ~0ull || v == 0) { /* the common cases, a word at a time */
+			if (v == 0 && run == UINT64_MAX)
+				run = base;
+			if (v == ~0ull && run != UINT64_MAX) {
+				ret = fx_add(a, data_start + run, base - run);
+				free_bits += base - run;
+				run = UINT64_MAX;
 			}
-			for (unsigned i = 0; i < 64 && ret == 0; i++) {
-				bool used = v >> i & 1;
+			continue;
+		}
+		for (unsigned i = 0; i < 64 && ret == 0; i++) {
+			bool used = v >> i & 1;
 
-				if (!used && run == UINT64_MAX) {
-					run = base + i;
-				} else if (used && run != UINT64_MAX) {
-					ret = fx_new(a, data_start + run, base + i - run);
-					free_bits += base + i - run;
-					run = UINT64_MAX;
-				}
+			if (!used && run == UINT64_MAX) {
+				run = base + i;
+			} else if (used && run != UINT64_MAX) {
+				ret = fx_add(a, data_start + run, base + i - run);
+				free_bits += base + i - run;
+				run = UINT64_MAX;
 			}
 		}
-		pthread_mutex_unlock(&b->lock);
-		mfs_buf_put(b);
-		if (ret)
-			return ret;
 	}
-	if (run != UINT64_MAX) {
-		ret = fx_new(a, data_start + run, data_len - run);
-		if (ret)
-			return ret;
-		free_bits += data_len - run;
+	if (!ret && run != UINT64_MAX) {
+		ret = fx_add(a, data_start + run, hi - run);
+		free_bits += hi - run;
 	}
-	*nfree = free_bits;
-
-	/* Poisoned free blocks stay free on disk but are never handed out. */
-	ret = poisoned_blocks(fs, data_start, data_len, &pz, &npz);
-	for (unsigned i = 0; ret == 0 && i < npz; i++)
-		ret = fx_carve(a, pz[i].start, pz[i].len, &carved);
+	/* Frees not yet committed, and poisoned free blocks, are not handed out. */
+	for (size_t i = 0; !ret && i < a->npend; i++)
+		ret = fx_carve_in(a, a->pend[i].start, a->pend[i].len, data_start + lo,
+		                  data_start + hi);
+	for (struct mfs_pending_batch *pb = a->inflight; pb; pb = pb->next)
+		for (size_t i = 0; !ret && i < pb->n; i++)
+			ret = fx_carve_in(a, pb->v[i].start, pb->v[i].len, data_start + lo,
+			                  data_start + hi);
+	for (unsigned i = 0; !ret && i < npz; i++)
+		ret = fx_carve_in(a, pz[i].start, pz[i].len, data_start + lo, data_start + hi);
+	if (ret) {
+		/* no memory: take the group out again so that nothing half-loaded is used */
+		(void)fx_carve_in(a, data_start + lo, hi - lo, data_start + lo, data_start + hi);
+		goto out;
+	}
+	a->gloaded[g] = G_LOADED;
+	a->nloaded++;
+	if (nfree)
+		*nfree = free_bits;
+out:
+	pthread_mutex_unlock(&fs->alloc_lock);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
 	free(pz);
 	return ret;
+}
+
+/*
+ * An unloaded group to load next: the first at or after @goal's group within
+ * 64 groups, else the lowest; UINT64_MAX when every group is loaded.
+ */
+static uint64_t group_next(struct mfs *fs, struct mfs_alloc *a, uint64_t goal)
+{
+	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
+
+	if (a->nloaded == a->ngroups)
+		return UINT64_MAX;
+	if (goal >= data_start && goal < data_start + data_len)
+		for (uint64_t g = group_of(fs, goal), i = 0; i < 64 && g < a->ngroups; i++, g++)
+			if (a->gloaded[g] == G_UNLOADED)
+				return g;
+	while (a->gcursor < a->ngroups && a->gloaded[a->gcursor] != G_UNLOADED)
+		a->gcursor++;
+	return a->gcursor < a->ngroups ? a->gcursor : UINT64_MAX;
+}
+
+/*
+ * At mount.  After a clean unmount the superblock's free_blocks is exact
+ * (FORMAT.md §4) and no group is read now.  Otherwise (a crash, an error
+ * seen, or a replayed journal) every group is loaded and the clear bits
+ * recounted, as a crash leaves the counter a hint.
+ */
+static int load_data(struct mfs *fs, struct mfs_alloc *a, bool recount)
+{
+	uint64_t data_len = sb64(fs->sb.data_len), free_bits = 0;
+
+	if (sb64(fs->sb.data_bitmap_blocks) * MFS_BITMAP_BITS < data_len)
+		return -EUCLEAN;
+	a->ngroups = (data_len + MFS_BITMAP_BITS - 1) / MFS_BITMAP_BITS;
+	a->gloaded = calloc(a->ngroups ? a->ngroups : 1, 1);
+	if (!a->gloaded)
+		return -ENOMEM;
+	if (!recount)
+		return 0;
+	for (uint64_t g = 0; g < a->ngroups; g++) {
+		uint64_t nf;
+		int ret = group_load(fs, g, &nf);
+
+		if (ret)
+			return ret;
+		if (a->gloaded[g] != G_LOADED)
+			return -EUCLEAN; /* as before lazy loading: a lost bitmap block fails the
+			                    mount */
+		free_bits += nf;
+	}
+	fs->sb.free_blocks = htole64(free_bits);
+	return 0;
 }
 
 int mfs_alloc_init(struct mfs *fs)
 {
 	struct mfs_alloc *a = calloc(1, sizeof(*a));
-	uint64_t nfree_data = 0, nfree_meta = 0, nfree_ino = 0;
+	uint64_t nfree_meta = 0, nfree_ino = 0;
 	uint64_t meta_start = sb64(fs->sb.meta_start);
+	/* the counters of a cleanly unmounted filesystem are exact; else they are recounted */
+	bool clean = (fs->sb.state & (MFS_STATE_CLEAN | MFS_STATE_ERROR)) == MFS_STATE_CLEAN;
 	int ret;
 
 	if (!a)
@@ -723,7 +893,7 @@ int mfs_alloc_init(struct mfs *fs)
 	pthread_mutex_init(&a->qlock, NULL);
 	fs->alloc = a;
 
-	ret = load_data(fs, a, &nfree_data);
+	ret = load_data(fs, a, !clean);
 	if (!ret)
 		ret = bm_load(fs, &a->meta, sb64(fs->sb.meta_bitmap_start),
 		              sb64(fs->sb.meta_bitmap_blocks), sb64(fs->sb.meta_len), &nfree_meta);
@@ -746,7 +916,6 @@ int mfs_alloc_init(struct mfs *fs)
 	        sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) - meta_start;
 	bm_set(&a->ino, 0, true); /* ino 1, the root, always */
 
-	fs->sb.free_blocks = htole64(nfree_data);
 	fs->sb.free_meta = htole64(nfree_meta);
 	fs->sb.free_inodes = htole64(nfree_ino);
 	return 0;
@@ -759,6 +928,14 @@ void mfs_alloc_destroy(struct mfs *fs)
 	if (!a)
 		return;
 	fx_free_all(a->by_start);
+	while (a->inflight) {
+		struct mfs_pending_batch *b = a->inflight;
+
+		a->inflight = b->next;
+		free(b->v);
+		free(b);
+	}
+	free(a->gloaded);
 	free(a->pend);
 	free(a->meta.map);
 	free(a->ino.map);
@@ -780,36 +957,55 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 {
 	struct mfs_alloc *a = A(fs);
 	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
-	uint64_t s = 0, n = 0;
+	bool in_zone = goal >= data_start && goal < data_start + data_len;
+	uint64_t s = 0, n = 0, g;
 	struct mfs_fext *f = NULL;
+	unsigned loads = 0;
 	int ret;
 
 	if (!txn || !want)
 		return -EINVAL;
 	pthread_mutex_lock(&fs->alloc_lock);
-	if (goal >= data_start && goal < data_start + data_len) {
-		/* At the goal itself (a file growing in place), else the first fit after it. */
-		f = s_floor(a->by_start, goal);
-		if (f && f->start + f->len > goal && f->start + f->len - goal >= want) {
-			s = goal;
-			n = want;
-		} else {
-			f = s_first_fit(a->by_start, goal, want);
-			if (f) {
-				s = f->start;
+	for (;;) {
+		if (in_zone && a->gloaded[g = group_of(fs, goal)] == G_UNLOADED)
+			goto load;
+		if (in_zone) {
+			/* At the goal itself (a file growing in place), else the first fit after
+			 * it. */
+			f = s_floor(a->by_start, goal);
+			if (f && f->start + f->len > goal && f->start + f->len - goal >= want) {
+				s = goal;
 				n = want;
+			} else {
+				f = s_first_fit(a->by_start, goal, want);
+				if (f) {
+					s = f->start;
+					n = want;
+				}
 			}
 		}
-	}
-	if (!n) {
-		/* Best fit, else the largest extent there is. */
-		f = z_lower_bound(a->by_size, want);
-		if (!f)
-			f = z_last(a->by_size);
-		if (f) {
-			s = f->start;
-			n = f->len < want ? f->len : want;
+		if (!n) {
+			/* Best fit among the loaded groups, else load more (a few while something
+			 * smaller is there, all of them before ENOSPC), else the largest extent. */
+			f = z_lower_bound(a->by_size, want);
+			if (!f && (g = group_next(fs, a, goal)) != UINT64_MAX &&
+			    (loads < GROUP_LOADS_PER_ALLOC || !a->by_size))
+				goto load;
+			if (!f)
+				f = z_last(a->by_size);
+			if (f) {
+				s = f->start;
+				n = f->len < want ? f->len : want;
+			}
 		}
+		break;
+load:
+		pthread_mutex_unlock(&fs->alloc_lock);
+		ret = group_load(fs, g, NULL);
+		if (ret)
+			return ret;
+		loads++;
+		pthread_mutex_lock(&fs->alloc_lock);
 	}
 	if (!n) {
 		pthread_mutex_unlock(&fs->alloc_lock);
@@ -822,7 +1018,7 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 	if (ret)
 		return ret;
 
-	ret = bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start), s - data_start, n, true);
+	ret = bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start), s - data_start, n, true, 0);
 	if (ret) {
 		pthread_mutex_lock(&fs->alloc_lock);
 		if (fx_add(a, s, n) == 0)
@@ -857,21 +1053,17 @@ static int pending_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
 	return 0;
 }
 
-/* Return clean blocks: bitmap first, then (after the commit) the index. */
+/*
+ * Return clean blocks: bitmap first, with each piece pending (bm_disk_update),
+ * then (after the commit) the index, or nothing more for a group that is not
+ * loaded: its bitmap is read when it is needed.
+ */
 static int free_clean(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
 {
-	int ret;
+	uint64_t data_start = sb64(fs->sb.data_start);
 
-	ret = bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start),
-	                     start - sb64(fs->sb.data_start), len, false);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&fs->alloc_lock);
-	ret = pending_add(A(fs), start, len);
-	if (!ret)
-		counter_add(&fs->sb.free_blocks, (int64_t)len);
-	pthread_mutex_unlock(&fs->alloc_lock);
-	return ret;
+	return bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start), start - data_start, len,
+	                      false, data_start);
 }
 
 bool mfs_alloc_pending(struct mfs *fs)
@@ -893,13 +1085,15 @@ void *mfs_alloc_commit_begin(struct mfs *fs)
 		return NULL;
 	pthread_mutex_lock(&fs->alloc_lock);
 	if (!a->npend || !(b = malloc(sizeof(*b)))) {
-		/* nothing to release (or no memory: the blocks stay unused until remount) */
-		a->npend = 0;
+		/* nothing to release (or no memory: the frees stay pending and are released
+		 * by a later commit, which is later than needed, never earlier) */
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return NULL;
 	}
 	b->v = a->pend;
 	b->n = a->npend;
+	b->next = a->inflight;
+	a->inflight = b;
 	a->pend = NULL;
 	a->npend = a->cap_pend = 0;
 	pthread_mutex_unlock(&fs->alloc_lock);
@@ -913,13 +1107,17 @@ void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed)
 
 	if (!b)
 		return;
-	if (committed) {
-		pthread_mutex_lock(&fs->alloc_lock);
-		for (i = 0; i < b->n; i++)
-			if (fx_add(A(fs), b->v[i].start, b->v[i].len))
-				break; /* no memory: the rest stays unused until remount */
-		pthread_mutex_unlock(&fs->alloc_lock);
-	}
+	pthread_mutex_lock(&fs->alloc_lock);
+	for (struct mfs_pending_batch **pp = &A(fs)->inflight; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	/* Only into loaded groups: an unloaded group finds them clear in its bitmap. */
+	for (i = 0; committed && i < b->n; i++)
+		if (fx_add_loaded(fs, A(fs), b->v[i].start, b->v[i].len))
+			break; /* no memory: the rest stays unused until remount */
+	pthread_mutex_unlock(&fs->alloc_lock);
 	/* not committed: the frees were discarded with the transaction, the blocks are
 	 * still in use on disk; leaving them out of the index keeps memory consistent */
 	free(b->v);
@@ -1141,7 +1339,7 @@ static int bm_alloc(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uin
 	counter_add(le_free, -1);
 	pthread_mutex_unlock(&fs->alloc_lock);
 
-	ret = bm_disk_update(fs, txn, m->disk, i, 1, true);
+	ret = bm_disk_update(fs, txn, m->disk, i, 1, true, 0);
 	if (ret) {
 		pthread_mutex_lock(&fs->alloc_lock);
 		bm_set(m, i, false);
@@ -1166,7 +1364,7 @@ static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint
 	pthread_mutex_unlock(&fs->alloc_lock);
 	if (!used)
 		return -EUCLEAN;
-	ret = bm_disk_update(fs, txn, m->disk, i, 1, false);
+	ret = bm_disk_update(fs, txn, m->disk, i, 1, false, 0);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->alloc_lock);
