@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A big sparse filesystem (16 TiB by default: $BIGFS_SIZE; in $BIGFS_DIR, else
+ * /dev/shm when it exists, else /tmp) mounted through mfs_mount(): the data
+ * bitmap is read lazily, one group (bitmap block) at a time (fs/alloc.c).
+ *
+ * Allocation at goals in groups far beyond the first; a free into a group
+ * that is not loaded, not handed out before its commit even when the group is
+ * loaded in between, and persistent across a remount; statfs exact at every
+ * step (from the superblock after a clean unmount, recounted after a crash);
+ * fsck.mendfs -n clean at the end.
+ */
+#include <check.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mfs_int.h"
+#include "mkfs_run.h"
+
+static char dir[PATH_MAX], img[PATH_MAX + 16];
+static struct mfs *fs;
+static uint64_t data_start, data_len;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void do_mount(const char *why)
+{
+	struct mfs_mount_opts o = {0};
+	char err[256] = "";
+	double t0 = now();
+
+	ck_assert_msg(mfs_mount(img, &o, &fs, err, sizeof(err)) == 0, "%s", err);
+	printf("bigfs: mount (%s): %.3f s\n", why, now() - t0);
+	data_start = fs->sb.data_start;
+	data_len = fs->sb.data_len;
+}
+
+static void do_umount(void)
+{
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fs = NULL;
+}
+
+static uint64_t bfree(void)
+{
+	struct statvfs st;
+
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	return st.f_bfree;
+}
+
+static int alloc(uint64_t goal, uint64_t want, uint64_t *s, uint64_t *n)
+{
+	struct mfs_txn *txn;
+	int ret;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ret = mfs_alloc_data(fs, txn, goal, want, s, n);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	return ret;
+}
+
+/* Free without committing. */
+static void dfree(uint64_t s, uint64_t n)
+{
+	struct mfs_txn *txn;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, s, n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+}
+
+static bool data_bit(uint64_t pblk)
+{
+	uint64_t i = pblk - data_start;
+	struct mfs_buf *b;
+	bool set;
+
+	ck_assert_int_eq(
+	        mfs_meta_read(fs, fs->sb.data_bitmap_start + i / MFS_BITMAP_BITS, MFS_T_BITMAP, &b),
+	        0);
+	i %= MFS_BITMAP_BITS;
+	set = b->data[sizeof(struct mfs_meta_hdr) + i / 8] & (1u << (i % 8));
+	mfs_buf_put(b);
+	return set;
+}
+
+static void setup(void)
+{
+	const char *d = getenv("BIGFS_DIR"), *size = getenv("BIGFS_SIZE");
+	char args[PATH_MAX + 64];
+	struct stat st;
+
+	if (!d || !*d)
+		d = stat("/dev/shm", &st) == 0 && access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+		                                                                : "/tmp";
+	snprintf(dir, sizeof(dir), "%s/mendfs-bigfs-XXXXXX", d);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/img", dir);
+	/* few inodes: the inode table is written whole by mkfs */
+	snprintf(args, sizeof(args), "-N 100000 '%s' %s", img, size && *size ? size : "16T");
+	mkfs_run(args);
+}
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	if (fs)
+		mfs_crash(fs);
+	fs = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void fsck_clean(void)
+{
+	const char *env = getenv("FSCK_MENDFS");
+	char fsck[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 3];
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(fsck, sizeof(fsck), "%s", env);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		ck_assert_int_gt(n, 0);
+		self[n] = 0;
+		snprintf(fsck, sizeof(fsck), "%s/../../fsck/fsck.mendfs", dirname(self));
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' -n '%s'", fsck, img);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_lazy_groups)
+{
+	uint64_t ngroups, a, b, c, d, s, n, free0;
+
+	do_mount("fresh");
+	free0 = bfree();
+	ck_assert_uint_eq(free0, data_len);
+	ngroups = data_len / MFS_BITMAP_BITS;
+	ck_assert_uint_gt(ngroups, 1000);
+	a = data_start + ngroups / 2 * MFS_BITMAP_BITS + 7;
+	b = data_start + (ngroups - 2) * MFS_BITMAP_BITS + 11;
+	c = data_start + ngroups / 3 * MFS_BITMAP_BITS - 5; /* the last 5 of a group */
+
+	/* goals far beyond the first group are honoured exactly */
+	ck_assert_int_eq(alloc(a, 100, &s, &n), 0);
+	ck_assert_uint_eq(s, a);
+	ck_assert_uint_eq(n, 100);
+	ck_assert_int_eq(alloc(b, 50, &s, &n), 0);
+	ck_assert_uint_eq(s, b);
+	ck_assert_uint_eq(n, 50);
+	ck_assert_int_eq(alloc(c, 5, &s, &n), 0);
+	ck_assert_uint_eq(s, c);
+	ck_assert_uint_eq(n, 5);
+	/* no goal: best fit among the loaded groups */
+	ck_assert_int_eq(alloc(0, 10, &d, &n), 0);
+	ck_assert_uint_eq(n, 10);
+	ck_assert_uint_eq(bfree(), free0 - 165);
+	do_umount();
+
+	/* clean: counters from the superblock, groups unloaded */
+	do_mount("clean, 4 extents used");
+	ck_assert_uint_eq(bfree(), free0 - 165);
+	ck_assert(data_bit(a) && data_bit(a + 99) && !data_bit(a + 100));
+
+	/* a free into an unloaded group is not handed out before its commit, even when
+	 * an allocation loads the group in between */
+	dfree(a, 100);
+	ck_assert_uint_eq(bfree(), free0 - 65);
+	ck_assert(mfs_alloc_pending(fs));
+	ck_assert_int_eq(alloc(a, 100, &s, &n), 0);
+	ck_assert(s >= a + 100 || s + n <= a);
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	dfree(s, n);
+	ck_assert_int_eq(alloc(a, 100, &s, &n), 0);
+	ck_assert_uint_eq(s, a); /* committed: usable */
+	ck_assert_uint_eq(n, 100);
+	dfree(a, 100);
+
+	/* a free into a group nobody loads: only the bitmap and the counter */
+	dfree(b, 50);
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	ck_assert_uint_eq(bfree(), free0 - 15);
+	do_umount();
+
+	do_mount("clean, after frees into unloaded groups");
+	ck_assert_uint_eq(bfree(), free0 - 15);
+	ck_assert(!data_bit(b) && !data_bit(b + 49));
+	ck_assert_int_eq(alloc(b, 50, &s, &n), 0); /* persistent: found free on disk */
+	ck_assert_uint_eq(s, b);
+	ck_assert_uint_eq(n, 50);
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	ck_assert_uint_eq(bfree(), free0 - 65);
+	/* a crash: the next mount replays and recounts every group */
+	mfs_crash(fs);
+	fs = NULL;
+
+	do_mount("after a crash: replay and recount");
+	ck_assert_uint_eq(bfree(), free0 - 65);
+	ck_assert(data_bit(b) && data_bit(b + 49));
+	dfree(b, 50);
+	dfree(c, 5);
+	dfree(d, 10);
+	ck_assert_uint_eq(bfree(), free0);
+	do_umount();
+
+	do_mount("clean, empty again");
+	ck_assert_uint_eq(bfree(), free0);
+	do_umount();
+	fsck_clean();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("bigfs");
+	TCase *tc = tcase_create("bigfs");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 280);
+	tcase_add_test(tc, test_lazy_groups);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
