@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mfs.h"
+#include "mfs_ops.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -468,6 +468,67 @@ START_TEST(test_poison)
 }
 END_TEST
 
+/*
+ * A primary superblock that is checksummed and newest but out of range: a
+ * read-only mount uses the backup and leaves the primary for fsck; a
+ * read-write mount uses the backup and rewrites the primary (FORMAT.md §4.2).
+ * Both out of range: the mount fails with -EINVAL naming both copies.
+ */
+START_TEST(test_mount_super_fallback)
+{
+	struct mfs_mount_opts ro = {.read_only = true}, rw = {0};
+	struct mfs_superblock *sb, *bad;
+	char msg[512] = "";
+	struct blk_dev *dev;
+	bool force_ro, other_bad;
+	struct mfs *fs;
+	uint64_t nb;
+	char args[256];
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	dev = open_dev(img);
+	bad = read_block(dev, 0);
+	nb = bad->nr_blocks;
+	bad->journal_tail = bad->journal_len;
+	bad->write_time_ns += 1000;
+	mfs_block_seal(bad, bad->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, bad, MFS_BLOCK_SIZE, 0), 0);
+	blk_dev_close(dev);
+
+	ck_assert_msg(mfs_mount(img, &ro, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_uint_lt(fs->sb.journal_tail, fs->sb.journal_len);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	ck_assert_uint_eq(sb->journal_tail, sb->journal_len); /* read-only: left as it was */
+	free(sb);
+	blk_dev_close(dev);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	dev = open_dev(img);
+	sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	ck_assert_int_eq(mfs_super_read(dev, sb, &force_ro, &other_bad, msg, sizeof(msg)), 0);
+	ck_assert(!other_bad); /* rewritten: both copies equal and valid */
+	ck_assert_uint_lt(sb->journal_tail, sb->journal_len);
+
+	/* both out of range */
+	ck_assert_int_eq(blk_write(dev, 0, bad, MFS_BLOCK_SIZE, 0), 0);
+	bad->write_time_ns -= 2000;
+	bad->journal_tail = 0;
+	bad->nr_inodes++;
+	mfs_block_seal(bad, bad->csum_seed);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, bad, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	ck_assert_int_eq(mfs_mount(img, &rw, &fs, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "both superblock copies are invalid"));
+	free(sb);
+	free(bad);
+}
+END_TEST
+
 START_TEST(test_loop_device)
 {
 	struct mfs_superblock sb;
@@ -522,6 +583,7 @@ static Suite *mkfs_suite(void)
 	tcase_add_test(tc, test_shrink);
 	tcase_add_test(tc, test_poison);
 	tcase_add_test(tc, test_loop_device);
+	tcase_add_test(tc, test_mount_super_fallback);
 	suite_add_tcase(s, tc);
 	return s;
 }
