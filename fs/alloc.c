@@ -1207,114 +1207,168 @@ int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t 
 	return ret;
 }
 
-struct qcollect {
-	uint64_t end;
-	struct mfs_brange *v;
-	unsigned n, cap;
+/*
+ * Releasing runs in bounded steps (docs/DESIGN.md §3): a unit is one entry, or
+ * the first QREL_UNIT_BLOCKS blocks of a longer one and no more than
+ * QREL_UNIT_PIECES poisoned pieces (the rest of the entry is put back as an
+ * entry of its own).  Its worst case: the entry's delete, a re-insert per
+ * poisoned piece and one for the rest, each a path with a split or merge per
+ * level and a new root (depth + 3 blocks), the roots record, and the data
+ * bitmap blocks of the unit's clean blocks.
+ */
+#define QREL_UNIT_BLOCKS (4ull * MFS_BITMAP_BITS)
+#define QREL_UNIT_PIECES 8u
+
+static unsigned qrel_unit_worst(const struct mfs_btree *bt)
+{
+	return (QREL_UNIT_PIECES + 2) * (bt->depth + 3u) + 1 + 5;
+}
+
+/* The first entry of an iteration. */
+struct qfirst {
+	uint64_t key, len;
+	bool found;
 	int err;
 };
 
-static int qcollect_add(struct qcollect *c, uint64_t key, uint64_t len)
+static int qfirst_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 {
-	if (c->n == c->cap) {
-		unsigned cap = c->cap ? c->cap * 2 : 16;
-		struct mfs_brange *nv = realloc(c->v, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		c->v = nv;
-		c->cap = cap;
-	}
-	c->v[c->n].start = key;
-	c->v[c->n].len = len;
-	c->n++;
-	return 0;
-}
-
-static int qcollect_fn(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	struct qcollect *c = arg;
+	struct qfirst *q = arg;
 	uint64_t v;
 
-	if (key >= c->end)
-		return 1;
 	if (len != sizeof(v)) {
-		c->err = -EUCLEAN;
+		q->err = -EUCLEAN;
 		return 1;
 	}
 	memcpy(&v, val, sizeof(v));
-	c->err = qcollect_add(c, key, le64toh(v));
-	return c->err ? 1 : 0;
+	q->key = key;
+	q->len = le64toh(v);
+	q->found = true;
+	return 1;
 }
 
-int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len)
+/*
+ * qlock held, in @txn: release the clean blocks of one unit of the first
+ * quarantine entry that intersects [*pos, end) (or the one straddling *pos);
+ * *pos moves past what was looked at.  Returns 0, 1 when there is no such
+ * entry, or -errno.
+ */
+static int qrel_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t *pos,
+                     uint64_t end)
+{
+	uint64_t key, v, es, el, ce, at;
+	uint16_t vlen = sizeof(v);
+	struct mfs_brange *pz;
+	unsigned npz;
+	int ret;
+
+	ret = mfs_bt_lookup_le(fs, bt, *pos, &key, &v, &vlen);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (ret == 0 && vlen != sizeof(v))
+		return -EUCLEAN;
+	if (ret == 0 && key + le64toh(v) > *pos) {
+		es = key;
+		el = le64toh(v);
+	} else {
+		struct qfirst q = {0};
+
+		ret = mfs_bt_iterate(fs, bt, *pos, qfirst_fn, &q);
+		if (ret < 0)
+			return ret;
+		if (q.err)
+			return q.err;
+		if (!q.found || q.key >= end)
+			return 1;
+		es = q.key;
+		el = q.len;
+	}
+	/* the unit: at most QREL_UNIT_BLOCKS, at most QREL_UNIT_PIECES poisoned pieces */
+	ce = el > QREL_UNIT_BLOCKS ? es + QREL_UNIT_BLOCKS : es + el;
+	ret = poisoned_blocks(fs, es, ce - es, &pz, &npz);
+	if (ret)
+		return ret;
+	if (npz > QREL_UNIT_PIECES) {
+		ce = pz[QREL_UNIT_PIECES].start;
+		npz = QREL_UNIT_PIECES;
+	}
+	for (unsigned j = 0; j < npz; j++) {
+		if (pz[j].start < es) {
+			pz[j].len -= es - pz[j].start;
+			pz[j].start = es;
+		}
+		if (pz[j].start + pz[j].len > ce)
+			pz[j].len = ce - pz[j].start;
+	}
+	*pos = ce;
+	if (ce == es + el && npz == 1 && pz[0].start == es && pz[0].len == el) {
+		free(pz); /* still entirely poisoned */
+		return 0;
+	}
+	ret = mfs_bt_delete(fs, txn, bt, es);
+	if (!ret && ce < es + el)
+		ret = mfs_bt_insert(fs, txn, bt, ce, &(uint64_t){htole64(es + el - ce)},
+		                    sizeof(uint64_t));
+	if (!ret)
+		ret = qtree_store(fs, txn, bt);
+	/* Clean pieces go back to the free space, poisoned ones stay quarantined. */
+	at = es;
+	for (unsigned j = 0; ret == 0 && j <= npz; j++) {
+		uint64_t qs = j < npz ? pz[j].start : ce;
+		uint64_t qe = j < npz ? pz[j].start + pz[j].len : ce;
+
+		if (qs > at)
+			ret = free_clean(fs, txn, at, qs - at);
+		if (!ret && qe > qs) {
+			ret = mfs_bt_insert(fs, txn, bt, qs, &(uint64_t){htole64(qe - qs)},
+			                    sizeof(uint64_t));
+			if (!ret)
+				ret = qtree_store(fs, txn, bt);
+		}
+		if (qe > at)
+			at = qe;
+	}
+	free(pz);
+	return ret;
+}
+
+int mfs_quarantine_release(struct mfs *fs, uint64_t start, uint64_t len)
 {
 	struct mfs_alloc *a = A(fs);
-	struct qcollect c = {.end = start + len};
-	struct mfs_btree bt;
-	uint64_t key, v;
-	uint16_t vlen = sizeof(v);
+	uint64_t pos = start, end = start + len;
 	int ret = 0;
 
-	if (!txn || !len || start + len < start)
+	if (!len || end < start)
 		return -EINVAL;
-	pthread_mutex_lock(&a->qlock);
-	bt = qtree(fs);
-	if (!bt.root)
-		goto out;
-	/* Entries that intersect [start, start + len): the one before start, and those in it. */
-	ret = mfs_bt_lookup_le(fs, &bt, start, &key, &v, &vlen);
-	if (ret == 0 && key < start && key + le64toh(v) > start)
-		ret = qcollect_add(&c, key, le64toh(v));
-	else if (ret == -ENOENT)
-		ret = 0;
-	if (!ret)
-		ret = mfs_bt_iterate(fs, &bt, start, qcollect_fn, &c);
-	if (ret == 1)
-		ret = 0;
-	if (!ret)
-		ret = c.err;
+	while (!ret) {
+		struct mfs_txn *txn;
+		struct mfs_btree bt;
+		unsigned units = 0;
+		int r;
 
-	for (unsigned i = 0; ret == 0 && i < c.n; i++) {
-		uint64_t es = c.v[i].start, el = c.v[i].len, pos = es;
-		struct mfs_brange *pz;
-		unsigned npz;
-
-		ret = poisoned_blocks(fs, es, el, &pz, &npz);
+		pthread_mutex_lock(&a->qlock);
+		bt = qtree(fs);
+		pthread_mutex_unlock(&a->qlock);
+		if (!bt.root)
+			break;
+		ret = mfs_txn_begin_step(fs, qrel_unit_worst(&bt), &txn);
 		if (ret)
 			break;
-		if (npz == 1 && pz[0].start <= es && pz[0].start + pz[0].len >= es + el) {
-			free(pz); /* still entirely poisoned */
-			continue;
+		pthread_mutex_lock(&a->qlock);
+		/* units while the worst case of one more fits the step, always one */
+		do {
+			bt = qtree(fs);
+			ret = bt.root ? qrel_unit(fs, txn, &bt, &pos, end) : 1;
+			units++;
+		} while (!ret && pos < end && mfs_txn_room(txn) >= qrel_unit_worst(&bt));
+		pthread_mutex_unlock(&a->qlock);
+		r = mfs_txn_end(txn);
+		if (ret == 1 || (!ret && pos >= end)) {
+			ret = r;
+			break;
 		}
-		ret = mfs_bt_delete(fs, txn, &bt, es);
-		if (!ret)
-			ret = qtree_store(fs, txn, &bt);
-		/* Clean pieces go back to the free space, poisoned ones stay quarantined. */
-		for (unsigned j = 0; ret == 0 && j <= npz; j++) {
-			uint64_t qs = j < npz ? pz[j].start : es + el;
-			uint64_t qe = j < npz ? pz[j].start + pz[j].len : es + el;
-
-			if (qs < es)
-				qs = es;
-			if (qe > es + el)
-				qe = es + el;
-			if (qs > pos)
-				ret = free_clean(fs, txn, pos, qs - pos);
-			if (!ret && qe > qs) {
-				ret = mfs_bt_insert(fs, txn, &bt, qs, &(uint64_t){htole64(qe - qs)},
-				                    sizeof(uint64_t));
-				if (!ret)
-					ret = qtree_store(fs, txn, &bt);
-			}
-			if (qe > pos)
-				pos = qe;
-		}
-		free(pz);
+		ret = ret ? ret : r;
 	}
-out:
-	pthread_mutex_unlock(&a->qlock);
-	free(c.v);
 	return ret;
 }
 
