@@ -49,13 +49,21 @@ struct mfs_fext {
 	uint32_t prio;
 };
 
-/* An in-memory copy of a bitmap (meta zone or inodes); bit set = unavailable. */
+/*
+ * An in-memory copy of a bitmap (meta zone or inodes); bit set = unavailable.
+ * Like the data groups, its blocks are copied in when first needed
+ * (bm_block_load) after a clean unmount; map words of a block not loaded are
+ * meaningless.
+ */
 struct mfs_bmap {
 	uint64_t *map;
 	uint64_t nbits;
-	uint64_t hint;   /* next bit to try */
-	uint64_t disk;   /* first on-disk bitmap block */
-	uint64_t blocks; /* on-disk bitmap blocks */
+	uint64_t hint;            /* next bit to try */
+	uint64_t disk;            /* first on-disk bitmap block */
+	uint64_t blocks;          /* on-disk bitmap blocks */
+	uint8_t *loaded;          /* per bitmap block: G_UNLOADED, G_LOADED, G_BROKEN */
+	uint64_t fixed;           /* bits [0, fixed) are never available (meta: the fixed part) */
+	uint64_t zone, zone_twin; /* poison is looked up here (0: not at all) */
 };
 
 struct mfs_alloc {
@@ -95,6 +103,16 @@ struct mfs_pending_batch {
 	size_t n;
 	struct mfs_pending_batch *next; /* on mfs_alloc.inflight */
 };
+
+/* A range of blocks. */
+struct mfs_brange {
+	uint64_t start, len;
+};
+
+/* State of a data group or of a meta/inode bitmap block in memory. */
+#define G_UNLOADED 0
+#define G_LOADED   1
+#define G_BROKEN   2 /* its bitmap block could not be read: nothing allocated from it */
 
 static inline struct mfs_alloc *A(struct mfs *fs)
 {
@@ -507,43 +525,6 @@ static int bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, ui
 	return 0;
 }
 
-/* Read an on-disk bitmap into memory; bits past @nbits are set.  *nfree: clear bits. */
-static int bm_load(struct mfs *fs, struct mfs_bmap *m, uint64_t disk, uint64_t blocks,
-                   uint64_t nbits, uint64_t *nfree)
-{
-	uint64_t words = blocks * BM_WORDS_PER_BLOCK, free_bits = 0;
-
-	if (blocks * MFS_BITMAP_BITS < nbits)
-		return -EUCLEAN;
-	m->map = malloc(words * sizeof(uint64_t) + 8);
-	if (!m->map)
-		return -ENOMEM;
-	m->nbits = nbits;
-	m->hint = 0;
-	m->disk = disk;
-	m->blocks = blocks;
-	for (uint64_t k = 0; k < blocks; k++) {
-		struct mfs_buf *b;
-		const uint64_t *src;
-		int ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
-
-		if (ret)
-			return ret;
-		pthread_mutex_lock(&b->lock);
-		src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
-		for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK; w++)
-			m->map[k * BM_WORDS_PER_BLOCK + w] = le64toh(src[w]);
-		pthread_mutex_unlock(&b->lock);
-		mfs_buf_put(b);
-	}
-	for (uint64_t i = nbits; i < words * 64; i++)
-		m->map[i / 64] |= 1ull << (i % 64);
-	for (uint64_t w = 0; w < words; w++)
-		free_bits += 64 - (uint64_t)__builtin_popcountll(m->map[w]);
-	*nfree = free_bits;
-	return 0;
-}
-
 static bool bm_test(const struct mfs_bmap *m, uint64_t i)
 {
 	return m->map[i / 64] >> (i % 64) & 1;
@@ -557,15 +538,25 @@ static void bm_set(struct mfs_bmap *m, uint64_t i, bool v)
 		m->map[i / 64] &= ~(1ull << (i % 64));
 }
 
-/* First clear bit at or after the hint, wrapping; UINT64_MAX if none. */
-static uint64_t bm_find(const struct mfs_bmap *m)
+/*
+ * First clear bit at or after the hint, wrapping; UINT64_MAX if none.  The
+ * scan stops at the first bitmap block that is not loaded: *need = that
+ * block (else UINT64_MAX), to be loaded before trying again.
+ */
+static uint64_t bm_find(const struct mfs_bmap *m, uint64_t *need)
 {
 	uint64_t words = (m->nbits + 63) / 64, h = m->hint < m->nbits ? m->hint : 0;
 	uint64_t w0 = h / 64;
 
+	*need = UINT64_MAX;
 	for (uint64_t n = 0; n <= words; n++) {
-		uint64_t w = (w0 + n) % words, v = ~m->map[w];
+		uint64_t w = (w0 + n) % words, v;
 
+		if (m->loaded[w / BM_WORDS_PER_BLOCK] == G_UNLOADED) {
+			*need = w / BM_WORDS_PER_BLOCK;
+			return UINT64_MAX;
+		}
+		v = ~m->map[w];
 		if (n == 0)
 			v &= ~0ull << (h % 64);
 		if (v) {
@@ -578,43 +569,131 @@ static uint64_t bm_find(const struct mfs_bmap *m)
 	return UINT64_MAX;
 }
 
-/* Mark in memory the blocks of [blk, blk + n) that are poisoned (mount). */
-static void bm_exclude_poison(struct mfs *fs, struct mfs_bmap *m, uint64_t zone_start,
-                              uint64_t zone_twin)
+static int poisoned_blocks(struct mfs *fs, uint64_t start, uint64_t len, struct mfs_brange **out,
+                           unsigned *nr);
+
+/*
+ * Copy bitmap block @k of @m into memory, once; called with no lock held.
+ * As group_load: scanned under the block's content lock and alloc_lock, so
+ * that it agrees with bm_alloc (memory first, bits after: never in a block
+ * that is not loaded) and bm_free (bits first, memory after if loaded).
+ * Then the bits past nbits, the fixed part and poisoned blocks (either copy)
+ * are made unavailable.  *nfree (may be NULL): the block's clear bits on
+ * disk, if this call loaded it.  A block that cannot be read is left
+ * unavailable (logged) unless @strict.
+ */
+static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool strict,
+                         uint64_t *nfree)
 {
-	struct blk_range r[64];
-	uint64_t zones[2] = {zone_start, zone_twin};
+	uint64_t lo = k * MFS_BITMAP_BITS, hi = lo + MFS_BITMAP_BITS, *dst;
+	struct mfs_brange *pz[2] = {NULL, NULL};
+	unsigned npz[2] = {0, 0};
+	uint64_t zones[2] = {m->zone, m->zone_twin}, free_bits = 0;
+	const uint64_t *src;
+	struct mfs_buf *b;
+	int ret = 0;
 
-	for (int z = 0; z < 2; z++) {
-		uint64_t sec, end;
-
-		if (!zones[z])
-			continue;
-		sec = zones[z] * MFS_SECTORS_PER_BLOCK;
-		end = sec + m->nbits * MFS_SECTORS_PER_BLOCK;
-		while (sec < end) {
-			unsigned n = blk_poison_lookup(fs->dev, sec, end - sec, r, 64, NULL);
-
-			if (!n)
-				break;
-			for (unsigned i = 0; i < n; i++) {
-				uint64_t b0 = r[i].sector / MFS_SECTORS_PER_BLOCK - zones[z];
-				uint64_t b1 = (r[i].sector + r[i].nr - 1) / MFS_SECTORS_PER_BLOCK -
-				              zones[z];
-
-				for (uint64_t b = b0; b <= b1 && b < m->nbits; b++)
-					bm_set(m, b, true);
-			}
-			sec = r[n - 1].sector + r[n - 1].nr;
+	if (nfree)
+		*nfree = 0;
+	if (hi > m->nbits)
+		hi = m->nbits;
+	for (int z = 0; z < 2 && !ret; z++)
+		if (zones[z] && hi > lo)
+			ret = poisoned_blocks(fs, zones[z] + lo, hi - lo, &pz[z], &npz[z]);
+	if (!ret)
+		ret = mfs_meta_read(fs, m->disk + k, MFS_T_BITMAP, &b);
+	if (ret) {
+		free(pz[0]);
+		free(pz[1]);
+		if (ret == -ENOMEM || strict)
+			return ret;
+		pthread_mutex_lock(&fs->alloc_lock);
+		if (m->loaded[k] == G_UNLOADED) {
+			fprintf(stderr,
+			        "mendfs: bitmap block %llu: %s: its items are not allocated\n",
+			        (unsigned long long)(m->disk + k), strerror(-ret));
+			memset(&m->map[k * BM_WORDS_PER_BLOCK], 0xff,
+			       BM_WORDS_PER_BLOCK * sizeof(uint64_t));
+			m->loaded[k] = G_BROKEN;
 		}
+		pthread_mutex_unlock(&fs->alloc_lock);
+		return 0;
 	}
+	pthread_mutex_lock(&b->lock);
+	pthread_mutex_lock(&fs->alloc_lock);
+	if (m->loaded[k] != G_UNLOADED)
+		goto out;
+	src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
+	dst = &m->map[k * BM_WORDS_PER_BLOCK];
+	for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK; w++) {
+		uint64_t base = lo + w * 64, v = le64toh(src[w]);
+
+		if (base >= hi)
+			v = ~0ull;
+		else if (base + 64 > hi)
+			v |= ~0ull << (hi - base);
+		dst[w] = v;
+		free_bits += 64 - (uint64_t)__builtin_popcountll(v);
+	}
+	for (uint64_t i = lo; i < hi && i < m->fixed; i++)
+		bm_set(m, i, true);
+	for (int z = 0; z < 2; z++)
+		for (unsigned j = 0; j < npz[z]; j++) {
+			uint64_t p0 = pz[z][j].start, p1 = pz[z][j].start + pz[z][j].len;
+
+			p0 = p0 > zones[z] + lo ? p0 - zones[z] : lo;
+			p1 = p1 > zones[z] + lo ? p1 - zones[z] : lo;
+			for (uint64_t i = p0; i < p1 && i < hi; i++)
+				bm_set(m, i, true);
+		}
+	m->loaded[k] = G_LOADED;
+	if (nfree)
+		*nfree = free_bits;
+out:
+	pthread_mutex_unlock(&fs->alloc_lock);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	free(pz[0]);
+	free(pz[1]);
+	return 0;
+}
+
+/*
+ * Set up an in-memory bitmap; with @nfree (a recount) every block is loaded
+ * now and *nfree gets the clear bits on disk.
+ */
+static int bm_setup(struct mfs *fs, struct mfs_bmap *m, uint64_t disk, uint64_t blocks,
+                    uint64_t nbits, uint64_t fixed, uint64_t zone, uint64_t zone_twin,
+                    uint64_t *nfree)
+{
+	if (blocks * MFS_BITMAP_BITS < nbits || !nbits)
+		return -EUCLEAN;
+	m->map = malloc(blocks * BM_WORDS_PER_BLOCK * sizeof(uint64_t) + 8);
+	m->loaded = calloc(blocks, 1);
+	if (!m->map || !m->loaded)
+		return -ENOMEM;
+	m->nbits = nbits;
+	m->hint = fixed < nbits ? fixed : 0;
+	m->disk = disk;
+	m->blocks = blocks;
+	m->fixed = fixed;
+	m->zone = zone;
+	m->zone_twin = zone_twin;
+	if (!nfree)
+		return 0;
+	*nfree = 0;
+	for (uint64_t k = 0; k < blocks; k++) {
+		uint64_t nf;
+		int ret = bm_block_load(fs, m, k, true, &nf);
+
+		if (ret)
+			return ret;
+		*nfree += nf;
+	}
+	return 0;
 }
 
 /* --- poison of a data range ---------------------------------------------------------- */
-
-struct mfs_brange {
-	uint64_t start, len;
-};
 
 /*
  * The poisoned blocks of [start, start + len), as merged block ranges in
@@ -667,10 +746,6 @@ static int poisoned_blocks(struct mfs *fs, uint64_t start, uint64_t len, struct 
 /* --- init / destroy -------------------------------------------------------------------- */
 
 /* --- data groups (fs->alloc_lock held unless said otherwise) ---------------------------- */
-
-#define G_UNLOADED 0
-#define G_LOADED   1
-#define G_BROKEN   2 /* its bitmap block could not be read: nothing allocated from it */
 
 /* While no extent fits, an allocation loads at most this many groups before taking less. */
 #define GROUP_LOADS_PER_ALLOC 8
@@ -894,30 +969,28 @@ int mfs_alloc_init(struct mfs *fs)
 	fs->alloc = a;
 
 	ret = load_data(fs, a, !clean);
+	/* The fixed part of the meta zone is never allocatable, whatever the bitmap says;
+	 * nor is inode 1, the root. */
 	if (!ret)
-		ret = bm_load(fs, &a->meta, sb64(fs->sb.meta_bitmap_start),
-		              sb64(fs->sb.meta_bitmap_blocks), sb64(fs->sb.meta_len), &nfree_meta);
+		ret = bm_setup(fs, &a->meta, sb64(fs->sb.meta_bitmap_start),
+		               sb64(fs->sb.meta_bitmap_blocks), sb64(fs->sb.meta_len),
+		               sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) -
+		                       meta_start,
+		               meta_start, fs->dup ? sb64(fs->sb.meta_twin) : 0,
+		               clean ? NULL : &nfree_meta);
 	if (!ret)
-		ret = bm_load(fs, &a->ino, sb64(fs->sb.inode_bitmap_start),
-		              sb64(fs->sb.inode_bitmap_blocks), sb64(fs->sb.nr_inodes), &nfree_ino);
+		ret = bm_setup(fs, &a->ino, sb64(fs->sb.inode_bitmap_start),
+		               sb64(fs->sb.inode_bitmap_blocks), sb64(fs->sb.nr_inodes), 1, 0, 0,
+		               clean ? NULL : &nfree_ino);
 	if (ret) {
 		fprintf(stderr, "mendfs: loading the allocation bitmaps: %s\n", strerror(-ret));
 		mfs_alloc_destroy(fs);
 		return ret;
 	}
-	/* The fixed part of the meta zone is never allocatable, whatever the bitmap says. */
-	for (uint64_t b = meta_start;
-	     b < sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) &&
-	     b - meta_start < a->meta.nbits;
-	     b++)
-		bm_set(&a->meta, b - meta_start, true);
-	bm_exclude_poison(fs, &a->meta, meta_start, fs->dup ? sb64(fs->sb.meta_twin) : 0);
-	a->meta.hint =
-	        sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) - meta_start;
-	bm_set(&a->ino, 0, true); /* ino 1, the root, always */
-
-	fs->sb.free_meta = htole64(nfree_meta);
-	fs->sb.free_inodes = htole64(nfree_ino);
+	if (!clean) {
+		fs->sb.free_meta = htole64(nfree_meta);
+		fs->sb.free_inodes = htole64(nfree_ino);
+	}
 	return 0;
 }
 
@@ -938,7 +1011,9 @@ void mfs_alloc_destroy(struct mfs *fs)
 	free(a->gloaded);
 	free(a->pend);
 	free(a->meta.map);
+	free(a->meta.loaded);
 	free(a->ino.map);
+	free(a->ino.loaded);
 	pthread_mutex_destroy(&a->qlock);
 	pthread_mutex_destroy(&fs->alloc_lock);
 	free(a);
@@ -1377,13 +1452,19 @@ int mfs_quarantine_release(struct mfs *fs, uint64_t start, uint64_t len)
 static int bm_alloc(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint64_t *le_free,
                     uint64_t *bit)
 {
-	uint64_t i;
+	uint64_t i, need;
 	int ret;
 
 	if (!txn)
 		return -EINVAL;
 	pthread_mutex_lock(&fs->alloc_lock);
-	i = bm_find(m);
+	while ((i = bm_find(m, &need)) == UINT64_MAX && need != UINT64_MAX) {
+		pthread_mutex_unlock(&fs->alloc_lock);
+		ret = bm_block_load(fs, m, need, false, NULL);
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&fs->alloc_lock);
+	}
 	if (i == UINT64_MAX) {
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return -ENOSPC;
@@ -1414,7 +1495,8 @@ static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint
 	if (!txn)
 		return -EINVAL;
 	pthread_mutex_lock(&fs->alloc_lock);
-	used = bm_test(m, i);
+	/* not loaded: the bit on disk says (bm_disk_update refuses a clear one) */
+	used = m->loaded[i / MFS_BITMAP_BITS] != G_LOADED || bm_test(m, i);
 	pthread_mutex_unlock(&fs->alloc_lock);
 	if (!used)
 		return -EUCLEAN;
@@ -1422,7 +1504,8 @@ static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->alloc_lock);
-	bm_set(m, i, false);
+	if (m->loaded[i / MFS_BITMAP_BITS] == G_LOADED)
+		bm_set(m, i, false);
 	counter_add(le_free, 1);
 	pthread_mutex_unlock(&fs->alloc_lock);
 	return 0;

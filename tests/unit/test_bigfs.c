@@ -11,6 +11,7 @@
  * fsck.mendfs -n clean at the end.
  */
 #include <check.h>
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -97,6 +98,42 @@ static bool data_bit(uint64_t pblk)
 	return set;
 }
 
+static bool bitmap_bit(uint64_t disk, uint64_t i)
+{
+	struct mfs_buf *b;
+	bool set;
+
+	ck_assert_int_eq(mfs_meta_read(fs, disk + i / MFS_BITMAP_BITS, MFS_T_BITMAP, &b), 0);
+	i %= MFS_BITMAP_BITS;
+	set = b->data[sizeof(struct mfs_meta_hdr) + i / 8] & (1u << (i % 8));
+	mfs_buf_put(b);
+	return set;
+}
+
+/* Clear bits among the first @nbits of the bitmap at @disk. */
+static uint64_t recount(uint64_t disk, uint64_t nbits)
+{
+	uint64_t free_bits = 0;
+
+	for (uint64_t i = 0; i < nbits; i += MFS_BITMAP_BITS) {
+		struct mfs_buf *b;
+		const uint64_t *w;
+
+		ck_assert_int_eq(mfs_meta_read(fs, disk + i / MFS_BITMAP_BITS, MFS_T_BITMAP, &b),
+		                 0);
+		w = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
+		for (uint64_t j = 0; j < MFS_BITMAP_BITS && i + j < nbits; j += 64) {
+			uint64_t v = w[j / 64];
+
+			if (i + j + 64 > nbits)
+				v |= ~0ull << (nbits - i - j);
+			free_bits += 64 - (uint64_t)__builtin_popcountll(v);
+		}
+		mfs_buf_put(b);
+	}
+	return free_bits;
+}
+
 static void setup(void)
 {
 	const char *d = getenv("BIGFS_DIR"), *size = getenv("BIGFS_SIZE");
@@ -142,6 +179,62 @@ static void fsck_clean(void)
 	snprintf(cmd, sizeof(cmd), "'%s' -n '%s'", fsck, img);
 	ck_assert_int_eq(system(cmd), 0);
 }
+
+/*
+ * The meta zone and inode bitmaps are loaded lazily too: allocations after a
+ * clean mount, a free into a bitmap block that is not loaded, persistent, the
+ * counters exact.
+ */
+START_TEST(test_lazy_meta_inodes)
+{
+	uint64_t m, ino, fm, fi;
+	struct mfs_txn *txn;
+	struct statvfs st;
+
+	do_mount("fresh");
+	fm = fs->sb.free_meta;
+	fi = fs->sb.free_inodes;
+	ck_assert_uint_eq(recount(fs->sb.meta_bitmap_start, fs->sb.meta_len), fm);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_meta(fs, txn, &m), 0);
+	ck_assert_int_eq(mfs_alloc_ino(fs, txn, &ino), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_uint_ge(m, fs->sb.inode_table_start + fs->sb.inode_table_blocks);
+	ck_assert_uint_eq(fs->sb.free_meta, fm - 1);
+	ck_assert_uint_eq(fs->sb.free_inodes, fi - 1);
+	do_umount();
+
+	do_mount("clean, a meta block and an inode used");
+	ck_assert_uint_eq(fs->sb.free_meta, fm - 1);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_ffree, fi - 1);
+	/* frees into blocks nobody loaded; a double free is still refused (on disk) */
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_free_meta(fs, txn, m), 0);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, ino), 0);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, ino), -EUCLEAN);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_uint_eq(fs->sb.free_meta, fm);
+	do_umount();
+
+	do_mount("clean, freed again");
+	ck_assert(!bitmap_bit(fs->sb.meta_bitmap_start, m - fs->sb.meta_start));
+	ck_assert(!bitmap_bit(fs->sb.inode_bitmap_start, ino - 1));
+	ck_assert_uint_eq(fs->sb.free_meta, fm);
+	ck_assert_uint_eq(fs->sb.free_inodes, fi);
+	ck_assert_uint_eq(recount(fs->sb.meta_bitmap_start, fs->sb.meta_len), fm);
+	ck_assert_uint_eq(recount(fs->sb.inode_bitmap_start, fs->sb.nr_inodes), fi);
+	/* the same block and inode again: found free in the bitmaps */
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_meta(fs, txn, &m), 0);
+	ck_assert_int_eq(mfs_alloc_ino(fs, txn, &ino), 0);
+	ck_assert_int_eq(mfs_free_meta(fs, txn, m), 0);
+	ck_assert_int_eq(mfs_free_ino(fs, txn, ino), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	do_umount();
+	fsck_clean();
+}
+END_TEST
 
 START_TEST(test_lazy_groups)
 {
@@ -235,6 +328,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 280);
 	tcase_add_test(tc, test_lazy_groups);
+	tcase_add_test(tc, test_lazy_meta_inodes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
