@@ -459,7 +459,7 @@ static void fx_free_all(struct mfs_fext *t)
 /* --- on-disk bitmaps ---------------------------------------------------------------- */
 
 static int pending_add(struct mfs_alloc *a, uint64_t start, uint64_t len);
-static void counter_add(uint64_t *le, int64_t d);
+static void counter_add(struct mfs *fs, uint64_t *le, int64_t d);
 
 /*
  * Set or clear bits [first, first + n) of the on-disk bitmap at @disk, each
@@ -511,7 +511,7 @@ static int bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, ui
 				pthread_mutex_lock(&fs->alloc_lock);
 				ret = pending_add(A(fs), pend_base + first, cnt);
 				if (!ret)
-					counter_add(&fs->sb.free_blocks, (int64_t)cnt);
+					counter_add(fs, &fs->sb.free_blocks, (int64_t)cnt);
 				pthread_mutex_unlock(&fs->alloc_lock);
 			}
 		}
@@ -1022,9 +1022,34 @@ void mfs_alloc_destroy(struct mfs *fs)
 
 /* --- data ------------------------------------------------------------------------------ */
 
-static void counter_add(uint64_t *le, int64_t d)
+/*
+ * alloc_lock held: change a free counter of fs->sb.  After a clean mount the
+ * counters come from the superblock (FORMAT.md §5.1); one that was wrong
+ * there would leave its range here.  It stays within [0, zone] (a superblock
+ * with a counter past its zone does not validate) and the error state is set
+ * (the next mount recounts, fsck fixes it): statfs may be off until then,
+ * allocation never is (it follows the bitmaps).
+ */
+static void counter_add(struct mfs *fs, uint64_t *le, int64_t d)
 {
-	*le = htole64(le64toh(*le) + (uint64_t)d);
+	uint64_t max = le == &fs->sb.free_blocks ? le64toh(fs->sb.data_len)
+	               : le == &fs->sb.free_meta ? le64toh(fs->sb.meta_len)
+	                                         : le64toh(fs->sb.nr_inodes);
+	uint64_t v = le64toh(*le);
+
+	if ((d < 0 && v < (uint64_t)-d) || (d > 0 && max - v < (uint64_t)d) || v > max) {
+		if (!(fs->sb.state & MFS_STATE_ERROR))
+			fprintf(stderr,
+			        "mendfs: a free counter of the superblock was wrong (%llu %+lld, "
+			        "at most %llu): error state set, recounted at the next mount\n",
+			        (unsigned long long)v, (long long)d, (unsigned long long)max);
+		fs->sb.state |= MFS_STATE_ERROR;
+		v = d < 0 ? (v < (uint64_t)-d ? 0 : v + (uint64_t)d)
+		          : (max - (v < max ? v : max) < (uint64_t)d ? max : v + (uint64_t)d);
+	} else {
+		v += (uint64_t)d;
+	}
+	*le = htole64(v);
 }
 
 int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t want,
@@ -1088,7 +1113,7 @@ load:
 	}
 	ret = fx_take(a, f, s, n);
 	if (!ret)
-		counter_add(&fs->sb.free_blocks, -(int64_t)n);
+		counter_add(fs, &fs->sb.free_blocks, -(int64_t)n);
 	pthread_mutex_unlock(&fs->alloc_lock);
 	if (ret)
 		return ret;
@@ -1097,7 +1122,7 @@ load:
 	if (ret) {
 		pthread_mutex_lock(&fs->alloc_lock);
 		if (fx_add(a, s, n) == 0)
-			counter_add(&fs->sb.free_blocks, (int64_t)n);
+			counter_add(fs, &fs->sb.free_blocks, (int64_t)n);
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return ret;
 	}
@@ -1471,14 +1496,14 @@ static int bm_alloc(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uin
 	}
 	bm_set(m, i, true);
 	m->hint = i + 1;
-	counter_add(le_free, -1);
+	counter_add(fs, le_free, -1);
 	pthread_mutex_unlock(&fs->alloc_lock);
 
 	ret = bm_disk_update(fs, txn, m->disk, i, 1, true, 0);
 	if (ret) {
 		pthread_mutex_lock(&fs->alloc_lock);
 		bm_set(m, i, false);
-		counter_add(le_free, 1);
+		counter_add(fs, le_free, 1);
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return ret;
 	}
@@ -1506,7 +1531,7 @@ static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint
 	pthread_mutex_lock(&fs->alloc_lock);
 	if (m->loaded[i / MFS_BITMAP_BITS] == G_LOADED)
 		bm_set(m, i, false);
-	counter_add(le_free, 1);
+	counter_add(fs, le_free, 1);
 	pthread_mutex_unlock(&fs->alloc_lock);
 	return 0;
 }

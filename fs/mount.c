@@ -306,7 +306,8 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		goto fail;
 	}
 
-	if (n > 0) /* replayed: the counters are those of before the crash, recount them */
+	/* replayed: the counters are those of before the crash; or asked to: recount them */
+	if (n > 0 || opts->recount)
 		fs->sb.state = (fs->sb.state & ~MFS_STATE_CLEAN) | MFS_STATE_DIRTY;
 
 	ret = mfs_cache_init(fs,

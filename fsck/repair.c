@@ -286,7 +286,9 @@ static int zero_file(struct mfs *fs, const struct fsck_range *z, size_t n)
 
 int repair_library(struct fsck_ctx *ctx)
 {
-	struct mfs_mount_opts mo = {0}; /* not exclusive: fsck holds the device lock itself */
+	/* not exclusive: fsck holds the device lock itself; the counters of a filesystem
+	 * being repaired are not trusted (the library recounts them) */
+	struct mfs_mount_opts mo = {.recount = true};
 	struct mfs *fs = NULL;
 	char err[512] = "";
 	size_t i, j;

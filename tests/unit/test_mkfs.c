@@ -529,6 +529,90 @@ START_TEST(test_mount_super_fallback)
 }
 END_TEST
 
+/*
+ * After a clean unmount the free counters are trusted (FORMAT.md §5.1).  One
+ * that is wrong there never makes the superblock invalid: it stays within its
+ * zone, the error state is set and the next mount recounts.
+ */
+START_TEST(test_mount_wrong_counter)
+{
+	struct mfs_mount_opts rw = {0};
+	struct mfs_superblock *sb;
+	struct statvfs st;
+	char msg[512] = "", args[256];
+	struct blk_dev *dev;
+	struct mfs_txn *txn;
+	uint64_t s, n, nb, data_len;
+	struct mfs *fs;
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	data_len = fs->sb.data_len;
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 10, &s, &n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+
+	/* the counter says everything is free: wrong, but within its zone */
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	nb = sb->nr_blocks;
+	ck_assert_uint_eq(sb->free_blocks, data_len - 10);
+	ck_assert_uint_eq(sb->state, MFS_STATE_CLEAN);
+	sb->free_blocks = data_len;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	free(sb);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len); /* trusted */
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, s, n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len); /* held at the zone size */
+	ck_assert(fs->sb.state & MFS_STATE_ERROR);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+
+	/* the superblock still validates; the error state makes the next mount recount
+	 * (a counter made wrong again is not believed) */
+	dev = open_dev(img);
+	sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	{
+		bool ro, other_bad;
+
+		ck_assert_int_eq(mfs_super_read(dev, sb, &ro, &other_bad, msg, sizeof(msg)), 0);
+	}
+	ck_assert(sb->state & MFS_STATE_ERROR);
+	ck_assert_uint_eq(sb->free_blocks, data_len);
+	sb->free_blocks = data_len - 5;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	free(sb);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert(fs->sb.state & MFS_STATE_ERROR);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 3, &s, &n), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, s, n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
 START_TEST(test_loop_device)
 {
 	struct mfs_superblock sb;
@@ -584,6 +668,7 @@ static Suite *mkfs_suite(void)
 	tcase_add_test(tc, test_poison);
 	tcase_add_test(tc, test_loop_device);
 	tcase_add_test(tc, test_mount_super_fallback);
+	tcase_add_test(tc, test_mount_wrong_counter);
 	suite_add_tcase(s, tc);
 	return s;
 }
