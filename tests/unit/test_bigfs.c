@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,10 +135,25 @@ static uint64_t recount(uint64_t disk, uint64_t nbits)
 	return free_bits;
 }
 
+static const char *big_size(void)
+{
+	const char *size = getenv("BIGFS_SIZE");
+
+	return size && *size ? size : "16T";
+}
+
+static void mkfs_size(const char *size)
+{
+	char args[PATH_MAX + 64];
+
+	/* few inodes: the inode table is written whole by mkfs */
+	snprintf(args, sizeof(args), "-N 100000 '%s' %s", img, size);
+	mkfs_run(args);
+}
+
 static void setup(void)
 {
-	const char *d = getenv("BIGFS_DIR"), *size = getenv("BIGFS_SIZE");
-	char args[PATH_MAX + 64];
+	const char *d = getenv("BIGFS_DIR");
 	struct stat st;
 
 	if (!d || !*d)
@@ -146,9 +162,6 @@ static void setup(void)
 	snprintf(dir, sizeof(dir), "%s/mendfs-bigfs-XXXXXX", d);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(img, sizeof(img), "%s/img", dir);
-	/* few inodes: the inode table is written whole by mkfs */
-	snprintf(args, sizeof(args), "-N 100000 '%s' %s", img, size && *size ? size : "16T");
-	mkfs_run(args);
 }
 
 static void teardown(void)
@@ -191,6 +204,7 @@ START_TEST(test_lazy_meta_inodes)
 	struct mfs_txn *txn;
 	struct statvfs st;
 
+	mkfs_size(big_size());
 	do_mount("fresh");
 	fm = fs->sb.free_meta;
 	fi = fs->sb.free_inodes;
@@ -240,6 +254,7 @@ START_TEST(test_lazy_groups)
 {
 	uint64_t ngroups, a, b, c, d, s, n, free0;
 
+	mkfs_size(big_size());
 	do_mount("fresh");
 	free0 = bfree();
 	ck_assert_uint_eq(free0, data_len);
@@ -318,6 +333,140 @@ START_TEST(test_lazy_groups)
 }
 END_TEST
 
+#define NTHREADS 4
+#define NITER    3000
+
+struct ext {
+	uint64_t s, n;
+};
+
+struct worker {
+	unsigned seed;
+	struct ext ext[NITER];
+	unsigned nr;
+	int err;
+	uint64_t ngroups;
+};
+
+static unsigned rnd(unsigned *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return *seed >> 8;
+}
+
+/*
+ * Allocate at goals in random groups (most not loaded yet), free random
+ * held extents, commit now and then: group loads race with frees becoming
+ * pending, with commits giving them back, and with each other.
+ */
+static void *worker_fn(void *arg)
+{
+	struct worker *w = arg;
+
+	for (unsigned it = 0; it < NITER && !w->err; it++) {
+		struct mfs_txn *txn;
+		unsigned op = rnd(&w->seed) % 4;
+		int r;
+
+		if (op == 0 && w->nr) {
+			unsigned k = rnd(&w->seed) % w->nr;
+
+			w->err = mfs_txn_begin(fs, &txn);
+			if (!w->err) {
+				w->err = mfs_free_data(fs, txn, w->ext[k].s, w->ext[k].n);
+				r = mfs_txn_end(txn);
+				w->err = w->err ? w->err : r;
+			}
+			w->ext[k] = w->ext[--w->nr];
+		} else {
+			uint64_t g = rnd(&w->seed) % w->ngroups, s, n;
+			uint64_t goal = data_start + g * MFS_BITMAP_BITS + rnd(&w->seed) % 1000;
+
+			w->err = mfs_txn_begin(fs, &txn);
+			if (!w->err) {
+				w->err = mfs_alloc_data(fs, txn, goal, 1 + rnd(&w->seed) % 32, &s,
+				                        &n);
+				r = mfs_txn_end(txn);
+				w->err = w->err ? w->err : r;
+			}
+			if (!w->err) {
+				w->ext[w->nr].s = s;
+				w->ext[w->nr].n = n;
+				w->nr++;
+			}
+		}
+		if (!w->err && it % 97 == 0)
+			w->err = mfs_sync(fs);
+	}
+	return NULL;
+}
+
+static int ext_cmp(const void *a, const void *b)
+{
+	const struct ext *x = a, *y = b;
+
+	return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* 4 threads on a 1 TiB image (8 k groups, most of them loaded on the way). */
+START_TEST(test_lazy_threads)
+{
+	static struct worker w[NTHREADS];
+	pthread_t th[NTHREADS];
+	uint64_t free0, used = 0;
+	struct ext *all;
+	unsigned total = 0;
+	struct mfs_txn *txn;
+
+	mkfs_size("1T");
+	do_mount("1 TiB");
+	free0 = bfree();
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].seed = 777u + (unsigned)i;
+		w[i].ngroups = data_len / MFS_BITMAP_BITS;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_fn, &w[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].err, 0);
+		total += w[i].nr;
+	}
+	all = calloc(total ? total : 1, sizeof(*all));
+	ck_assert_ptr_nonnull(all);
+	total = 0;
+	for (int i = 0; i < NTHREADS; i++)
+		for (unsigned j = 0; j < w[i].nr; j++) {
+			all[total++] = w[i].ext[j];
+			used += w[i].ext[j].n;
+		}
+	qsort(all, total, sizeof(*all), ext_cmp);
+	for (unsigned i = 0; i < total; i++) {
+		if (i)
+			ck_assert_msg(all[i - 1].s + all[i - 1].n <= all[i].s,
+			              "extents %llu+%llu and %llu+%llu overlap",
+			              (unsigned long long)all[i - 1].s,
+			              (unsigned long long)all[i - 1].n,
+			              (unsigned long long)all[i].s, (unsigned long long)all[i].n);
+		ck_assert(data_bit(all[i].s) && data_bit(all[i].s + all[i].n - 1));
+	}
+	ck_assert_uint_eq(bfree(), free0 - used);
+	ck_assert_uint_eq(recount(fs->sb.data_bitmap_start, data_len), free0 - used);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	for (unsigned i = 0; i < total; i++)
+		ck_assert_int_eq(mfs_free_data(fs, txn, all[i].s, all[i].n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	free(all);
+	ck_assert_uint_eq(bfree(), free0);
+	do_umount();
+	do_mount("1 TiB, clean");
+	ck_assert_uint_eq(bfree(), free0);
+	ck_assert_uint_eq(recount(fs->sb.data_bitmap_start, data_len), free0);
+	do_umount();
+	fsck_clean();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("bigfs");
@@ -329,6 +478,7 @@ int main(void)
 	tcase_set_timeout(tc, 280);
 	tcase_add_test(tc, test_lazy_groups);
 	tcase_add_test(tc, test_lazy_meta_inodes);
+	tcase_add_test(tc, test_lazy_threads);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
