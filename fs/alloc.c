@@ -4,8 +4,11 @@
  * quarantine of poisoned free data extents (docs/FORMAT.md "Allocation
  * bitmaps" and "Quarantine").
  *
- * The on-disk bitmaps are the persistent truth; at mount they are read into
- * in-memory structures that answer allocations without touching the device:
+ * The on-disk bitmaps are the persistent truth; they are read into in-memory
+ * structures that answer allocations without touching the device, one bitmap
+ * block at a time when allocation first needs it (after a clean unmount the
+ * superblock's free counters are exact and nothing is read at mount; after a
+ * crash, an error or a replay everything is read and recounted):
  *
  *   data   an index of free extents, held twice by the same nodes: a treap by
  *          start (augmented with the largest length in each subtree, so "the
@@ -14,20 +17,26 @@
  *   meta   a copy of the meta zone bitmap, next-fit from a rotating hint.
  *   inodes a copy of the inode bitmap, next-fit from a rotating hint.
  *
- * Free blocks that sit on poison (per blk_poison_lookup) at mount are left out
- * of the in-memory structures: they stay free on disk and are never handed
- * out.  A data extent freed while poisoned is not returned at all: it stays
- * marked in the bitmap and goes to the quarantine B+tree (key pblk, value
- * le64 len) until mfs_quarantine_release() sees the poison gone.
+ * Free blocks that sit on poison (per blk_poison_lookup) when their bitmap
+ * block is loaded are left out of the in-memory structures: they stay free
+ * on disk and are never handed out.  A data extent freed while poisoned is
+ * not returned at all: it stays marked in the bitmap and goes to the
+ * quarantine B+tree (key pblk, value le64 len) until mfs_quarantine_release()
+ * sees the poison gone.
  *
- * Locking.  fs->alloc_lock protects the in-memory structures and the free
- * counters in fs->sb; it is never held while a buffer is read or locked.  The
- * on-disk bitmap bits change under their buffer's content lock, and in an
- * order that keeps them equal to the in-memory state for any interleaving:
- * allocation takes from memory first and sets the bits after; freeing clears
- * the bits first and gives to memory after.  Bitmap buffer locks are leaves:
- * nothing else is locked while one is held.  The quarantine tree has its own
- * mutex (qlock), taken before any buffer lock and before alloc_lock.
+ * Locking.  fs->alloc_lock protects the in-memory structures, which blocks
+ * are loaded, the pending frees and the free counters in fs->sb; it is never
+ * held while a buffer is read or locked (it is taken *inside* a bitmap
+ * buffer's content lock: mfs.h's order).  The on-disk bitmap bits change
+ * under their buffer's content lock, and in an order that keeps them equal to
+ * the in-memory state for any interleaving: allocation takes from memory
+ * first (loaded blocks only) and sets the bits after; freeing clears the bits
+ * first and gives to memory after (a data free becomes pending inside the
+ * content lock).  Loading a block holds its content lock and alloc_lock
+ * together, so it sees one of those states, never half of one.  Nothing but
+ * alloc_lock is taken while a bitmap buffer's lock is held.  The quarantine
+ * tree has its own mutex (qlock), taken before any buffer lock and before
+ * alloc_lock; mfs_quarantine_release takes it inside its own handles.
  */
 #include <endian.h>
 #include <errno.h>
