@@ -667,9 +667,80 @@ out:
 	return 0;
 }
 
+/* Clear bits among the first @nbits of one bitmap block's @words. */
+static uint64_t bm_count_clear(const uint64_t *words, uint64_t nbits)
+{
+	uint64_t n = 0;
+
+	for (uint64_t w = 0; w < BM_WORDS_PER_BLOCK && w * 64 < nbits; w++) {
+		uint64_t v = le64toh(words[w]);
+
+		if (nbits - w * 64 < 64)
+			v |= ~0ull << (nbits - w * 64);
+		n += 64 - (uint64_t)__builtin_popcountll(v);
+	}
+	return n;
+}
+
+#define RECOUNT_BATCH 256u /* bitmap blocks per read: 1 MiB */
+
 /*
- * Set up an in-memory bitmap; with @nfree (a recount) every block is loaded
- * now and *nfree gets the clear bits on disk.
+ * The clear bits of an on-disk bitmap (@blocks blocks at @disk, @nbits
+ * valid), for the counters of a mount after a crash; nothing is loaded into
+ * memory.  Only at mount, before any transaction: the blocks on the device
+ * are then the newest (replay wrote in place).  They are read in batches
+ * straight from the device and each is verified as mfs_meta_read() does
+ * (magic, type, location, checksum); a batch that meets a media error and a
+ * block that fails its checks are read through mfs_meta_read() one by one,
+ * which falls back to the twin and repairs.  A block lost in both copies
+ * fails the count (and the mount).
+ */
+static int bm_recount(struct mfs *fs, uint64_t disk, uint64_t blocks, uint64_t nbits,
+                      uint64_t *nfree)
+{
+	uint8_t *buf;
+	int ret = 0;
+
+	*nfree = 0;
+	if (posix_memalign((void **)&buf, MFS_BLOCK_SIZE, RECOUNT_BATCH * MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	for (uint64_t k0 = 0; k0 < blocks && !ret; k0 += RECOUNT_BATCH) {
+		unsigned n = blocks - k0 < RECOUNT_BATCH ? (unsigned)(blocks - k0) : RECOUNT_BATCH;
+		int rd = blk_read(fs->dev, (disk + k0) * MFS_SECTORS_PER_BLOCK, buf,
+		                  n * MFS_BLOCK_SIZE, 0);
+
+		for (unsigned j = 0; j < n && !ret; j++) {
+			uint64_t k = k0 + j, valid = nbits - k * MFS_BITMAP_BITS;
+			const uint8_t *blk = buf + (size_t)j * MFS_BLOCK_SIZE;
+			struct mfs_buf *b;
+
+			if (k * MFS_BITMAP_BITS >= nbits)
+				break;
+			if (valid > MFS_BITMAP_BITS)
+				valid = MFS_BITMAP_BITS;
+			if (!rd && !mfs_block_verify(blk, fs->seed, MFS_T_BITMAP, disk + k)) {
+				*nfree += bm_count_clear(
+				        (const uint64_t *)(blk + sizeof(struct mfs_meta_hdr)),
+				        valid);
+				continue;
+			}
+			ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+			if (ret)
+				break;
+			pthread_mutex_lock(&b->lock);
+			*nfree += bm_count_clear(
+			        (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr)), valid);
+			pthread_mutex_unlock(&b->lock);
+			mfs_buf_put(b);
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * Set up an in-memory bitmap; with @nfree (a recount) *nfree gets the clear
+ * bits on disk (bm_recount); the blocks are loaded when needed either way.
  */
 static int bm_setup(struct mfs *fs, struct mfs_bmap *m, uint64_t disk, uint64_t blocks,
                     uint64_t nbits, uint64_t fixed, uint64_t zone, uint64_t zone_twin,
@@ -688,18 +759,7 @@ static int bm_setup(struct mfs *fs, struct mfs_bmap *m, uint64_t disk, uint64_t 
 	m->fixed = fixed;
 	m->zone = zone;
 	m->zone_twin = zone_twin;
-	if (!nfree)
-		return 0;
-	*nfree = 0;
-	for (uint64_t k = 0; k < blocks; k++) {
-		uint64_t nf;
-		int ret = bm_block_load(fs, m, k, true, &nf);
-
-		if (ret)
-			return ret;
-		*nfree += nf;
-	}
-	return 0;
+	return nfree ? bm_recount(fs, disk, blocks, nbits, nfree) : 0;
 }
 
 /* --- poison of a data range ---------------------------------------------------------- */
@@ -930,13 +990,14 @@ static uint64_t group_next(struct mfs *fs, struct mfs_alloc *a, uint64_t goal)
 
 /*
  * At mount.  After a clean unmount the superblock's free_blocks is exact
- * (FORMAT.md §4) and no group is read now.  Otherwise (a crash, an error
- * seen, or a replayed journal) every group is loaded and the clear bits
- * recounted, as a crash leaves the counter a hint.
+ * (FORMAT.md §5.1) and no group is read now.  Otherwise (a crash, an error
+ * seen, or a replayed journal) the clear bits are recounted (bm_recount), as
+ * a crash leaves the counter a hint; the groups are still loaded lazily.
  */
 static int load_data(struct mfs *fs, struct mfs_alloc *a, bool recount)
 {
 	uint64_t data_len = sb64(fs->sb.data_len), free_bits = 0;
+	int ret;
 
 	if (sb64(fs->sb.data_bitmap_blocks) * MFS_BITMAP_BITS < data_len)
 		return -EUCLEAN;
@@ -946,19 +1007,11 @@ static int load_data(struct mfs *fs, struct mfs_alloc *a, bool recount)
 		return -ENOMEM;
 	if (!recount)
 		return 0;
-	for (uint64_t g = 0; g < a->ngroups; g++) {
-		uint64_t nf;
-		int ret = group_load(fs, g, &nf);
-
-		if (ret)
-			return ret;
-		if (a->gloaded[g] != G_LOADED)
-			return -EUCLEAN; /* as before lazy loading: a lost bitmap block fails the
-			                    mount */
-		free_bits += nf;
-	}
-	fs->sb.free_blocks = htole64(free_bits);
-	return 0;
+	ret = bm_recount(fs, sb64(fs->sb.data_bitmap_start), sb64(fs->sb.data_bitmap_blocks),
+	                 data_len, &free_bits);
+	if (!ret)
+		fs->sb.free_blocks = htole64(free_bits);
+	return ret;
 }
 
 int mfs_alloc_init(struct mfs *fs)

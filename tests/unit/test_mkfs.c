@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mfs_ops.h"
+#include "mfs_int.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -613,6 +613,62 @@ START_TEST(test_mount_wrong_counter)
 }
 END_TEST
 
+/*
+ * A mount after a crash recounts the free counters from the bitmaps read
+ * straight from the device; a bitmap block that fails its checks there is
+ * read from its twin (and repaired), as every metadata read.
+ */
+START_TEST(test_mount_recount_twin)
+{
+	struct mfs_mount_opts rw = {0};
+	struct mfs_superblock *sb;
+	struct statvfs st;
+	char msg[512] = "", args[256];
+	struct blk_dev *dev;
+	struct mfs_txn *txn;
+	uint64_t s, n, data_len, bm;
+	uint8_t *b;
+	struct mfs *fs;
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	data_len = fs->sb.data_len;
+	bm = fs->sb.data_bitmap_start;
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 10, &s, &n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	ck_assert_int_eq(mfs_checkpoint(fs), 0);
+	mfs_crash(fs);
+
+	/* DIRTY, and a counter that is not to be believed */
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	ck_assert(sb->state & MFS_STATE_DIRTY);
+	ck_assert_uint_eq(sb->free_blocks, data_len - 10);
+	sb->free_blocks = data_len;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(
+	        blk_write(dev, (sb->nr_blocks - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	        0);
+	free(sb);
+	b = read_block(dev, bm);
+	b[100] ^= 0x40; /* the primary copy of the data bitmap block fails its checksum */
+	ck_assert_int_eq(blk_write(dev, bm * MFS_SECTORS_PER_BLOCK, b, MFS_BLOCK_SIZE, 0), 0);
+	blk_dev_close(dev);
+	free(b);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len - 10);
+	ck_assert_uint_ge(atomic_load(&fs->stats.meta_repairs), 1);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
 START_TEST(test_loop_device)
 {
 	struct mfs_superblock sb;
@@ -669,6 +725,7 @@ static Suite *mkfs_suite(void)
 	tcase_add_test(tc, test_loop_device);
 	tcase_add_test(tc, test_mount_super_fallback);
 	tcase_add_test(tc, test_mount_wrong_counter);
+	tcase_add_test(tc, test_mount_recount_twin);
 	suite_add_tcase(s, tc);
 	return s;
 }
