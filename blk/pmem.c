@@ -650,9 +650,20 @@ static void pmem_set_pages(struct pmem_dev *pd, size_t p0, size_t p1, bool prote
 {
 	size_t p = p0;
 
+	/* nothing is protected (every open, and whenever no poison is known): nothing to undo */
+	if (!protect && atomic_load_explicit(&pd->nr_prot, memory_order_acquire) == 0)
+		return;
 	while (p < p1) {
 		size_t q, i;
 
+		/* a whole word already in the wanted state: 64 pages at once (an open scans
+		 * every page of the device: 16 G pages for 64 TiB) */
+		if ((p & 63) == 0 && p1 - p >= 64 &&
+		    atomic_load_explicit(&pd->prot[p >> 6], memory_order_acquire) ==
+		            (protect ? ~0ull : 0)) {
+			p += 64;
+			continue;
+		}
 		if (pmem_page_protected(pd, p) == protect) {
 			p++;
 			continue;

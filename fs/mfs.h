@@ -249,8 +249,12 @@ int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 bool mfs_alloc_pending(struct mfs *fs);
 void *mfs_alloc_commit_begin(struct mfs *fs);
 void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
-/* Release quarantined blocks whose poison is gone (zero-init, fsck). */
-int mfs_quarantine_release(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
+/*
+ * Release quarantined blocks whose poison is gone (zero-init, fsck): the
+ * entries intersecting [start, start + len), in bounded steps of their own
+ * handles (the caller must hold no handle).
+ */
+int mfs_quarantine_release(struct mfs *fs, uint64_t start, uint64_t len);
 
 /* --- B+trees (btree.c) --------------------------------------------------------------- */
 

@@ -39,6 +39,8 @@ struct mfs_mount_opts {
 	const char *badblocks;         /* emulation file (NULL: DEVICE.badblocks for images) */
 	unsigned cache_blocks;         /* metadata cache size, 0: default */
 	bool exclusive;                /* lock the device against a second mount (daemon: true) */
+	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */
+	bool recount;
 };
 
 struct mfs_ino {

@@ -17,8 +17,10 @@
  * valid record overrides the superblock's roots; the superblock written at
  * mount and at unmount then agrees with it.  A filesystem fresh from mkfs
  * has no record (the tail is zero) and the superblock's roots are used.
- * The free counters need nothing of the kind: they are recounted from the
- * bitmaps at every mount.
+ * The free counters need nothing of the kind: after a clean unmount the
+ * superblock's are exact and the data bitmap is read lazily, group by group,
+ * as allocation needs it (alloc.c); after a crash or a replay they are
+ * recounted from the bitmaps.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -326,6 +328,10 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		     device, n, n == 1 ? "" : "s");
 		goto fail;
 	}
+
+	/* replayed: the counters are those of before the crash; or asked to: recount them */
+	if (n > 0 || opts->recount)
+		fs->sb.state = (fs->sb.state & ~MFS_STATE_CLEAN) | MFS_STATE_DIRTY;
 
 	ret = mfs_cache_init(fs,
 	                     opts->cache_blocks ? opts->cache_blocks : MFS_DEFAULT_CACHE_BLOCKS);

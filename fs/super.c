@@ -9,7 +9,9 @@
  * The superblock lives at block 0 (primary) and at the device's last block
  * (backup); both carry blocknr 0.  Reading takes the valid copy with the
  * newest write_time_ns (primary on a tie); a copy that sits on poison, fails
- * its checksum or has no magic is invalid.  Writing seals one image and writes
+ * its checksum or has no magic is invalid.  If the chosen copy then fails
+ * validation (a field out of range), the other checksummed copy is used when
+ * it passes (logged).  Writing seals one image and writes
  * the primary, flushes, then the backup, flushes: a crash tears at most one
  * copy.
  *
@@ -311,6 +313,41 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
 		goto out;
 	}
 	ret = sb_validate(copy[best], nblocks, &ro, err, errlen);
+	if (ret == -EINVAL && st[!best] == SB_OK) {
+		/*
+		 * The newest checksummed copy is out of range: the other one, if it
+		 * passes, is used (FORMAT.md §4.2).  It is at most one superblock
+		 * write older (both are written in turn, primary first, and journal
+		 * space is reused only after both), so its journal position still
+		 * names transactions that replay correctly.  The bad copy is
+		 * rewritten by the next superblock write (a read-write mount's own).
+		 */
+		char why[256], other[256] = "";
+		bool ro2 = false;
+		int r2;
+
+		snprintf(why, sizeof(why), "%s", err && errlen ? err : "invalid");
+		r2 = sb_validate(copy[!best], nblocks, &ro2, other, sizeof(other));
+		if (r2 == 0) {
+			fprintf(stderr,
+			        "mendfs: superblock: the %s copy (block %llu) is invalid (%s): "
+			        "using the %s copy (block %llu)\n",
+			        best ? "backup" : "primary", (unsigned long long)where[best], why,
+			        best ? "primary" : "backup", (unsigned long long)where[!best]);
+			best = !best;
+			ro = ro2;
+			ret = 0;
+			if (err && errlen)
+				err[0] = '\0';
+		} else {
+			sb_err(err, errlen,
+			       "both superblock copies are invalid: %s (block %llu): %s; %s (block "
+			       "%llu): %s",
+			       best ? "backup" : "primary", (unsigned long long)where[best], why,
+			       best ? "primary" : "backup", (unsigned long long)where[!best],
+			       other);
+		}
+	}
 	if (ret)
 		goto out;
 	*other_bad = st[!best] != SB_OK || memcmp(copy[0], copy[1], MFS_BLOCK_SIZE) != 0;

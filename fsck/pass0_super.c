@@ -3,8 +3,9 @@
  * Pass 0: the superblock and the journal (FORMAT.md §4, §8, §6.4).
  *
  *  - Both superblock copies are read; the valid newest one is used
- *    (mfs_super_read, the mount's rule) and the other is rewritten when it
- *    is bad or differs (F0001/F0002).
+ *    (mfs_super_read, the mount's rule: the other checksummed copy when the
+ *    newest fails validation) and the other is rewritten when it is bad or
+ *    differs (F0001/F0002).
  *  - The journal: committed transactions are replayed (F0004) with the fs
  *    library's replay; with -n nothing is written and fsck says that
  *    replay is needed (the rest of the check then sees the pre-replay state).
@@ -129,15 +130,13 @@ static void ovl_build(struct fsck_ctx *ctx)
 int pass0_super(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *copy = NULL;
-	bool force_ro = false, other_bad = false, fell_back = false;
+	bool force_ro = false, other_bad = false;
 	char msg[512] = "";
 	int ret, n;
 
 	ret = mfs_super_read(ctx->dev, &ctx->sb, &force_ro, &other_bad, msg, sizeof(msg));
-	if (ret && ret != -ENOMEM && ret != -EOPNOTSUPP) {
+	if (ret && ret != -ENOMEM && ret != -EOPNOTSUPP)
 		ret = sb_fallback(ctx, &force_ro, &other_bad, msg, sizeof(msg));
-		fell_back = !ret;
-	}
 	if (ret) {
 		fprintf(stderr, "fsck.mendfs: %s: %s\n", ctx->device,
 		        msg[0] ? msg : strerror(-ret));
@@ -161,11 +160,15 @@ int pass0_super(struct fsck_ctx *ctx)
 			return FSCK_ERROR;
 		s0 = copy_state(ctx, 0, &copy[0]);
 		s1 = copy_state(ctx, ctx->dev_blocks - 1, &copy[1]);
-		/* sb_fallback() took the other copy: this one is checksummed but invalid */
-		if (fell_back && !s0 && !s1) {
-			if (memcmp(&copy[0], &ctx->sb, sizeof(ctx->sb)))
+		/* mfs_super_read() or sb_fallback() took the other copy: this one is
+		 * checksummed but invalid */
+		if (!s0 && !s1) {
+			char m[256];
+			bool r;
+
+			if (mfs_super_validate(&copy[0], ctx->dev_blocks, &r, m, sizeof(m)))
 				s0 = "invalid (geometry, version or features)";
-			else
+			else if (mfs_super_validate(&copy[1], ctx->dev_blocks, &r, m, sizeof(m)))
 				s1 = "invalid (geometry, version or features)";
 		}
 		if (s0 || s1) {

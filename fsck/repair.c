@@ -286,7 +286,9 @@ static int zero_file(struct mfs *fs, const struct fsck_range *z, size_t n)
 
 int repair_library(struct fsck_ctx *ctx)
 {
-	struct mfs_mount_opts mo = {0}; /* not exclusive: fsck holds the device lock itself */
+	/* not exclusive: fsck holds the device lock itself; the counters of a filesystem
+	 * being repaired are not trusted (the library recounts them) */
+	struct mfs_mount_opts mo = {.recount = true};
 	struct mfs *fs = NULL;
 	char err[512] = "";
 	size_t i, j;
@@ -361,32 +363,16 @@ int repair_library(struct fsck_ctx *ctx)
 	}
 	for (i = 0; i < ctx->nquar_zero; i++) {
 		struct fsck_range *q = &ctx->quar_zero[i];
-		struct mfs_txn *txn;
 
 		/* whole blocks of zeros: the engine clears the poison as it writes */
 		r = zero_blocks_raw(fs, q->off, q->len);
-		if (!r)
-			r = mfs_txn_begin(fs, &txn);
-		if (!r) {
-			r = mfs_quarantine_release(fs, txn, q->off, q->len);
-			int e = mfs_txn_end(txn);
-
-			r = r ? r : e;
-		}
+		if (!r) /* in bounded steps, its own handles */
+			r = mfs_quarantine_release(fs, q->off, q->len);
 		if (r)
 			fix_failed(ctx, PR_QUAR_CLEAN, r);
 	}
 	for (i = 0; i < ctx->nquar_rel; i++) {
-		struct mfs_txn *txn;
-
-		r = mfs_txn_begin(fs, &txn);
-		if (!r) {
-			r = mfs_quarantine_release(fs, txn, ctx->quar_rel[i].off,
-			                           ctx->quar_rel[i].len);
-			int e = mfs_txn_end(txn);
-
-			r = r ? r : e;
-		}
+		r = mfs_quarantine_release(fs, ctx->quar_rel[i].off, ctx->quar_rel[i].len);
 		if (r)
 			fix_failed(ctx, PR_QUAR_CLEAN, r);
 	}

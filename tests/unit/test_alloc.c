@@ -322,7 +322,6 @@ static bool in_quarantine(uint64_t pblk, uint64_t *len)
 START_TEST(test_quarantine)
 {
 	uint64_t x, s, n, free0, qlen, bad;
-	struct mfs_txn *txn;
 
 	ck_assert_int_eq(alloc(0, 4, &x, &n), 0);
 	bad = x + 1;
@@ -346,23 +345,70 @@ START_TEST(test_quarantine)
 	ck_assert_uint_eq(fs->sb.free_blocks, 0);
 
 	/* release while still poisoned: nothing happens */
-	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
-	ck_assert_int_eq(mfs_quarantine_release(fs, txn, data_start, data_len), 0);
-	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_quarantine_release(fs, data_start, data_len), 0);
 	ck_assert(in_quarantine(bad, &qlen));
 	ck_assert_int_eq(alloc(0, 1, &s, &n), -ENOSPC);
 
 	/* cleared: released and reusable */
 	ck_assert_int_eq(blk_poison_clear(fs->dev, bad * MFS_SECTORS_PER_BLOCK, 8), 0);
-	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
-	ck_assert_int_eq(mfs_quarantine_release(fs, txn, bad, 1), 0);
-	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_quarantine_release(fs, bad, 1), 0);
 	ck_assert_int_eq(mfs_txn_commit(fs), 0); /* released blocks are usable after the commit */
 	ck_assert(!in_quarantine(bad, &qlen));
 	ck_assert_uint_eq(fs->sb.free_blocks, 1);
 	ck_assert_int_eq(alloc(0, 1, &s, &n), 0);
 	ck_assert_uint_eq(s, bad);
 	check_counters();
+}
+END_TEST
+
+/*
+ * A release over the whole zone of more quarantine entries than one
+ * transaction of the journal can hold (one entry in each of 500 data bitmap
+ * blocks, a 256-block journal): it runs in bounded steps, every entry is
+ * released, nothing is refused or aborted, and the state survives a remount.
+ */
+START_TEST(test_quarantine_release_bounded)
+{
+	uint64_t groups, s, n, free0, qlen, commits0;
+	char args[PATH_MAX + 64];
+
+	umount_fs();
+	snprintf(args, sizeof(args), "-J 1M -N 1000 '%s' 64G", img);
+	mkfs_run(args);
+	mount_fs();
+	ck_assert_uint_eq(fs->sb.journal_len, 256);
+	groups = data_len / MFS_BITMAP_BITS;
+	ck_assert_uint_ge(groups, 400);
+	for (uint64_t g = 0; g < groups; g++) {
+		uint64_t b = data_start + g * MFS_BITMAP_BITS + 5;
+
+		ck_assert_int_eq(alloc(b, 1, &s, &n), 0);
+		ck_assert_uint_eq(s, b);
+		ck_assert_int_eq(blk_poison_add(fs->dev, b * MFS_SECTORS_PER_BLOCK, 8), 0);
+		ck_assert_int_eq(dfree(b, 1), 0); /* quarantined, one commit each */
+	}
+	free0 = fs->sb.free_blocks;
+	ck_assert_uint_eq(free0, data_len - groups);
+	for (uint64_t g = 0; g < groups; g++)
+		ck_assert_int_eq(blk_poison_clear(fs->dev,
+		                                  (data_start + g * MFS_BITMAP_BITS + 5) *
+		                                          MFS_SECTORS_PER_BLOCK,
+		                                  8),
+		                 0);
+	commits0 = atomic_load(&fs->stats.commits);
+	ck_assert_int_eq(mfs_quarantine_release(fs, data_start, data_len), 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	ck_assert_uint_gt(atomic_load(&fs->stats.commits) - commits0, 4); /* in steps */
+	ck_assert_uint_eq(fs->sb.free_blocks, data_len);
+	for (uint64_t g = 0; g < groups; g++)
+		ck_assert(!in_quarantine(data_start + g * MFS_BITMAP_BITS + 5, &qlen));
+	ck_assert_uint_eq(fs->sb.quarantine_root, 0);
+	check_counters();
+	umount_fs();
+	mount_fs();
+	ck_assert_uint_eq(recount(fs->sb.data_bitmap_start, fs->sb.data_len), data_len);
+	ck_assert_int_eq(alloc(data_start + 7 * MFS_BITMAP_BITS + 5, 1, &s, &n), 0);
+	ck_assert_uint_eq(s, data_start + 7 * MFS_BITMAP_BITS + 5);
 }
 END_TEST
 
@@ -548,6 +594,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(tc, test_best_fit);
 	tcase_add_test(tc, test_enospc);
 	tcase_add_test(tc, test_quarantine);
+	tcase_add_test(tc, test_quarantine_release_bounded);
 	tcase_add_test(tc, test_poison_at_mount);
 	tcase_add_test(tc, test_meta_and_inodes);
 	tcase_add_test(tc, test_inodes_full);

@@ -184,6 +184,50 @@ START_TEST(test_super_backup_newer_chosen)
 }
 END_TEST
 
+/*
+ * The newest copy is checksummed but out of range (FORMAT.md §4.2): the
+ * other copy is used when it passes validation; both out of range: -EINVAL
+ * naming both.
+ */
+START_TEST(test_super_newest_invalid_falls_back)
+{
+	struct mfs_superblock *sb = aligned_alloc(MFS_BLOCK_SIZE, sizeof(*sb));
+	struct mfs_superblock *bad = aligned_alloc(MFS_BLOCK_SIZE, sizeof(*bad));
+	bool ro, other_bad;
+	char err[256];
+	struct tfs t;
+
+	for (int which = 0; which < 2; which++) {
+		uint64_t at = which ? NB - 1 : 0;
+
+		tfs_create(&t, NB, 64, 256, true);
+		ck_assert_int_eq(read_sb(&t, sb, &ro, &other_bad, err), 0);
+		memcpy(bad, sb, sizeof(*bad));
+		bad->journal_tail = bad->journal_len; /* out of range */
+		bad->write_time_ns += 1000;           /* and the newest */
+		mfs_block_seal(bad, bad->csum_seed);
+		tfs_write_raw(&t, at, bad);
+		ck_assert_int_eq(read_sb(&t, sb, &ro, &other_bad, err), 0);
+		ck_assert(other_bad);
+		ck_assert_uint_lt(sb->journal_tail, sb->journal_len);
+		ck_assert_int_lt(sb->write_time_ns, bad->write_time_ns);
+
+		/* both out of range: the newest copy's error, both named */
+		bad->write_time_ns -= 500;
+		bad->nr_inodes = bad->inode_table_blocks * MFS_INODES_PER_BLOCK + 1;
+		mfs_block_seal(bad, bad->csum_seed);
+		tfs_write_raw(&t, at ? 0 : NB - 1, bad);
+		ck_assert_int_eq(read_sb(&t, sb, &ro, &other_bad, err), -EINVAL);
+		ck_assert_ptr_nonnull(strstr(err, "both superblock copies are invalid"));
+		ck_assert_ptr_nonnull(strstr(err, "journal tail"));
+		ck_assert_ptr_nonnull(strstr(err, "inode table"));
+		tfs_destroy(&t);
+	}
+	free(bad);
+	free(sb);
+}
+END_TEST
+
 /* Rewrite the superblock (both copies) after @fn changes it; return mfs_super_read's result. */
 static int sb_mutate(struct tfs *t, void (*fn)(struct mfs_superblock *), bool *ro, char *err)
 {
@@ -651,6 +695,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_super_roundtrip);
 	tcase_add_test(tc, test_super_primary_corrupt_backup_used);
 	tcase_add_test(tc, test_super_backup_newer_chosen);
+	tcase_add_test(tc, test_super_newest_invalid_falls_back);
 	tcase_add_test(tc, test_super_features_geometry);
 	tcase_add_test(tc, test_super_not_mendfs);
 	suite_add_tcase(s, tc);

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mfs.h"
+#include "mfs_int.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -468,6 +468,207 @@ START_TEST(test_poison)
 }
 END_TEST
 
+/*
+ * A primary superblock that is checksummed and newest but out of range: a
+ * read-only mount uses the backup and leaves the primary for fsck; a
+ * read-write mount uses the backup and rewrites the primary (FORMAT.md §4.2).
+ * Both out of range: the mount fails with -EINVAL naming both copies.
+ */
+START_TEST(test_mount_super_fallback)
+{
+	struct mfs_mount_opts ro = {.read_only = true}, rw = {0};
+	struct mfs_superblock *sb, *bad;
+	char msg[512] = "";
+	struct blk_dev *dev;
+	bool force_ro, other_bad;
+	struct mfs *fs;
+	uint64_t nb;
+	char args[256];
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	dev = open_dev(img);
+	bad = read_block(dev, 0);
+	nb = bad->nr_blocks;
+	bad->journal_tail = bad->journal_len;
+	bad->write_time_ns += 1000;
+	mfs_block_seal(bad, bad->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, bad, MFS_BLOCK_SIZE, 0), 0);
+	blk_dev_close(dev);
+
+	ck_assert_msg(mfs_mount(img, &ro, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_uint_lt(fs->sb.journal_tail, fs->sb.journal_len);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	ck_assert_uint_eq(sb->journal_tail, sb->journal_len); /* read-only: left as it was */
+	free(sb);
+	blk_dev_close(dev);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	dev = open_dev(img);
+	sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	ck_assert_int_eq(mfs_super_read(dev, sb, &force_ro, &other_bad, msg, sizeof(msg)), 0);
+	ck_assert(!other_bad); /* rewritten: both copies equal and valid */
+	ck_assert_uint_lt(sb->journal_tail, sb->journal_len);
+
+	/* both out of range */
+	ck_assert_int_eq(blk_write(dev, 0, bad, MFS_BLOCK_SIZE, 0), 0);
+	bad->write_time_ns -= 2000;
+	bad->journal_tail = 0;
+	bad->nr_inodes++;
+	mfs_block_seal(bad, bad->csum_seed);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, bad, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	ck_assert_int_eq(mfs_mount(img, &rw, &fs, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "both superblock copies are invalid"));
+	free(sb);
+	free(bad);
+}
+END_TEST
+
+/*
+ * After a clean unmount the free counters are trusted (FORMAT.md §5.1).  One
+ * that is wrong there never makes the superblock invalid: it stays within its
+ * zone, the error state is set and the next mount recounts.
+ */
+START_TEST(test_mount_wrong_counter)
+{
+	struct mfs_mount_opts rw = {0};
+	struct mfs_superblock *sb;
+	struct statvfs st;
+	char msg[512] = "", args[256];
+	struct blk_dev *dev;
+	struct mfs_txn *txn;
+	uint64_t s, n, nb, data_len;
+	struct mfs *fs;
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	data_len = fs->sb.data_len;
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 10, &s, &n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+
+	/* the counter says everything is free: wrong, but within its zone */
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	nb = sb->nr_blocks;
+	ck_assert_uint_eq(sb->free_blocks, data_len - 10);
+	ck_assert_uint_eq(sb->state, MFS_STATE_CLEAN);
+	sb->free_blocks = data_len;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	free(sb);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len); /* trusted */
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, s, n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len); /* held at the zone size */
+	ck_assert(fs->sb.state & MFS_STATE_ERROR);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+
+	/* the superblock still validates; the error state makes the next mount recount
+	 * (a counter made wrong again is not believed) */
+	dev = open_dev(img);
+	sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	{
+		bool ro, other_bad;
+
+		ck_assert_int_eq(mfs_super_read(dev, sb, &ro, &other_bad, msg, sizeof(msg)), 0);
+	}
+	ck_assert(sb->state & MFS_STATE_ERROR);
+	ck_assert_uint_eq(sb->free_blocks, data_len);
+	sb->free_blocks = data_len - 5;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(blk_write(dev, (nb - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	                 0);
+	blk_dev_close(dev);
+	free(sb);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert(fs->sb.state & MFS_STATE_ERROR);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len);
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 3, &s, &n), 0);
+	ck_assert_int_eq(mfs_free_data(fs, txn, s, n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
+/*
+ * A mount after a crash recounts the free counters from the bitmaps read
+ * straight from the device; a bitmap block that fails its checks there is
+ * read from its twin (and repaired), as every metadata read.
+ */
+START_TEST(test_mount_recount_twin)
+{
+	struct mfs_mount_opts rw = {0};
+	struct mfs_superblock *sb;
+	struct statvfs st;
+	char msg[512] = "", args[256];
+	struct blk_dev *dev;
+	struct mfs_txn *txn;
+	uint64_t s, n, data_len, bm;
+	uint8_t *b;
+	struct mfs *fs;
+
+	snprintf(args, sizeof(args), "-q '%s' 64M", img);
+	ck_assert_int_eq(run(args), 0);
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	data_len = fs->sb.data_len;
+	bm = fs->sb.data_bitmap_start;
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_alloc_data(fs, txn, 0, 10, &s, &n), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	ck_assert_int_eq(mfs_checkpoint(fs), 0);
+	mfs_crash(fs);
+
+	/* DIRTY, and a counter that is not to be believed */
+	dev = open_dev(img);
+	sb = read_block(dev, 0);
+	ck_assert(sb->state & MFS_STATE_DIRTY);
+	ck_assert_uint_eq(sb->free_blocks, data_len - 10);
+	sb->free_blocks = data_len;
+	sb->write_time_ns++;
+	mfs_block_seal(sb, sb->csum_seed);
+	ck_assert_int_eq(blk_write(dev, 0, sb, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(
+	        blk_write(dev, (sb->nr_blocks - 1) * MFS_SECTORS_PER_BLOCK, sb, MFS_BLOCK_SIZE, 0),
+	        0);
+	free(sb);
+	b = read_block(dev, bm);
+	b[100] ^= 0x40; /* the primary copy of the data bitmap block fails its checksum */
+	ck_assert_int_eq(blk_write(dev, bm * MFS_SECTORS_PER_BLOCK, b, MFS_BLOCK_SIZE, 0), 0);
+	blk_dev_close(dev);
+	free(b);
+
+	ck_assert_msg(mfs_mount(img, &rw, &fs, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_bfree, data_len - 10);
+	ck_assert_uint_ge(atomic_load(&fs->stats.meta_repairs), 1);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
 START_TEST(test_loop_device)
 {
 	struct mfs_superblock sb;
@@ -522,6 +723,9 @@ static Suite *mkfs_suite(void)
 	tcase_add_test(tc, test_shrink);
 	tcase_add_test(tc, test_poison);
 	tcase_add_test(tc, test_loop_device);
+	tcase_add_test(tc, test_mount_super_fallback);
+	tcase_add_test(tc, test_mount_wrong_counter);
+	tcase_add_test(tc, test_mount_recount_twin);
 	suite_add_tcase(s, tc);
 	return s;
 }
