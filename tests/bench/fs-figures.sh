@@ -38,6 +38,11 @@
 #   --mendfs-opts OPTS extra -o options for mendfs (e.g. writeback)
 #   --pt-opts OPTS     extra -o options for passthrough_ll (e.g. default_permissions,
 #                      the setting mendfs always runs with; or writeback)
+#   --rounds N         run every filesystem N times (default 1), the order of the
+#                      filesystems rotating from round to round, and report each
+#                      cell's median (the single values are listed under the
+#                      table): the machine's speed drifts over minutes, and a
+#                      peer measured at another moment is not a fair peer
 #   --json             print the results as JSON after the table
 # Needs root, /dev/fuse, loop devices; installs nothing.
 set -euo pipefail
@@ -52,6 +57,7 @@ META_LIMIT=60
 ONLY=mendfs,passthrough_ll,fuse2fs,ext4
 JSON=0
 REBUILD=1
+ROUNDS=1
 MENDFS_OPTS=
 PT_OPTS=
 
@@ -71,6 +77,7 @@ while [ $# -gt 0 ]; do
 	--only) ONLY=$2; shift 2 ;;
 	--mendfs-opts) MENDFS_OPTS=$2; shift 2 ;;
 	--pt-opts) PT_OPTS=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
 	--json) JSON=1; shift ;;
 	--no-rebuild) REBUILD=0; shift ;;
 	-h | --help) usage 0 ;;
@@ -261,7 +268,8 @@ declare -A LABEL=(
 	[stat]="stat (files/s)"
 	[unlink]="unlink (files/s)"
 )
-declare -A RES=()  # RES[fs,workload] = number, or FAIL
+declare -A RES=()  # RES[fs,workload] = number, or FAIL (a round's, then the median)
+declare -A RAW=()  # RAW[fs,workload] = the rounds' values, space-separated
 declare -A NOTE=() # NOTE[fs,workload] = why it failed / how far it got
 FAILURES=()
 
@@ -360,15 +368,29 @@ for fs in "${FSLIST[@]}"; do
 	*) die "--only: unknown filesystem '$fs'" ;;
 	esac
 done
-for fs in "${FSLIST[@]}"; do
-	echo "fs-figures: $fs ..." >&2
-	if fs_up "$fs"; then
-		run_all "$fs"
-		fs_down "$fs" || FAILURES+=("$fs: unmount or daemon exit failed: $(logtail "$WORK/daemon.log")")
-	else
-		FAILURES+=("$fs: mount failed: $(logtail "$WORK/mkfs.log" "$WORK/daemon.log")")
-		fs_down "$fs" || true
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds: a positive number, not '$ROUNDS'"
+for ((round = 0; round < ROUNDS; round++)); do
+	for ((k = 0; k < ${#FSLIST[@]}; k++)); do
+		fs=${FSLIST[$(((k + round) % ${#FSLIST[@]}))]}
+		echo "fs-figures: round $((round + 1))/$ROUNDS: $fs ..." >&2
 		for w in "${WORKLOADS[@]}"; do RES[$fs,$w]=FAIL; done
+		if fs_up "$fs"; then
+			run_all "$fs"
+			fs_down "$fs" || FAILURES+=("$fs: unmount or daemon exit failed: $(logtail "$WORK/daemon.log")")
+		else
+			FAILURES+=("$fs: mount failed: $(logtail "$WORK/mkfs.log" "$WORK/daemon.log")")
+			fs_down "$fs" || true
+		fi
+		for w in "${WORKLOADS[@]}"; do RAW[$fs,$w]="${RAW[$fs,$w]:-}${RAW[$fs,$w]:+ }${RES[$fs,$w]}"; done
+	done
+done
+# median of the rounds; a round that failed fails the cell
+for key in "${!RAW[@]}"; do
+	if [[ " ${RAW[$key]} " == *" FAIL "* ]]; then
+		RES[$key]=FAIL
+	else
+		RES[$key]=$(tr ' ' '\n' <<<"${RAW[$key]}" | sort -n | awk '{ v[NR] = $1 } END {
+			if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
 	fi
 done
 ELAPSED=$((SECONDS - T0))
@@ -403,6 +425,7 @@ echo "machine:  $NPROC CPUs ($CPU), kernel $KERNEL, $(awk '/MemTotal/ { printf "
 echo "started:  $START, ${ELAPSED}s; load average before $LOAD0, after $LOAD1"
 echo "setup:    images ${SIZE} on /dev/shm (tmpfs); fio $(fio --version) psync, direct=0, file ${FSIZE}, <= ${RUNTIME}s per job; ${NFILES} files"
 echo "options:  mendfs -o ${MENDFS_OPTS:-(none)}; passthrough_ll -o ${PT_OPTS:-(none)}"
+[ "$ROUNDS" -gt 1 ] && echo "rounds:   $ROUNDS, filesystems in rotating order; medians below"
 echo
 printf '| %-34s | %10s | %14s | %10s | %10s | %11s | %11s |\n' workload mendfs passthrough_ll fuse2fs ext4 "mendfs/pt" "mendfs/f2fs"
 printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..36})" "$(printf -- '-%.0s' {1..12})" \
@@ -425,6 +448,14 @@ for b in "${BELOW[@]}"; do echo "  below aim: $b"; done
 for k in "${!NOTE[@]}"; do echo "  note ${k/,/ }: ${NOTE[$k]}"; done | sort
 [ -n "$PT_NOTE" ] && echo "  note: $PT_NOTE"
 for f in "${FAILURES[@]}"; do echo "  FAILED $f"; done
+if [ "$ROUNDS" -gt 1 ]; then
+	echo "rounds (each cell above is the median of these, in round order):"
+	for w in "${WORKLOADS[@]}"; do
+		line="  $w:"
+		for fs in "${FSLIST[@]}"; do line="$line $fs ${RAW[$fs,$w]// /, };"; done
+		echo "${line%;}"
+	done
+fi
 
 if [ "$JSON" = 1 ]; then
 	{
