@@ -658,19 +658,11 @@ fail:
 
 /*
  * A write by a caller without CAP_FSETID (HANDLE_KILLPRIV_V2) clears setuid,
- * and setgid if group-executable, before the data lands, as the VFS does.
+ * and setgid if group-executable, under the write's own inode lock.
  */
-static int write_kill_suidgid(struct mfsd *d, fuse_ino_t ino)
+static unsigned write_flags(void)
 {
-	struct stat st;
-	int ret;
-
-	if (!mfsd_io_kill_suidgid())
-		return 0;
-	ret = mfs_getattr(d->fs, ino, &st);
-	if (ret || !(st.st_mode & (S_ISUID | S_ISGID)))
-		return ret;
-	return mfs_setattr(d->fs, ino, NULL, MFS_SET_KILL_SUIDGID, NULL);
+	return mfsd_io_kill_suidgid() ? MFS_WRITE_KILL_SUIDGID : 0;
 }
 
 static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -679,10 +671,7 @@ static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
 	ssize_t n;
 
 	(void)fi;
-	n = write_kill_suidgid(D(req), ino);
-	if (n < 0)
-		goto fail;
-	n = mfs_write(D(req)->fs, ino, buf, size, off);
+	n = mfs_write_flags(D(req)->fs, ino, buf, size, off, write_flags());
 	if (n < 0)
 		goto fail;
 	fuse_reply_write(req, (size_t)n);
@@ -712,10 +701,7 @@ static void mfsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *i
 	n = fuse_buf_copy(&mem, in_buf, 0);
 	if (n < 0)
 		goto fail;
-	n = write_kill_suidgid(D(req), ino);
-	if (n < 0)
-		goto fail;
-	n = mfs_write(D(req)->fs, ino, copy, (size_t)n, off);
+	n = mfs_write_flags(D(req)->fs, ino, copy, (size_t)n, off, write_flags());
 	if (n < 0)
 		goto fail;
 	free(copy);

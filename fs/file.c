@@ -1389,6 +1389,12 @@ out:
 
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off)
 {
+	return mfs_write_flags(fs, ino, buf, len, off, 0);
+}
+
+ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
+                        unsigned flags)
+{
 	const uint8_t *src = buf;
 	struct mfs_ino *ip;
 	uint64_t pos, end;
@@ -1411,6 +1417,9 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
+	/* before the data, as the VFS does; the first chunk's transaction writes the inode */
+	if (flags & MFS_WRITE_KILL_SUIDGID)
+		ip->di.mode = htole32(mfs_mode_kill_suidgid(le32toh(ip->di.mode)));
 	pos = (uint64_t)off;
 	end = pos + len;
 	if (pos > di_size(ip)) {

@@ -132,6 +132,23 @@ typedef int mfs_direct_emit_fn(void *arg, const struct iovec *iov, int cnt);
 int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
                     void *arg);
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off);
+/* mfs_write, with MFS_WRITE_KILL_SUIDGID: the mode first loses what mfs_mode_kill_suidgid drops */
+#define MFS_WRITE_KILL_SUIDGID 1u
+ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
+                        unsigned flags);
+
+/*
+ * @mode without setuid, and without setgid if group-executable (a setgid
+ * file without group exec is not a setgid program): what Linux drops on
+ * chown, and on write and truncate by a caller without CAP_FSETID.
+ */
+static inline uint32_t mfs_mode_kill_suidgid(uint32_t mode)
+{
+	mode &= ~(uint32_t)S_ISUID;
+	if (mode & S_IXGRP)
+		mode &= ~(uint32_t)S_ISGID;
+	return mode;
+}
 /*
  * Set the size; shrinking frees the blocks past the new EOF in bounded
  * transactions of their own (docs/DESIGN.md §3): the caller holds ip->lock

@@ -449,12 +449,6 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		return ret;
 	di = &ip->di;
 	pthread_rwlock_wrlock(&ip->lock);
-	if ((valid & MFS_SET_KILL_SUIDGID) && !(valid & MFS_SET_MODE) && !S_ISDIR(di->mode)) {
-		mode_t kill = S_ISUID | ((di->mode & S_IXGRP) ? S_ISGID : 0);
-
-		if (!(di->mode & kill) && valid == MFS_SET_KILL_SUIDGID)
-			goto unlock; /* nothing to clear, nothing else to set */
-	}
 	if ((valid & MFS_SET_SIZE) && !S_ISREG(di->mode)) {
 		ret = S_ISDIR(di->mode) ? -EISDIR : -EINVAL;
 		goto unlock;
@@ -472,11 +466,8 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		di->mtime_ns = now;
 	if (valid & MFS_SET_MODE)
 		di->mode = (di->mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
-	else if ((valid & MFS_SET_KILL_SUIDGID) && !S_ISDIR(di->mode)) {
-		di->mode &= ~(uint32_t)S_ISUID;
-		if (di->mode & S_IXGRP)
-			di->mode &= ~(uint32_t)S_ISGID;
-	}
+	else if ((valid & MFS_SET_KILL_SUIDGID) && !S_ISDIR(di->mode))
+		di->mode = mfs_mode_kill_suidgid(di->mode);
 	if (valid & (MFS_SET_UID | MFS_SET_GID)) {
 		if (valid & MFS_SET_UID)
 			di->uid = (uint32_t)attr->st_uid;
@@ -486,11 +477,8 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		 * As Linux: chown of a non-directory drops setuid, and setgid if
 		 * group-exec (unless the caller sets the mode in the same call).
 		 */
-		if (!S_ISDIR(di->mode) && !(valid & MFS_SET_MODE)) {
-			di->mode &= ~(uint32_t)S_ISUID;
-			if (di->mode & S_IXGRP)
-				di->mode &= ~(uint32_t)S_ISGID;
-		}
+		if (!S_ISDIR(di->mode) && !(valid & MFS_SET_MODE))
+			di->mode = mfs_mode_kill_suidgid(di->mode);
 	}
 	if (valid & MFS_SET_ATIME_NOW)
 		di->atime_ns = now;
