@@ -25,15 +25,7 @@
 
 uint64_t mfs_twin(const struct mfs *fs, uint64_t blk)
 {
-	const struct mfs_superblock *sb = &fs->sb;
-
-	if (!fs->dup)
-		return 0;
-	if (blk >= sb->meta_start && blk - sb->meta_start < sb->meta_len)
-		return blk - sb->meta_start + sb->meta_twin;
-	if (blk >= sb->journal_start && blk - sb->journal_start < sb->journal_len)
-		return blk - sb->journal_start + sb->journal_twin;
-	return 0;
+	return fs->dup ? mfs_sb_twin(&fs->sb, blk) : 0;
 }
 
 static inline unsigned hash_slot(const struct mfs *fs, uint64_t blocknr)

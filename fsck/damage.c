@@ -28,17 +28,10 @@ void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t l
                    uint64_t len)
 {
 	uint64_t s = pblk * SPB, e = (pblk + len) * SPB;
-	unsigned lo = 0, hi = ctx->npoison;
+	unsigned lo;
 
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-
-		if (ctx->poison[mid].sector + ctx->poison[mid].nr <= s)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (; lo < ctx->npoison && ctx->poison[lo].sector < e; lo++) {
+	for (lo = fsck_poison_after(ctx, s); lo < ctx->npoison && ctx->poison[lo].sector < e;
+	     lo++) {
 		uint64_t ps = ctx->poison[lo].sector, pe = ps + ctx->poison[lo].nr;
 		struct fsck_range r = {.ino = ino};
 

@@ -293,6 +293,8 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen);
 int fsck_poison_load(struct fsck_ctx *ctx);
 void fsck_close(struct fsck_ctx *ctx);
 bool fsck_poisoned(struct fsck_ctx *ctx, uint64_t blk, uint64_t nblocks);
+/* Index of the first range of the (sorted) poison table that ends after @sector. */
+unsigned fsck_poison_after(const struct fsck_ctx *ctx, uint64_t sector);
 uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk);
 bool in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk);
 bool in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len);

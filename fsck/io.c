@@ -98,35 +98,32 @@ void fsck_close(struct fsck_ctx *ctx)
 	ctx->dev = NULL;
 }
 
-/* Does any sector of blocks [blk, blk + n) sit on poison?  From the table, not the media. */
-bool fsck_poisoned(struct fsck_ctx *ctx, uint64_t blk, uint64_t nblocks)
+unsigned fsck_poison_after(const struct fsck_ctx *ctx, uint64_t sector)
 {
-	uint64_t s = blk * SPB, e = (blk + nblocks) * SPB;
 	unsigned lo = 0, hi = ctx->npoison;
 
-	/* first range ending after s */
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
 
-		if (ctx->poison[mid].sector + ctx->poison[mid].nr <= s)
+		if (ctx->poison[mid].sector + ctx->poison[mid].nr <= sector)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < ctx->npoison && ctx->poison[lo].sector < e;
+	return lo;
+}
+
+/* Does any sector of blocks [blk, blk + n) sit on poison?  From the table, not the media. */
+bool fsck_poisoned(struct fsck_ctx *ctx, uint64_t blk, uint64_t nblocks)
+{
+	unsigned i = fsck_poison_after(ctx, blk * SPB);
+
+	return i < ctx->npoison && ctx->poison[i].sector < (blk + nblocks) * SPB;
 }
 
 uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk)
 {
-	const struct mfs_superblock *sb = &ctx->sb;
-
-	if (!ctx->dup)
-		return 0;
-	if (blk >= sb->meta_start && blk - sb->meta_start < sb->meta_len)
-		return blk - sb->meta_start + sb->meta_twin;
-	if (blk >= sb->journal_start && blk - sb->journal_start < sb->journal_len)
-		return blk - sb->journal_start + sb->journal_twin;
-	return 0;
+	return ctx->dup ? mfs_sb_twin(&ctx->sb, blk) : 0;
 }
 
 bool in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk)

@@ -274,4 +274,17 @@ struct mfs_journal_commit {
 	int64_t commit_time_ns;
 };
 
+/*
+ * The twin of block @blk under metadata_dup (see the layout at the top):
+ * meta zone and journal blocks have one, anything else none (0).
+ */
+static inline uint64_t mfs_sb_twin(const struct mfs_superblock *sb, uint64_t blk)
+{
+	if (blk >= sb->meta_start && blk - sb->meta_start < sb->meta_len)
+		return blk - sb->meta_start + sb->meta_twin;
+	if (blk >= sb->journal_start && blk - sb->journal_start < sb->journal_len)
+		return blk - sb->journal_start + sb->journal_twin;
+	return 0;
+}
+
 #endif /* MENDFS_FORMAT_H */
