@@ -149,16 +149,7 @@ static int inode_check(const struct mfs *fs, uint64_t ino, const struct mfs_inod
 
 	if (di->mode == 0)
 		return -ENOENT;
-	switch (di->mode & S_IFMT) {
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFLNK:
-	case S_IFCHR:
-	case S_IFBLK:
-	case S_IFIFO:
-	case S_IFSOCK:
-		break;
-	default:
+	if (!mfs_mode_type_valid(di->mode)) {
 		why = "invalid file type";
 		goto bad;
 	}

@@ -290,27 +290,12 @@ static int dir_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	return ENT_BAD;
 }
 
-static bool valid_type(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFLNK:
-	case S_IFCHR:
-	case S_IFBLK:
-	case S_IFIFO:
-	case S_IFSOCK:
-		return true;
-	}
-	return false;
-}
-
 /* Why the inode cannot be trusted at all (it is cleared), or NULL. */
 static const char *inode_unusable(const struct mfs_inode *di)
 {
 	uint32_t fl = di->iflags;
 
-	if (!valid_type(di->mode))
+	if (!mfs_mode_type_valid(di->mode))
 		return "invalid file type";
 	if (fl & ~(MFS_IFL_EXTENT_TREE | MFS_IFL_INLINE_DATA | MFS_IFL_ORPHAN))
 		return "unknown flags";

@@ -25,6 +25,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 
 #define MFS_BLOCK_SIZE        4096u
 #define MFS_BLOCK_SHIFT       12
@@ -273,6 +275,22 @@ struct mfs_journal_commit {
 	uint64_t txn_csum;       /* XXH3-64 over the tags of every descriptor, in order */
 	int64_t commit_time_ns;
 };
+
+/* Is @mode's file type one an inode may have (§6)? */
+static inline bool mfs_mode_type_valid(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		return true;
+	}
+	return false;
+}
 
 /*
  * The twin of block @blk under metadata_dup (see the layout at the top):
