@@ -462,6 +462,34 @@ static int map_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_
 }
 
 /*
+ * Cut [from, to) (inside it) out of extent @x: its head [x.lblk, from) stays
+ * under the extent's key (or the entry goes), its tail [to, x end) becomes an
+ * extent of its own.  Frees nothing.
+ */
+static int map_cut(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x,
+                   uint64_t from, uint64_t to)
+{
+	struct fx piece;
+	int ret;
+
+	if (from > x->lblk) {
+		piece = *x;
+		piece.len = from - x->lblk;
+		ret = map_update(fs, txn, ip, &piece);
+	} else {
+		ret = map_delete(fs, txn, ip, x->lblk);
+	}
+	if (!ret && to < x->lblk + x->len) {
+		piece = *x;
+		piece.lblk = to;
+		piece.pblk = x->pblk + (to - x->lblk);
+		piece.len = x->lblk + x->len - to;
+		ret = map_insert(fs, txn, ip, &piece);
+	}
+	return ret;
+}
+
+/*
  * Unmap [lblk, end) without freeing the blocks (a write converting
  * unwritten blocks it has just written), splitting extents that straddle its
  * edges.  Returns 0 or -errno.
@@ -472,7 +500,7 @@ static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 	int ret;
 
 	while (lblk < end) {
-		struct fx x, piece;
+		struct fx x;
 		uint64_t oe;
 
 		ret = map_find_le(fs, ip, lblk, &x);
@@ -488,20 +516,7 @@ static int map_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 				break;
 		}
 		oe = x.lblk + x.len < end ? x.lblk + x.len : end;
-		if (x.lblk < lblk) {
-			piece = x;
-			piece.len = lblk - x.lblk;
-			ret = map_update(fs, txn, ip, &piece);
-		} else {
-			ret = map_delete(fs, txn, ip, x.lblk);
-		}
-		if (!ret && x.lblk + x.len > end) {
-			piece = x;
-			piece.lblk = end;
-			piece.pblk = x.pblk + (end - x.lblk);
-			piece.len = x.lblk + x.len - end;
-			ret = map_insert(fs, txn, ip, &piece);
-		}
+		ret = map_cut(fs, txn, ip, &x, lblk > x.lblk ? lblk : x.lblk, oe);
 		if (ret)
 			return ret;
 		lblk = oe;
@@ -561,7 +576,7 @@ static unsigned orphan_cost(struct mfs *fs)
 static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t *lblk,
                      uint64_t end)
 {
-	struct fx x, piece;
+	struct fx x;
 	uint64_t os, oe, ps;
 	int ret;
 
@@ -582,21 +597,7 @@ static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 	os = x.lblk > *lblk ? x.lblk : *lblk;
 	oe = x.lblk + x.len < end ? x.lblk + x.len : end;
 	ps = oe - os > PIECE_BLOCKS ? oe - PIECE_BLOCKS : os;
-	/* [x.lblk, ps) stays under the extent's key; [oe, x end) becomes an extent of its own */
-	if (ps > x.lblk) {
-		piece = x;
-		piece.len = ps - x.lblk;
-		ret = map_update(fs, txn, ip, &piece);
-	} else {
-		ret = map_delete(fs, txn, ip, x.lblk);
-	}
-	if (!ret && oe < x.lblk + x.len) {
-		piece = x;
-		piece.lblk = oe;
-		piece.pblk = x.pblk + (oe - x.lblk);
-		piece.len = x.lblk + x.len - oe;
-		ret = map_insert(fs, txn, ip, &piece);
-	}
+	ret = map_cut(fs, txn, ip, &x, ps, oe);
 	if (ret)
 		return ret;
 	ret = file_free(fs, txn, x.pblk + (ps - x.lblk), oe - ps);
