@@ -270,6 +270,9 @@ static int out_open(struct outfile *o, const char *in, const struct stat *ist)
 	}
 	if (!o->target && !(o->target = strdup(o->name)))
 		return fail_msg(1, "out of memory");
+	/* replacing OUT needs what writing into it would: write permission on it */
+	if (exists && faccessat(AT_FDCWD, o->target, W_OK, AT_EACCESS))
+		return fail("open", o->name);
 	if (exists && !S_ISREG(st.st_mode)) {
 		o->fd = open(o->target, O_WRONLY | O_CLOEXEC);
 		if (o->fd < 0)
