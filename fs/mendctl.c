@@ -3,42 +3,84 @@
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
  * ARCHITECTURE.md §5).  badranges, recover, zeroinit, bmap, inject and stats, each
  * with --json in the shapes of the contract.  Exit 0 on success, 1 on error,
- * 2 on a usage error.
+ * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
+ * object: the result, or on error {"error": MESSAGE, "exit_code": N} and
+ * never a result (mfs_json.h), so a result is printed only once the whole
+ * command has succeeded.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
+#include "mfs_json.h"
 
 #define COPY_CHUNK (1u << 20)
 /* zero-filled ranges in a chunk: at most every other sector */
 #define Z_MAX (COPY_CHUNK / 512 / 2 + 1)
 
 static bool json;
+static volatile sig_atomic_t interrupted;
 
-static int usage(void)
+static void print_usage(FILE *f)
 {
-	fprintf(stderr, "usage: mendctl [--json] badranges FILE\n"
-	                "       mendctl [--json] recover FILE OUT\n"
-	                "       mendctl [--json] zeroinit FILE OFF LEN\n"
-	                "       mendctl [--json] bmap FILE\n"
-	                "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
-	                "       mendctl [--json] stats MOUNTPOINT\n");
-	return 2;
+	fprintf(f, "usage: mendctl [--json] badranges FILE\n"
+	           "       mendctl [--json] recover FILE OUT\n"
+	           "       mendctl [--json] zeroinit FILE OFF LEN\n"
+	           "       mendctl [--json] bmap FILE\n"
+	           "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
+	           "       mendctl [--json] stats MOUNTPOINT\n");
 }
 
+/* An error: "mendctl: MESSAGE" on stderr, with --json the error object on stdout.  Returns @code.
+ */
+static int __attribute__((format(printf, 2, 3))) fail_msg(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "mendctl: %s\n", msg);
+	if (json)
+		mfs_json_error(stdout, msg, code, NULL);
+	return code;
+}
+
+/* "WHAT PATH: strerror(errno)"; returns 1. */
 static int fail(const char *what, const char *path)
 {
-	fprintf(stderr, "mendctl: %s %s: %s\n", what, path, strerror(errno));
-	return 1;
+	int err = errno;
+
+	return fail_msg(1, "%s %s: %s", what, path, strerror(err));
+}
+
+static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "mendctl: %s\n", msg);
+	print_usage(stderr);
+	if (json)
+		mfs_json_error(stdout, msg, 2, NULL);
+	return 2;
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -52,40 +94,111 @@ static bool parse_u64(const char *s, uint64_t *v)
 	return !errno && !*end && *v <= INT64_MAX;
 }
 
+/* Print the --json result @obj (NULL: out of memory).  Returns 0 or 1. */
+static int put_result(struct json_object *obj)
+{
+	int ret = mfs_json_print(stdout, obj);
+
+	if (ret == -ENOMEM)
+		return fail_msg(1, "out of memory");
+	if (ret)
+		return fail_msg(1, "writing the result to standard output failed");
+	return 0;
+}
+
+/* { @key: @val } (NULL when out of memory; @val is dropped then). */
+static struct json_object *obj_with(const char *key, struct json_object *val)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (!o || mfs_json_add(o, key, val)) {
+		json_object_put(o);
+		if (!o)
+			json_object_put(val);
+		return NULL;
+	}
+	return o;
+}
+
+/* A growing array of ranges. */
+struct rvec {
+	struct mendfs_range *v;
+	size_t n, cap;
+};
+
+/* Append @r (merged into the last range when they touch and @merge).  Returns 0 or -ENOMEM. */
+static int rvec_push(struct rvec *rv, struct mendfs_range r, bool merge)
+{
+	if (merge && rv->n && rv->v[rv->n - 1].offset + rv->v[rv->n - 1].length == r.offset) {
+		rv->v[rv->n - 1].length += r.length;
+		return 0;
+	}
+	if (rv->n == rv->cap) {
+		size_t cap = rv->cap ? rv->cap * 2 : 64;
+		struct mendfs_range *p = realloc(rv->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		rv->v = p;
+		rv->cap = cap;
+	}
+	rv->v[rv->n++] = r;
+	return 0;
+}
+
+/* [{"offset","length"}...] of @rv (NULL when out of memory). */
+static struct json_object *ranges_json(const struct rvec *rv)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < rv->n; i++) {
+		if (mfs_json_add_range(a, rv->v[i].offset, rv->v[i].length)) {
+			json_object_put(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 static int cmd_badranges(const char *path)
 {
 	struct mendfs_range r[256];
+	struct rvec rv = {NULL, 0, 0};
 	uint64_t start = 0;
-	bool first = true;
 	unsigned n;
-	int fd = open(path, O_RDONLY);
+	int fd = open(path, O_RDONLY), ret = 0;
 
 	if (fd < 0)
 		return fail("open", path);
-	if (json)
-		printf("{\"ranges\":[");
 	do {
 		if (mendfs_badranges(fd, (off_t)start, r, 256, &n)) {
-			if (json)
-				printf("]}\n");
-			close(fd);
-			return fail("badranges", path);
+			ret = fail("badranges", path);
+			goto out;
 		}
 		for (unsigned i = 0; i < n; i++) {
-			if (json)
-				printf("%s{\"offset\":%" PRIu64 ",\"length\":%" PRIu64 "}",
-				       first ? "" : ",", r[i].offset, r[i].length);
-			else
-				printf("%" PRIu64 " %" PRIu64 "\n", r[i].offset, r[i].length);
-			first = false;
+			if (rvec_push(&rv, r[i], false)) {
+				ret = fail_msg(1, "out of memory");
+				goto out;
+			}
 		}
 		if (n)
 			start = r[n - 1].offset + r[n - 1].length;
 	} while (n == 256);
-	if (json)
-		printf("]}\n");
+	if (json) {
+		ret = put_result(obj_with("ranges", ranges_json(&rv)));
+	} else {
+		for (size_t i = 0; i < rv.n; i++)
+			printf("%" PRIu64 " %" PRIu64 "\n", rv.v[i].offset, rv.v[i].length);
+	}
+out:
 	close(fd);
-	return 0;
+	free(rv.v);
+	return ret;
+}
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t len)
@@ -94,7 +207,7 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 		ssize_t w = write(fd, p, len);
 
 		if (w < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR && !interrupted)
 				continue;
 			return -1;
 		}
@@ -104,55 +217,201 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/*
+ * Where recover writes: a temporary file beside OUT, renamed over OUT once
+ * the copy is complete and synced, so that a failure leaves no OUT, or the
+ * old OUT untouched; or, for an existing OUT that is not a regular file (a
+ * pipe, a character device), OUT itself.
+ */
+struct outfile {
+	const char *name; /* OUT as given */
+	char *target;     /* OUT with its symbolic links resolved */
+	char *tmp;        /* the temporary file; NULL when writing OUT in place */
+	int fd;
+};
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Open where OUT is written, refusing OUT that is FILE (@ist).  Returns 0 or the exit code. */
+static int out_open(struct outfile *o, const char *in, const struct stat *ist)
+{
+	struct stat st;
+	bool exists = true;
+	mode_t mode;
+	char *copy;
+
+	if (lstat(o->name, &st)) {
+		if (errno != ENOENT)
+			return fail("stat", o->name);
+		exists = false;
+	} else if (S_ISLNK(st.st_mode)) {
+		/* write to the file the link names, as open(2) on OUT would */
+		if (stat(o->name, &st)) {
+			if (errno == ENOENT)
+				return fail_msg(1,
+				                "recover: %s is a dangling symbolic link: not "
+				                "writing through it",
+				                o->name);
+			return fail("stat", o->name);
+		}
+		o->target = realpath(o->name, NULL);
+		if (!o->target)
+			return fail("resolve", o->name);
+	}
+	if (exists && same_file(&st, ist))
+		return fail_msg(1, "recover: %s and %s are the same file: refusing to overwrite it",
+		                in, o->name);
+	if (exists && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return fail("open", o->name);
+	}
+	if (!o->target && !(o->target = strdup(o->name)))
+		return fail_msg(1, "out of memory");
+	/* replacing OUT needs what writing into it would: write permission on it */
+	if (exists && faccessat(AT_FDCWD, o->target, W_OK, AT_EACCESS))
+		return fail("open", o->name);
+	if (exists && !S_ISREG(st.st_mode)) {
+		o->fd = open(o->target, O_WRONLY | O_CLOEXEC);
+		if (o->fd < 0)
+			return fail("open", o->name);
+		if (fstat(o->fd, &st))
+			return fail("stat", o->name);
+		if (same_file(&st, ist))
+			return fail_msg(1, "recover: %s and %s are the same file", in, o->name);
+		return 0;
+	}
+	copy = strdup(o->target);
+	if (!copy || asprintf(&o->tmp, "%s/.mendctl-recover.XXXXXX", dirname(copy)) < 0) {
+		free(copy);
+		o->tmp = NULL;
+		return fail_msg(1, "out of memory");
+	}
+	free(copy);
+	o->fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (o->fd < 0) {
+		int err = errno;
+
+		free(o->tmp);
+		o->tmp = NULL;
+		errno = err;
+		return fail("create a temporary file for", o->name);
+	}
+	if (exists) {
+		/* an existing OUT keeps its owner (when allowed) and permissions */
+		if (fchown(o->fd, st.st_uid, st.st_gid)) {
+			/* not allowed: the copy belongs to the caller */
+		}
+		mode = st.st_mode & 07777;
+	} else {
+		mode = umask(0);
+		umask(mode);
+		mode = 0644 & ~mode;
+	}
+	if (fchmod(o->fd, mode))
+		return fail("chmod", o->tmp);
+	return 0;
+}
+
+/* The copy is complete: sync it, and rename the temporary file over OUT.  Returns 0 or 1. */
+static int out_commit(struct outfile *o)
+{
+	char *copy;
+	int dfd, fd = o->fd, ret = 0;
+
+	o->fd = -1;
+	if (fsync(fd) && (errno != EINVAL || o->tmp)) { /* a pipe cannot be synced */
+		close(fd);
+		return fail("fsync", o->name);
+	}
+	if (close(fd))
+		return fail("close", o->name);
+	if (!o->tmp)
+		return 0;
+	if (rename(o->tmp, o->target))
+		return fail("rename the copy to", o->name);
+	free(o->tmp);
+	o->tmp = NULL;
+	/* the rename itself on stable storage */
+	copy = strdup(o->target);
+	if (!copy)
+		return fail_msg(1, "out of memory");
+	dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || (fsync(dfd) && errno != EINVAL))
+		ret = fail("fsync the directory of", o->name);
+	if (dfd >= 0)
+		close(dfd);
+	free(copy);
+	return ret;
+}
+
+/* Undo what out_open made: the temporary file goes, OUT is never touched. */
+static void out_abort(struct outfile *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->tmp)
+		unlink(o->tmp);
+	free(o->tmp);
+	free(o->target);
+	o->fd = -1;
+	o->tmp = o->target = NULL;
+}
+
 static int cmd_recover(const char *path, const char *outpath)
 {
-	struct mendfs_range *all = NULL, *z = NULL;
-	size_t nall = 0, cap = 0;
+	struct outfile o = {.name = outpath, .fd = -1};
+	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: stop a long copy */
+	struct mendfs_range *z = NULL;
+	struct rvec all = {NULL, 0, 0};
+	struct stat ist;
 	uint64_t off = 0;
-	uint8_t *buf;
-	int in, out, ret = 1;
+	uint8_t *buf = NULL;
+	int in, ret;
 
-	in = open(path, O_RDONLY);
+	in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return fail("open", path);
-	out = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (out < 0) {
-		close(in);
-		return fail("open", outpath);
+	if (fstat(in, &ist)) {
+		ret = fail("stat", path);
+		goto done;
 	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	ret = out_open(&o, path, &ist);
+	if (ret)
+		goto done;
+	ret = 1;
 	buf = malloc(COPY_CHUNK);
 	z = malloc(Z_MAX * sizeof(*z));
 	if (!buf || !z) {
-		fail("recover", path);
+		fail_msg(1, "out of memory");
 		goto done;
 	}
 	for (;;) {
 		unsigned n;
-		ssize_t got = mendfs_recover(in, buf, COPY_CHUNK, (off_t)off, z, Z_MAX, &n);
+		ssize_t got;
 
+		if (interrupted) {
+			fail_msg(1, "recover: interrupted by signal %d; %s not written",
+			         interrupted, outpath);
+			goto done;
+		}
+		got = mendfs_recover(in, buf, COPY_CHUNK, (off_t)off, z, Z_MAX, &n);
 		if (got < 0) {
 			fail("recovery read", path);
 			goto done;
 		}
 		for (unsigned i = 0; i < n && i < Z_MAX; i++) {
-			if (nall && all[nall - 1].offset + all[nall - 1].length == z[i].offset) {
-				all[nall - 1].length += z[i].length;
-				continue;
+			if (rvec_push(&all, z[i], true)) {
+				fail_msg(1, "out of memory");
+				goto done;
 			}
-			if (nall == cap) {
-				struct mendfs_range *p;
-
-				cap = cap ? cap * 2 : 64;
-				p = realloc(all, cap * sizeof(*all));
-				if (!p) {
-					fail("recover", path);
-					goto done;
-				}
-				all = p;
-			}
-			all[nall++] = z[i];
 		}
-		if (write_all(out, buf, (size_t)got)) {
+		if (write_all(o.fd, buf, (size_t)got)) {
 			fail("write", outpath);
 			goto done;
 		}
@@ -160,71 +419,78 @@ static int cmd_recover(const char *path, const char *outpath)
 		if ((size_t)got < COPY_CHUNK)
 			break;
 	}
-	if (fsync(out)) {
-		fail("fsync", outpath);
+	if (out_commit(&o))
 		goto done;
-	}
 	if (json) {
-		printf("{\"bytes\":%" PRIu64 ",\"zeroed\":[", off);
-		for (size_t i = 0; i < nall; i++)
-			printf("%s{\"offset\":%" PRIu64 ",\"length\":%" PRIu64 "}", i ? "," : "",
-			       all[i].offset, all[i].length);
-		printf("]}\n");
+		struct json_object *r = json_object_new_object();
+
+		if (r && (mfs_json_add_u64(r, "bytes", off) ||
+		          mfs_json_add(r, "zeroed", ranges_json(&all)))) {
+			json_object_put(r);
+			r = NULL;
+		}
+		ret = put_result(r);
 	} else {
-		printf("recovered %" PRIu64 " bytes, %zu zero-filled range%s\n", off, nall,
-		       nall == 1 ? "" : "s");
-		for (size_t i = 0; i < nall; i++)
-			printf("zeroed %" PRIu64 " %" PRIu64 "\n", all[i].offset, all[i].length);
+		printf("recovered %" PRIu64 " bytes, %zu zero-filled range%s\n", off, all.n,
+		       all.n == 1 ? "" : "s");
+		for (size_t i = 0; i < all.n; i++)
+			printf("zeroed %" PRIu64 " %" PRIu64 "\n", all.v[i].offset,
+			       all.v[i].length);
+		ret = 0;
 	}
-	ret = 0;
 done:
-	if (close(out) && !ret)
-		ret = fail("close", outpath);
+	out_abort(&o);
 	close(in);
 	free(buf);
 	free(z);
-	free(all);
+	free(all.v);
 	return ret;
 }
 
 static int cmd_zeroinit(const char *path, const char *offs, const char *lens)
 {
+	struct json_object *r;
 	uint64_t off, len;
 	int fd;
 
-	if (!parse_u64(offs, &off) || !parse_u64(lens, &len)) {
-		fprintf(stderr, "mendctl: zeroinit: OFF and LEN are byte counts\n");
-		return 2;
-	}
+	if (!parse_u64(offs, &off) || !parse_u64(lens, &len))
+		return fail_msg(2, "zeroinit: OFF and LEN are byte counts");
 	fd = open(path, O_WRONLY);
 	if (fd < 0)
 		return fail("open", path);
 	if (mendfs_zeroinit(fd, (off_t)off, (off_t)len)) {
+		int err = errno;
+
 		close(fd);
+		errno = err;
 		return fail("zeroinit", path);
 	}
 	close(fd);
-	if (json)
-		printf("{\"offset\":%" PRIu64 ",\"length\":%" PRIu64 "}\n", off, len);
-	return 0;
+	if (!json)
+		return 0;
+	r = json_object_new_object();
+	if (r && (mfs_json_add_u64(r, "offset", off) || mfs_json_add_u64(r, "length", len))) {
+		json_object_put(r);
+		r = NULL;
+	}
+	return put_result(r);
 }
 
 static int cmd_bmap(const char *path)
 {
 	struct mendfs_ioc_bmap *a = malloc(sizeof(*a));
+	struct mendfs_ioc_extent *ext = NULL;
+	size_t n = 0, cap = 0;
 	uint64_t start = 0;
-	bool first = true;
 	int fd, ret = 1;
 
 	if (!a)
-		return fail("bmap", path);
+		return fail_msg(1, "out of memory");
 	fd = open(path, O_RDONLY);
 	if (fd < 0) {
 		free(a);
 		return fail("open", path);
 	}
-	if (json)
-		printf("{\"extents\":[");
 	for (;;) {
 		memset(a, 0, sizeof(*a));
 		a->version = MENDFS_IOC_VERSION;
@@ -233,31 +499,54 @@ static int cmd_bmap(const char *path)
 			if (errno == ENOTTY)
 				errno = EOPNOTSUPP;
 			fail("bmap", path);
-			break;
+			goto out;
 		}
 		for (unsigned i = 0; i < a->nr && i < MENDFS_BMAP_MAX; i++) {
-			const struct mendfs_ioc_extent *x = &a->extents[i];
-			bool unw = x->flags & MENDFS_EXTENT_UNWRITTEN;
+			if (n == cap) {
+				size_t c = cap ? cap * 2 : 64;
+				struct mendfs_ioc_extent *p = realloc(ext, c * sizeof(*p));
 
-			if (json)
-				printf("%s{\"offset\":%" PRIu64 ",\"length\":%" PRIu64
-				       ",\"sector\":%" PRIu64 ",\"unwritten\":%s}",
-				       first ? "" : ",", x->offset, x->length, x->sector,
-				       unw ? "true" : "false");
-			else
-				printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "%s\n", x->offset,
-				       x->length, x->sector, unw ? " unwritten" : "");
-			first = false;
+				if (!p) {
+					fail_msg(1, "out of memory");
+					goto out;
+				}
+				ext = p;
+				cap = c;
+			}
+			ext[n++] = a->extents[i];
 		}
-		if (a->last || a->next <= start) {
-			ret = 0;
+		if (a->last || a->next <= start)
 			break;
-		}
 		start = a->next;
 	}
-	if (json)
-		printf("]}\n");
+	if (json) {
+		struct json_object *arr = json_object_new_array();
+
+		for (size_t i = 0; arr && i < n; i++) {
+			struct json_object *x = json_object_new_object();
+
+			if (!x || mfs_json_add_u64(x, "offset", ext[i].offset) ||
+			    mfs_json_add_u64(x, "length", ext[i].length) ||
+			    mfs_json_add_u64(x, "sector", ext[i].sector) ||
+			    mfs_json_add_bool(x, "unwritten",
+			                      ext[i].flags & MENDFS_EXTENT_UNWRITTEN) ||
+			    json_object_array_add(arr, x)) {
+				json_object_put(x);
+				json_object_put(arr);
+				arr = NULL;
+			}
+		}
+		ret = put_result(obj_with("extents", arr));
+	} else {
+		for (size_t i = 0; i < n; i++)
+			printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "%s\n", ext[i].offset,
+			       ext[i].length, ext[i].sector,
+			       ext[i].flags & MENDFS_EXTENT_UNWRITTEN ? " unwritten" : "");
+		ret = 0;
+	}
+out:
 	close(fd);
+	free(ext);
 	free(a);
 	return ret;
 }
@@ -265,14 +554,12 @@ static int cmd_bmap(const char *path)
 static int cmd_inject(const char *path, const char *secs, const char *counts)
 {
 	struct mendfs_ioc_inject a;
+	struct json_object *r;
 	uint64_t sector, count;
 	int fd;
 
-	if (!parse_u64(secs, &sector) || !parse_u64(counts, &count) || !count) {
-		fprintf(stderr,
-		        "mendctl: inject: SECTOR and COUNT are sector numbers, COUNT > 0\n");
-		return 2;
-	}
+	if (!parse_u64(secs, &sector) || !parse_u64(counts, &count) || !count)
+		return fail_msg(2, "inject: SECTOR and COUNT are sector numbers, COUNT > 0");
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return fail("open", path);
@@ -284,17 +571,23 @@ static int cmd_inject(const char *path, const char *secs, const char *counts)
 		int err = errno;
 
 		close(fd);
-		errno = err == ENOTTY ? EOPNOTSUPP : err;
-		fail("inject", path);
 		if (err == EPERM)
-			fprintf(stderr,
-			        "mendctl: inject needs root and a mount with -o poison_inject\n");
-		return 1;
+			return fail_msg(1,
+			                "inject %s: %s (inject needs root and a mount with -o "
+			                "poison_inject)",
+			                path, strerror(err));
+		errno = err == ENOTTY ? EOPNOTSUPP : err;
+		return fail("inject", path);
 	}
 	close(fd);
-	if (json)
-		printf("{\"sector\":%" PRIu64 ",\"count\":%" PRIu64 "}\n", sector, count);
-	return 0;
+	if (!json)
+		return 0;
+	r = json_object_new_object();
+	if (r && (mfs_json_add_u64(r, "sector", sector) || mfs_json_add_u64(r, "count", count))) {
+		json_object_put(r);
+		r = NULL;
+	}
+	return put_result(r);
 }
 
 static int cmd_stats(const char *path)
@@ -309,8 +602,9 @@ static int cmd_stats(const char *path)
 	if (ioctl(fd, MENDFS_IOC_STATS, &a) < 0) {
 		if (errno == ENOTTY)
 			errno = EOPNOTSUPP;
+		fail("stats", path);
 		close(fd);
-		return fail("stats", path);
+		return 1;
 	}
 	close(fd);
 	{
@@ -340,54 +634,89 @@ static int cmd_stats(const char *path)
 		        {"checkpoints", a.checkpoints},
 		};
 		size_t n = sizeof(c) / sizeof(c[0]);
+		struct json_object *r;
 
-		if (json)
-			putchar('{');
-		for (size_t i = 0; i < n; i++) {
-			if (json)
-				printf("%s\"%s\":%" PRIu64, i ? "," : "", c[i].name, c[i].v);
-			else
+		if (!json) {
+			for (size_t i = 0; i < n; i++)
 				printf("%-18s %" PRIu64 "\n", c[i].name, c[i].v);
+			return 0;
 		}
-		if (json)
-			printf("}\n");
+		r = json_object_new_object();
+		for (size_t i = 0; r && i < n; i++) {
+			if (mfs_json_add_u64(r, c[i].name, c[i].v)) {
+				json_object_put(r);
+				r = NULL;
+			}
+		}
+		return put_result(r);
 	}
-	return 0;
 }
 
 int main(int argc, char **argv)
 {
+	static const struct {
+		const char *name;
+		int nargs;
+		const char *args;
+	} cmds[] = {
+	        {"badranges", 1, "FILE"},
+	        {"recover", 2, "FILE OUT"},
+	        {"zeroinit", 3, "FILE OFF LEN"},
+	        {"bmap", 1, "FILE"},
+	        {"inject", 3, "MOUNTPOINT SECTOR COUNT"},
+	        {"stats", 1, "MOUNTPOINT"},
+	};
 	const char *arg[4];
 	int n = 0, ret;
+	size_t c;
 
-	for (int i = 1; i < argc; i++) {
+	/* --json may appear anywhere: known before any error is reported */
+	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--json"))
 			json = true;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			continue;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			print_usage(stdout);
 			return 0;
-		} else if (n < 4)
-			arg[n++] = argv[i];
-		else
-			return usage();
+		}
+		if (n == 4)
+			return usage_error("too many arguments");
+		arg[n++] = argv[i];
 	}
 	if (n < 1)
-		return usage();
-	if (!strcmp(arg[0], "badranges") && n == 2)
+		return usage_error("no command given");
+	for (c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+		if (!strcmp(arg[0], cmds[c].name))
+			break;
+	if (c == sizeof(cmds) / sizeof(cmds[0]))
+		return usage_error("unknown command '%s'", arg[0]);
+	if (n - 1 != cmds[c].nargs)
+		return usage_error("%s takes %s", cmds[c].name, cmds[c].args);
+	switch (c) {
+	case 0:
 		ret = cmd_badranges(arg[1]);
-	else if (!strcmp(arg[0], "recover") && n == 3)
+		break;
+	case 1:
 		ret = cmd_recover(arg[1], arg[2]);
-	else if (!strcmp(arg[0], "zeroinit") && n == 4)
+		break;
+	case 2:
 		ret = cmd_zeroinit(arg[1], arg[2], arg[3]);
-	else if (!strcmp(arg[0], "bmap") && n == 2)
+		break;
+	case 3:
 		ret = cmd_bmap(arg[1]);
-	else if (!strcmp(arg[0], "inject") && n == 4)
+		break;
+	case 4:
 		ret = cmd_inject(arg[1], arg[2], arg[3]);
-	else if (!strcmp(arg[0], "stats") && n == 2)
+		break;
+	default:
 		ret = cmd_stats(arg[1]);
-	else
-		return usage();
-	if (fflush(stdout))
-		return 1;
+		break;
+	}
+	if (fflush(stdout) && !ret) {
+		fprintf(stderr, "mendctl: writing to standard output: %s\n", strerror(errno));
+		ret = 1;
+	}
 	return ret;
 }

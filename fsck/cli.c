@@ -118,109 +118,36 @@ static int run_round(struct fsck_ctx *ctx)
 
 	round_reset(ctx);
 	if (fsck_poison_load(ctx)) {
-		fprintf(stderr, "fsck.mendfs: %s: out of memory\n", ctx->device);
+		fsck_fatal(ctx, "%s: out of memory", ctx->device);
 		return FSCK_ERROR;
 	}
 	r = pass0_super(ctx);
 	if (r)
 		return r;
 	if (round_alloc(ctx)) {
-		fprintf(stderr, "fsck.mendfs: %s: out of memory\n", ctx->device);
+		fsck_fatal(ctx, "%s: out of memory", ctx->device);
 		return FSCK_ERROR;
 	}
 	if (pass0_roots(ctx) || pass1_inodes(ctx) || pass2_dirs(ctx) || pass3_connect(ctx) ||
 	    pass4_links(ctx) || pass5_space(ctx) || damage_scan(ctx, ctx->replay_pending)) {
 		if (ctx->cancelled)
 			return FSCK_CANCELED;
-		fprintf(stderr, "fsck.mendfs: %s: the check failed (out of memory or I/O error)\n",
-		        ctx->device);
+		fsck_fatal(ctx, "%s: the check failed (out of memory or I/O error)", ctx->device);
 		return FSCK_ERROR;
 	}
 	return 0;
 }
 
-static void json_str(FILE *f, const char *s)
+/* Is --json (or an abbreviation getopt takes) among the options?  Known before any error. */
+static bool json_option(int argc, char **argv)
 {
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		size_t n = strlen(argv[i]);
+
+		if (n >= 3 && !strncmp(argv[i], "--json", n))
+			return true;
 	}
-	fputc('"', f);
-}
-
-static void json_files(struct fsck_ctx *ctx, FILE *f, const struct fsck_range *r, size_t n)
-{
-	size_t i, j;
-
-	fputc('[', f);
-	for (i = 0; i < n; i = j) {
-		char *path = fsck_path(ctx, r[i].ino);
-
-		fprintf(f, "%s{\"path\": ", i ? ", " : "");
-		json_str(f, path ? path : "?");
-		fprintf(f, ", \"ino\": %llu, \"ranges\": [", (unsigned long long)r[i].ino);
-		for (j = i; j < n && r[j].ino == r[i].ino; j++)
-			fprintf(f, "%s{\"offset\": %llu, \"length\": %llu}", j > i ? ", " : "",
-			        (unsigned long long)r[j].off, (unsigned long long)r[j].len);
-		fputs("]}", f);
-		free(path);
-	}
-	fputc(']', f);
-}
-
-static void json_lines(FILE *f, char **v, size_t n)
-{
-	fputc('[', f);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			fputs(", ", f);
-		json_str(f, v[i]);
-	}
-	fputc(']', f);
-}
-
-static void print_json(struct fsck_ctx *ctx, unsigned meta_errors, unsigned damaged_files,
-                       int exit_code)
-{
-	FILE *f = stdout;
-
-	fputs("{\"device\": ", f);
-	json_str(f, ctx->device);
-	fputs(", \"damaged_files\": ", f);
-	json_files(ctx, f, ctx->damage, ctx->ndamage);
-	fprintf(f,
-	        ", \"metadata_errors\": %u, \"repaired\": %u, \"remaining\": %u, "
-	        "\"exit_code\": %d",
-	        meta_errors, ctx->fixed_total, ctx->round_unfixed, exit_code);
-	fputs(", \"zeroed\": ", f);
-	json_files(ctx, f, ctx->zeroed, ctx->nzeroed);
-	fputs(", \"damaged_metadata\": ", f);
-	json_lines(f, ctx->meta_damage, ctx->nmeta_damage);
-	fputs(", \"damaged_free_space\": ", f);
-	json_lines(f, ctx->free_damage, ctx->nfree_damage);
-	fputs(", \"problems\": [", f);
-	for (size_t i = 0; i < ctx->nproblems; i++) {
-		const struct fsck_problem *p = &ctx->problems[i];
-		const struct pr_desc *pd = pr_desc(p->code);
-
-		fprintf(f,
-		        "%s{\"id\": \"%s\", \"code\": \"%s\", \"round\": %u, \"fixed\": %s, "
-		        "\"message\": ",
-		        i ? ", " : "", pd->id, pd->name, p->round, p->fixed ? "true" : "false");
-		json_str(f, p->msg ? p->msg : "");
-		fputc('}', f);
-	}
-	fprintf(f,
-	        "], \"files\": %llu, \"directories\": %llu, \"blocks_used\": %llu, "
-	        "\"blocks_total\": %llu, \"meta_blocks_used\": %llu, \"damaged_file_count\": %u}\n",
-	        (unsigned long long)ctx->files, (unsigned long long)ctx->dirs,
-	        (unsigned long long)ctx->blocks_used, (unsigned long long)ctx->sb.data_len,
-	        (unsigned long long)ctx->meta_used, damaged_files);
+	return false;
 }
 
 static void ctx_free(struct fsck_ctx *ctx)
@@ -251,6 +178,7 @@ int fsck_main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 
 	fsck_cancel = 0;
+	ctx.json = json_option(argc, argv);
 	optind = 0; /* a full getopt reset: fsck_main may run more than once */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "npayfvC:h", lopts, NULL)) != -1) {
@@ -279,11 +207,9 @@ int fsck_main(int argc, char **argv)
 			long fd = strtol(optarg, &end, 10);
 
 			if (*optarg == '\0' || *end || fd < 0 || fd > 65535) {
-				fprintf(stderr,
-				        "fsck.mendfs: -C needs a file descriptor number, not "
-				        "'%s'\n",
-				        optarg);
-				return FSCK_USAGE;
+				fsck_fatal(&ctx, "-C needs a file descriptor number, not '%s'",
+				           optarg);
+				return fsck_exit_error(&ctx, FSCK_USAGE);
 			}
 			ctx.progress_fd = (int)fd;
 			break;
@@ -299,35 +225,31 @@ int fsck_main(int argc, char **argv)
 			return FSCK_OK;
 		default:
 			if (optopt && optopt != '?')
-				fprintf(stderr,
-				        "fsck.mendfs: unknown option or missing argument: -%c\n",
-				        optopt);
+				fsck_fatal(&ctx, "unknown option or missing argument: -%c", optopt);
 			else
-				fprintf(stderr, "fsck.mendfs: unknown option: %s\n",
-				        argv[optind - 1]);
+				fsck_fatal(&ctx, "unknown option: %s", argv[optind - 1]);
 			usage(stderr);
-			return FSCK_USAGE;
+			return fsck_exit_error(&ctx, FSCK_USAGE);
 		}
 	}
 	if (modes > 1) {
-		fprintf(stderr, "fsck.mendfs: only one of -n, -p and -y may be given\n");
-		return FSCK_USAGE;
+		fsck_fatal(&ctx, "only one of -n, -p and -y may be given");
+		return fsck_exit_error(&ctx, FSCK_USAGE);
 	}
 	if (optind + 1 != argc) {
-		fprintf(stderr, "fsck.mendfs: %s\n",
-		        optind >= argc ? "no device given" : "more than one device given");
+		fsck_fatal(&ctx, "%s",
+		           optind >= argc ? "no device given" : "more than one device given");
 		usage(stderr);
-		return FSCK_USAGE;
+		return fsck_exit_error(&ctx, FSCK_USAGE);
 	}
 	if (ctx.zero_damaged && ctx.mode != MODE_YES) {
-		fprintf(stderr, "fsck.mendfs: --zero-damaged discards data: it needs -y\n");
-		return FSCK_USAGE;
+		fsck_fatal(&ctx, "--zero-damaged discards data: it needs -y");
+		return fsck_exit_error(&ctx, FSCK_USAGE);
 	}
 	ctx.device = argv[optind];
 	if (ctx.mode == MODE_ASK && !isatty(STDIN_FILENO)) {
-		fprintf(stderr, "fsck.mendfs: interactive repairs need a terminal: give -n, -p or "
-		                "-y\n");
-		return FSCK_ERROR;
+		fsck_fatal(&ctx, "interactive repairs need a terminal: give -n, -p or -y");
+		return fsck_exit_error(&ctx, FSCK_ERROR);
 	}
 	ctx.read_only = ctx.mode == MODE_NO;
 	sigaction(SIGINT, &sa, NULL);
@@ -335,16 +257,16 @@ int fsck_main(int argc, char **argv)
 
 	ret = fsck_open(&ctx, err, sizeof(err));
 	if (ret == -EBUSY) {
-		fprintf(stderr,
-		        "fsck.mendfs: %s is in use (mounted: the mendfs daemon holds its lock); "
-		        "refusing to repair it (-n checks it read-only)\n",
-		        ctx.device);
-		return FSCK_ERROR;
+		fsck_fatal(&ctx,
+		           "%s is in use (mounted: the mendfs daemon holds its lock); "
+		           "refusing to repair it (-n checks it read-only)",
+		           ctx.device);
+		return fsck_exit_error(&ctx, FSCK_ERROR);
 	}
 	if (ret) {
-		fprintf(stderr, "fsck.mendfs: %s\n", err[0] ? err : strerror(-ret));
+		fsck_fatal(&ctx, "%s", err[0] ? err : strerror(-ret));
 		ctx_free(&ctx);
-		return FSCK_ERROR;
+		return fsck_exit_error(&ctx, FSCK_ERROR);
 	}
 
 	for (ctx.round = 1;; ctx.round++) {
@@ -370,8 +292,8 @@ int fsck_main(int argc, char **argv)
 				VEC_PUSH(ctx.zeroed, ctx.nzeroed, ctx.cap_zeroed, ctx.zero[i]);
 			ret = fsck_open(&ctx, err, sizeof(err));
 			if (ret) {
-				fprintf(stderr, "fsck.mendfs: reopening %s: %s\n", ctx.device,
-				        err[0] ? err : strerror(-ret));
+				fsck_fatal(&ctx, "reopening %s: %s", ctx.device,
+				           err[0] ? err : strerror(-ret));
 				ctx.fixed_total += ctx.round_fixes;
 				ret = FSCK_ERROR;
 				break;
@@ -393,18 +315,10 @@ int fsck_main(int argc, char **argv)
 	if (ret) {
 		fsck_close(&ctx);
 		if (ret == FSCK_CANCELED)
-			fprintf(stderr, "fsck.mendfs: %s: cancelled\n", ctx.device);
+			fsck_fatal(&ctx, "%s: cancelled", ctx.device);
 		exit_code = ret | (ctx.fixed_total ? FSCK_CORRECTED : 0);
-		if (ctx.json) {
-			fputs("{\"device\": ", stdout);
-			json_str(stdout, ctx.device);
-			printf(", \"damaged_files\": [], \"metadata_errors\": %u, \"repaired\": "
-			       "%u, "
-			       "\"exit_code\": %d}\n",
-			       meta_errors, ctx.fixed_total, exit_code);
-		}
 		ctx_free(&ctx);
-		return exit_code;
+		return fsck_exit_error(&ctx, exit_code);
 	}
 
 	/*
@@ -438,8 +352,8 @@ int fsck_main(int argc, char **argv)
 			}
 			ret = fsck_sb_write(&ctx);
 			if (ret)
-				fprintf(stderr, "fsck.mendfs: writing the superblock: %s\n",
-				        strerror(-ret));
+				fsck_fatal(&ctx, "%s: writing the superblock: %s", ctx.device,
+				           strerror(-ret));
 		}
 	}
 	for (uint64_t ino = 1; ino <= ctx.sb.nr_inodes; ino++)
@@ -447,8 +361,19 @@ int fsck_main(int argc, char **argv)
 
 	exit_code =
 	        (ctx.fixed_total ? FSCK_CORRECTED : 0) | (ctx.round_unfixed ? FSCK_UNCORRECTED : 0);
+	if (ctx.fatal[0]) /* the superblock write failed */
+		exit_code |= FSCK_ERROR;
 	if (ctx.json) {
-		print_json(&ctx, meta_errors, damaged_files, exit_code);
+		/* a report only for a run that ended without an operational error */
+		ret = ctx.fatal[0] ? 0
+		                   : fsck_json_report(&ctx, meta_errors, damaged_files, exit_code);
+		if (ret) {
+			fsck_fatal(&ctx, "%s: printing the JSON report: %s", ctx.device,
+			           strerror(-ret));
+			exit_code |= FSCK_ERROR;
+		}
+		if (ctx.fatal[0])
+			fsck_exit_error(&ctx, exit_code);
 	} else {
 		damage_report(&ctx, stdout);
 		for (size_t i = 0; i < ctx.nzeroed; i++) {
@@ -472,6 +397,9 @@ int fsck_main(int argc, char **argv)
 	}
 	fsck_close(&ctx);
 	ctx_free(&ctx);
-	fflush(stdout);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "fsck.mendfs: %s: writing the report failed\n", ctx.device);
+		exit_code |= FSCK_ERROR;
+	}
 	return exit_code;
 }

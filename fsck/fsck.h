@@ -13,7 +13,8 @@
  *   pass5_space.c    bitmaps, free counters, quarantine and orphan trees
  *   damage.c         poisoned sectors -> their owners (from metadata only)
  *   repair.c         repairs that rebuild trees, made through the fs library
- *   cli.c            options, the rounds, the report (text and JSON), exit status
+ *   cli.c            options, the rounds, the text report, exit status
+ *   json.c           the --json report, the error object, fsck_fatal()
  *   io.c, btwalk.c   verified reads of both copies, the checking B+tree walker
  *   problem.c        the problem table and fix_problem()
  *
@@ -203,6 +204,7 @@ struct fsck_ctx {
 	bool force, json, zero_damaged, verbose;
 	int progress_fd;
 	bool cancelled;
+	char fatal[512]; /* why the run ended in error (fsck_fatal), for --json */
 
 	/* device */
 	struct blk_dev *dev;
@@ -285,6 +287,16 @@ void fsck_log(struct fsck_ctx *ctx, const char *fmt, ...) __attribute__((format(
 void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max);
 /* Set by SIGINT/SIGTERM: the passes stop at the next progress point (exit 32). */
 extern volatile sig_atomic_t fsck_cancel;
+
+/* --- --json and errors that end the run (json.c) -------------------------------------- */
+
+/* "fsck.mendfs: MESSAGE" on stderr, the first one kept as the --json error. */
+void fsck_fatal(struct fsck_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* With --json, print the error object {"error", "exit_code", "device"}.  Returns @exit_code. */
+int fsck_exit_error(struct fsck_ctx *ctx, int exit_code);
+/* Print the --json report.  Returns 0, -ENOMEM or -EIO. */
+int fsck_json_report(struct fsck_ctx *ctx, unsigned meta_errors, unsigned damaged_files,
+                     int exit_code);
 
 /* --- I/O (io.c) -------------------------------------------------------------------- */
 

@@ -138,17 +138,15 @@ int pass0_super(struct fsck_ctx *ctx)
 	if (ret && ret != -ENOMEM && ret != -EOPNOTSUPP)
 		ret = sb_fallback(ctx, &force_ro, &other_bad, msg, sizeof(msg));
 	if (ret) {
-		fprintf(stderr, "fsck.mendfs: %s: %s\n", ctx->device,
-		        msg[0] ? msg : strerror(-ret));
+		fsck_fatal(ctx, "%s: %s", ctx->device, msg[0] ? msg : strerror(-ret));
 		return FSCK_ERROR;
 	}
 	ctx->seed = ctx->sb.csum_seed;
 	ctx->dup = ctx->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
 	if (force_ro && !ctx->read_only) {
-		fprintf(stderr,
-		        "fsck.mendfs: %s: unknown read-only-compatible features %#x: only -n is "
-		        "possible\n",
-		        ctx->device, ctx->sb.feature_ro_compat & ~MFS_FEATURE_RO_COMPAT_SUPP);
+		fsck_fatal(ctx,
+		           "%s: unknown read-only-compatible features %#x: only -n is possible",
+		           ctx->device, ctx->sb.feature_ro_compat & ~MFS_FEATURE_RO_COMPAT_SUPP);
 		return FSCK_ERROR;
 	}
 	fsck_progress(ctx, 0, 0, 1);

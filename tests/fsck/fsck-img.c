@@ -9,6 +9,7 @@
  *   fsck-img populate IMG          files, directories, xattrs, links, a quarantine entry
  *   fsck-img verify IMG [SKIP...]  every populated file has its content (except SKIP paths)
  *   fsck-img ino IMG PATH          inode number
+ *   fsck-img file IMG PATH SIZE    a new file of SIZE bytes (any name bytes: the JSON tests)
  *   fsck-img sector IMG PATH LBLK  first device sector of file block LBLK
  *   fsck-img getxattr IMG PATH NAME
  *   fsck-img free-sector IMG       a sector of a free data block
@@ -880,6 +881,14 @@ static int cmd_many(uint64_t n)
 	return mfs_unmount(fs) ? 1 : 0;
 }
 
+static int cmd_file(const char *path, uint64_t size)
+{
+	struct mfs *fs = mnt(false);
+
+	write_pat(fs, create_file(fs, path, S_IFREG | 0644), 11, 0, size);
+	return mfs_unmount(fs) ? 1 : 0;
+}
+
 static int cmd_ino(const char *path)
 {
 	printf("%llu\n", (unsigned long long)path_ino(path));
@@ -897,6 +906,8 @@ int main(int argc, char **argv)
 		return cmd_populate();
 	if (!strcmp(argv[1], "verify"))
 		return cmd_verify(argc - 3, argv + 3);
+	if (!strcmp(argv[1], "file") && argc == 5)
+		return cmd_file(argv[3], strtoull(argv[4], NULL, 0));
 	if (!strcmp(argv[1], "ino") && argc == 4)
 		return cmd_ino(argv[3]);
 	if (!strcmp(argv[1], "sector") && argc == 5)

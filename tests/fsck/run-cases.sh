@@ -10,8 +10,11 @@
 #  poison  damage report: exact paths and byte ranges (text and JSON) for
 #          poison in a file, a file in a subdirectory, free space and a
 #          metadata block; --zero-damaged; -p.
+#          File names in the JSON report: UTF-8 as the same characters, a
+#          name that is not UTF-8 as U+FFFD plus path_hex (its exact bytes).
 #  cli     clean image, usage errors (16), missing device (8), refusal on a
-#          locked (mounted) device, progress output.
+#          locked (mounted) device, progress output; with --json each error
+#          prints the error object {"error", "exit_code"} and no report.
 # Needs: MKFS_MENDFS, FSCK_MENDFS, FSCK_IMG (set by meson); python3 for JSON.
 set -u
 GROUP=${1:-cases}
@@ -228,7 +231,52 @@ EOF
 	out=$("$FSCK_MENDFS" -n "$T/p.img" 2>&1)
 	grep -q 'free space: data blocks' <<<"$out" && fail "poison: free space still listed: $out"
 	# F0601 is the damaged data problem (checked above through its report)
+	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in path_hex
+	fresh names
+	"$FSCK_IMG" file "$T/names.img" /café.txt 5000 &&
+		"$FSCK_IMG" file "$T/names.img" $'/bad\xff' 5000 &&
+		s1=$("$FSCK_IMG" sector "$T/names.img" /café.txt 0) &&
+		s2=$("$FSCK_IMG" sector "$T/names.img" $'/bad\xff' 0) ||
+		fail "poison: making the named files failed"
+	printf '%s 1\n%s 1\n' "$s1" "$s2" >>"$T/names.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/names.img" 2>&1)
+	grep -qaF '/café.txt: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: café.txt not in the text report: $out"
+	grep -qaF $'/bad\xff: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: the name with byte 0xff not in the text report (raw bytes): $out"
+	"$FSCK_MENDFS" -n --json "$T/names.img" >"$T/names.json" 2>/dev/null
+	rc=$?
+	[ $rc -eq 4 ] || fail "poison: fsck -n --json of the named files exited $rc, expected 4"
+	python3 - "$T/names.json" <<'EOF' || fail "poison: names in the JSON report wrong: $(cat "$T/names.json")"
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+j = json.loads(raw.decode("utf-8"))  # strict: the output is valid UTF-8
+d = {f["path"]: f for f in j["damaged_files"]}
+cafe = d["/caf\u00e9.txt"]
+assert "path_hex" not in cafe, cafe
+assert cafe["ranges"] == [{"offset": 0, "length": 512}], cafe
+bad = d["/bad\ufffd"]
+assert bytes.fromhex(bad["path_hex"]) == b"/bad\xff", bad
+assert bad["ranges"] == [{"offset": 0, "length": 512}], bad
+assert len(d) == 2, d
+EOF
 	echo "ok: poison ($s4)"
+}
+
+# json_error RC CMD...: exits RC and prints one error object {"error", "exit_code": RC}, no report
+json_error() {
+	local want=$1 out rc
+	shift
+	out=$("$@" 2>/dev/null)
+	rc=$?
+	[ $rc -eq "$want" ] || { fail "cli: $* exited $rc, expected $want"; return; }
+	python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+assert isinstance(j, dict) and isinstance(j["error"], str) and j["error"], j
+assert j["exit_code"] == int(sys.argv[2]), j
+assert not {"damaged_files", "metadata_errors", "repaired", "problems"} & set(j), j
+' "$out" "$want" || fail "cli: $* printed: $out"
 }
 
 group_cli() {
@@ -261,6 +309,15 @@ group_cli() {
 	head -c 1M /dev/zero >"$T/zero.img"
 	"$FSCK_MENDFS" -n "$T/zero.img" >/dev/null 2>&1; rc=$?
 	[ $rc -eq 8 ] || fail "cli: a device without mendfs exited $rc, expected 8"
+	# --json: every error is the same object, never a report
+	json_error 8 "$FSCK_MENDFS" -n --json "$T/nonexistent.img"
+	json_error 8 "$FSCK_MENDFS" -n --json "$T/zero.img"
+	json_error 16 "$FSCK_MENDFS" --json
+	json_error 16 "$FSCK_MENDFS" --json -n -y "$T/c.img"
+	json_error 16 "$FSCK_MENDFS" --bogus --json "$T/c.img"
+	json_error 16 "$FSCK_MENDFS" -n -C x --json "$T/c.img"
+	json_error 16 "$FSCK_MENDFS" -n --json --zero-damaged "$T/c.img"
+	json_error 16 "$FSCK_MENDFS" -n --json "$T/c.img" "$T/c.img"
 	# progress on a file descriptor
 	"$FSCK_MENDFS" -n -C 3 "$T/c.img" >/dev/null 3>"$T/progress"
 	for p in 0 1 2 3 4 5; do
@@ -274,6 +331,7 @@ group_cli() {
 	out=$("$FSCK_MENDFS" -y "$T/c.img" 2>&1); rc=$?
 	[ $rc -eq 8 ] || fail "cli: fsck -y on a locked device exited $rc, expected 8"
 	grep -q 'in use' <<<"$out" || fail "cli: no 'in use' message: $out"
+	json_error 8 "$FSCK_MENDFS" -y --json "$T/c.img"
 	"$FSCK_MENDFS" -n "$T/c.img" >/dev/null 2>&1; rc=$?
 	[ $rc -eq 4 ] || fail "cli: fsck -n on a locked device exited $rc, expected 4"
 	[ "$before" = "$(sums "$T/c.img")" ] || fail "cli: the locked image was changed"
@@ -312,6 +370,7 @@ group_cli() {
 	"$FSCK_IMG" corrupt "$T/ask.img" nlink 2>/dev/null
 	"$FSCK_MENDFS" "$T/ask.img" </dev/null >/dev/null 2>&1; rc=$?
 	[ $rc -eq 8 ] || fail "cli: interactive without a terminal exited $rc, expected 8"
+	json_error 8 "$FSCK_MENDFS" --json "$T/ask.img" </dev/null
 	if command -v script >/dev/null; then
 		printf 'a\n' | timeout 60 script -qec "'$FSCK_MENDFS' '$T/ask.img'" /dev/null >"$T/ask.out" 2>&1
 		rc=$?

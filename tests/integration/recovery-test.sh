@@ -16,6 +16,11 @@
 #            x four repairs, verified again after a remount; injection under
 #            readers; ioctl fuzzing
 #   quarantine  recovery-matrix.c: an unlinked poisoned file's block is never reused
+#   cli      mendctl's failures: recover refuses OUT that is FILE (by name, hard
+#            link or symbolic link) and leaves FILE intact; a failed recover (FILE
+#            off mendfs, OUT a directory, ENOSPC midway) leaves an existing OUT as
+#            it was and no new or temporary file; every command's --json error is
+#            one {"error", "exit_code"} object and no result
 #   meta     metadata self-healing: one copy of an inode table block, a directory
 #            tree block, an extent tree block, an xattr tree block and two journal
 #            blocks poisoned; operations work, the bad copies are rewritten from their
@@ -43,6 +48,7 @@ cleanup() {
 		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
 			fusermount3 -u -z "$MNT" 2>/dev/null
 	fi
+	mountpoint -q "$WORK/small" 2>/dev/null && umount "$WORK/small"
 	if [ -n "$DPID" ]; then
 		for ((i = 0; i < 50; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$DPID" 2>/dev/null
@@ -303,6 +309,124 @@ quarantine)
 	umount_fg
 	mount_fg
 	timeout 60 "$RMATRIX" requarantine "$MNT" "$WORK/exp" || fail "recovery-matrix requarantine"
+	umount_fg
+	;;
+cli)
+	if ! command -v python3 >/dev/null; then
+		[ "${MENDFS_TEST_STRICT:-}" = 1 ] && fail "python3 is needed (JSON checks)"
+		echo "skip: needs python3"
+		exit 77
+	fi
+	# no temporary file of recover left in DIR...
+	no_tmp() { ! ls -A "$@" | grep -q 'mendctl-recover' || fail "temporary file left: $(ls -A "$@")"; }
+	# json_error RC ARGS...: mendctl --json ARGS exits RC and prints one error object, no result
+	json_error() {
+		local want=$1 rc
+		shift
+		mendctl --json "$@" >"$WORK/json" 2>/dev/null
+		rc=$?
+		[ "$rc" = "$want" ] || fail "mendctl --json $* exited $rc, expected $want: $(cat "$WORK/json")"
+		python3 - "$WORK/json" "$want" <<'EOF' || fail "mendctl --json $* printed: $(cat "$WORK/json")"
+import json, sys
+j = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert isinstance(j, dict) and isinstance(j["error"], str) and j["error"], j
+assert j["exit_code"] == int(sys.argv[2]), j
+result = {"ranges", "extents", "bytes", "zeroed", "offset", "length", "sector", "count", "reads"}
+assert not result & set(j), j
+EOF
+	}
+	mount_fg
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	umount_fg
+	echo "$((S + 5 * 8 + 3)) 1" >"$IMG.badblocks"
+	mount_fg
+	rcheck salvage "$WORK/expected" $SIZE 22016 512
+	printf 'not on mendfs\n' >"$WORK/plain"
+	# OUT is FILE: by its name, through a hard link, through a symbolic link
+	ln "$MNT/f" "$MNT/f.link" || fail "ln"
+	ln -s "$MNT/f" "$WORK/f.sym"
+	for out in "$MNT/f" "$MNT/f.link" "$WORK/f.sym"; do
+		msg=$(mendctl recover "$MNT/f" "$out" 2>&1 >/dev/null)
+		rc=$?
+		[ $rc = 1 ] || fail "recover $MNT/f $out exited $rc, expected 1"
+		grep -q 'are the same file' <<<"$msg" || fail "recover $MNT/f $out: $msg"
+		[ "$(stat -c %s "$MNT/f")" = $SIZE ] || fail "recover F F ($out) left F $(stat -c %s "$MNT/f") bytes"
+		mendctl recover "$MNT/f" "$WORK/after" >/dev/null || fail "mendctl recover"
+		cmp "$WORK/after" "$WORK/expected" || fail "F changed by recover F $out"
+	done
+	[ -L "$WORK/f.sym" ] || fail "the symbolic link was replaced"
+	[ "$(mendctl badranges "$MNT/f")" = "22016 512" ] || fail "badranges: $(mendctl badranges "$MNT/f")"
+	no_tmp "$MNT" "$WORK"
+	# failures leave an existing OUT as it was, and create nothing
+	printf 'keep me\n' >"$WORK/out"
+	chmod 640 "$WORK/out"
+	mendctl recover "$WORK/plain" "$WORK/out" 2>/dev/null && fail "recover of a file off mendfs succeeded"
+	[ "$(cat "$WORK/out")" = "keep me" ] || fail "a failed recover changed OUT: $(head -c 100 "$WORK/out")"
+	mendctl recover "$WORK/plain" "$WORK/new" 2>/dev/null && fail "recover of a file off mendfs succeeded"
+	[ -e "$WORK/new" ] && fail "a failed recover created OUT"
+	mendctl recover "$WORK/missing" "$WORK/out" 2>/dev/null && fail "recover of a missing file succeeded"
+	[ "$(cat "$WORK/out")" = "keep me" ] || fail "a failed recover changed OUT"
+	mkdir "$WORK/dir"
+	mendctl recover "$MNT/f" "$WORK/dir" 2>/dev/null && fail "recover into a directory succeeded"
+	[ -z "$(ls -A "$WORK/dir")" ] || fail "recover wrote into the directory: $(ls -A "$WORK/dir")"
+	mendctl recover "$MNT/f" "$WORK/nodir/out" 2>/dev/null && fail "recover into a missing directory succeeded"
+	ln -s "$WORK/nowhere" "$WORK/dangling"
+	mendctl recover "$MNT/f" "$WORK/dangling" 2>/dev/null && fail "recover through a dangling link succeeded"
+	[ -e "$WORK/nowhere" ] && fail "recover wrote through a dangling link"
+	no_tmp "$MNT" "$WORK"
+	# ENOSPC midway (OUT on a small tmpfs): the old OUT stays whole
+	mkdir "$WORK/small"
+	if mount -t tmpfs -o size=64k tmpfs "$WORK/small" 2>/dev/null; then
+		head -c 40000 /dev/urandom >"$WORK/small/out"
+		cp "$WORK/small/out" "$WORK/small.keep"
+		mendctl recover "$MNT/f" "$WORK/small/out" 2>"$WORK/err" && fail "recover into a full tmpfs succeeded"
+		grep -q 'No space left' "$WORK/err" || fail "recover into a full tmpfs: $(cat "$WORK/err")"
+		cmp "$WORK/small/out" "$WORK/small.keep" || fail "a recover that failed midway changed OUT"
+		[ "$(ls -A "$WORK/small")" = out ] || fail "left in the tmpfs: $(ls -A "$WORK/small")"
+		umount "$WORK/small"
+	elif [ "${MENDFS_TEST_STRICT:-}" = 1 ]; then
+		fail "cannot mount a tmpfs for the ENOSPC case"
+	else
+		echo "note: no tmpfs, the ENOSPC case was not run"
+	fi
+	# success over an existing OUT: replaced whole, its permissions kept; through a link, the target
+	mendctl recover "$MNT/f" "$WORK/out" >/dev/null || fail "mendctl recover over OUT"
+	cmp "$WORK/out" "$WORK/expected" || fail "recover over OUT: wrong content"
+	[ "$(stat -c %a "$WORK/out")" = 640 ] || fail "recover changed OUT's mode to $(stat -c %a "$WORK/out")"
+	printf 'old\n' >"$WORK/target"
+	ln -s "$WORK/target" "$WORK/out.sym"
+	mendctl recover "$MNT/f" "$WORK/out.sym" >/dev/null || fail "mendctl recover through a link"
+	[ -L "$WORK/out.sym" ] || fail "recover replaced the symbolic link"
+	cmp "$WORK/target" "$WORK/expected" || fail "recover through a link: wrong content"
+	no_tmp "$MNT" "$WORK"
+	# --json: errors are {"error", "exit_code"}, never a result (badranges off mendfs said {"ranges":[]})
+	json_error 1 badranges "$WORK/plain"
+	json_error 1 badranges "$WORK/missing"
+	json_error 1 badranges "$WORK/"$'bad\xff'
+	json_error 2 badranges
+	json_error 2 badranges "$MNT/f" "$MNT/f"
+	json_error 2 frobnicate "$MNT/f"
+	json_error 2
+	json_error 1 recover "$MNT/f" "$MNT/f"
+	json_error 1 recover "$WORK/plain" "$WORK/out"
+	json_error 2 recover "$MNT/f"
+	json_error 1 bmap "$WORK/plain"
+	json_error 1 bmap "$WORK/missing"
+	json_error 2 zeroinit "$MNT/f" x 512
+	json_error 2 zeroinit "$MNT/f" -512 512
+	json_error 1 zeroinit "$MNT/f" 100 512
+	json_error 1 zeroinit "$WORK/plain" 0 512
+	json_error 2 inject "$MNT" 0 0
+	json_error 1 inject "$MNT" $((S + 8)) 1
+	json_error 1 stats "$WORK"
+	json_error 1 stats "$WORK/missing"
+	cmp "$WORK/out" "$WORK/expected" || fail "a failed recover --json changed OUT"
+	# and the results are unchanged
+	[ "$(mendctl --json badranges "$MNT/f")" = '{"ranges":[{"offset":22016,"length":512}]}' ] ||
+		fail "badranges --json: $(mendctl --json badranges "$MNT/f")"
+	out=$(mendctl --json recover "$MNT/f" "$WORK/out") || fail "mendctl --json recover"
+	[ "$out" = '{"bytes":65536,"zeroed":[{"offset":22016,"length":512}]}' ] || fail "recover --json: $out"
 	umount_fg
 	;;
 meta)
