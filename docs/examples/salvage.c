@@ -10,6 +10,9 @@
  * one "zero-filled OFFSET LENGTH" line each, and a summary.  Exit 0 when the
  * copy is complete (with or without zero-filled ranges), 1 on error.
  *
+ * OUT must not exist yet: a salvage never writes over anything, FILE least of
+ * all.  A copy that fails midway is removed, so no partial OUT is left.
+ *
  * Build: cc salvage.c $(pkg-config --cflags --libs mendfs)
  */
 #include <errno.h>
@@ -25,9 +28,13 @@
 
 #define CHUNK (1 << 20)
 
+static const char *created; /* OUT, once this program has created it */
+
 static int fail(const char *what, const char *path)
 {
 	fprintf(stderr, "salvage: %s %s: %s\n", what, path, strerror(errno));
+	if (created)
+		unlink(created); /* no partial copy left behind */
 	return 1;
 }
 
@@ -46,9 +53,10 @@ int main(int argc, char **argv)
 	in = open(argv[1], O_RDONLY);
 	if (in < 0)
 		return fail("open", argv[1]);
-	out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	out = open(argv[2], O_WRONLY | O_CREAT | O_EXCL, 0644);
 	if (out < 0)
-		return fail("open", argv[2]);
+		return fail("create", argv[2]); /* EEXIST: OUT (maybe FILE itself) is kept */
+	created = argv[2];
 
 	/* 1. every byte up to the end of file; poisoned sectors read as zeros */
 	for (;;) {

@@ -127,6 +127,13 @@ read)
 salvaged 65536 bytes of $MNT/f, 512 zero-filled" ] || fail "salvage printed: $out"
 	cmp "$WORK/salvage2" "$WORK/expected" || fail "the example's salvage copy differs"
 	"$SALVAGE" "$WORK/expected" "$WORK/x" 2>/dev/null && fail "salvage of a file off mendfs succeeded"
+	[ -e "$WORK/x" ] && fail "a failed salvage left its partial OUT behind"
+	# the example never writes over anything: not FILE itself, not an existing OUT
+	"$SALVAGE" "$MNT/f" "$MNT/f" 2>/dev/null && fail "salvage FILE FILE succeeded"
+	[ "$(stat -c %s "$MNT/f")" = $SIZE ] || fail "salvage FILE FILE changed FILE's size"
+	echo keep >"$WORK/keep"
+	"$SALVAGE" "$MNT/f" "$WORK/keep" 2>/dev/null && fail "salvage over an existing OUT succeeded"
+	[ "$(cat "$WORK/keep")" = keep ] || fail "salvage wrote over an existing OUT"
 	out=$(mendctl stats --json "$MNT") || fail "mendctl stats"
 	grep -q '"recovered_sectors":[1-9]' <<<"$out" || fail "stats: $out"
 	grep -q '"meta_repairs":[0-9]' <<<"$out" || fail "stats: $out"
