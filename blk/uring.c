@@ -3,7 +3,9 @@
  * uring.c: the io_uring backend, the block-device (NVMe) path.
  *
  * One io_uring per hardware queue, the device registered as fixed file 0,
- * O_DIRECT where the file system or device allows it (buffered otherwise).
+ * O_DIRECT where the file system or device allows it (buffered otherwise);
+ * memory that O_DIRECT must not be given (dio.h: page and block alignment)
+ * goes through a per-request aligned bounce buffer.
  * queue_rqs() turns each request into one SQE (READ/WRITE, their FIXED forms
  * for registered buffers, READV/WRITEV for merged requests, FSYNC, FALLOCATE)
  * and rings the doorbell once per batch.  Completions are reaped in batches by
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "blk_internal.h"
+#include "dio.h"
 
 #define URING_MAX_BUFS     16             /* registered buffer regions */
 #define URING_REAP_BATCH   64             /* CQEs consumed per peek */
@@ -53,7 +56,7 @@ struct uring_dev {
 	bool is_bdev;
 	_Atomic bool zero_range; /* FALLOCATE ZERO_RANGE works; cleared on EOPNOTSUPP */
 	unsigned lbs;            /* logical block size: offset and length unit */
-	unsigned mem_align;      /* buffer alignment under O_DIRECT */
+	unsigned mem_align;      /* buffer alignment under O_DIRECT: >= lbs, >= a page (dio.h) */
 	void *zeroes;            /* URING_ZERO_LEN zero bytes, aligned */
 
 	pthread_mutex_t reg_lock; /* serialises register_buffer; protects regs */
@@ -100,60 +103,11 @@ static inline bool uring_media_errno(int err)
 	return err == EIO || err == ENODATA || err == EBADMSG;
 }
 
-/* Page-aligned (or more) memory: enough for any O_DIRECT buffer here. */
-static void *uring_alloc_aligned(size_t align, size_t len)
-{
-	void *p;
-
-	if (posix_memalign(&p, align < 4096 ? 4096 : align, len))
-		return NULL;
-	return p;
-}
-
 /* Does a buffer of the caller need the bounce buffer on this fd? */
 static inline bool uring_misaligned(const struct uring_dev *ud, uint64_t pos, const void *buf,
                                     size_t len)
 {
-	return ud->direct &&
-	       (((pos | len) & (ud->lbs - 1)) || ((uintptr_t)buf & (ud->mem_align - 1)));
-}
-
-/* Copy @len bytes of @src into the memory @iov describes, from byte @skip on. */
-static void uring_iov_copy_to(const struct iovec *iov, unsigned nr, size_t skip, const void *src,
-                              size_t len)
-{
-	const char *s = src;
-	unsigned i;
-
-	for (i = 0; i < nr && len; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		l -= skip;
-		if (l > len)
-			l = len;
-		memcpy((char *)iov[i].iov_base + skip, s, l);
-		s += l;
-		len -= l;
-		skip = 0;
-	}
-}
-
-static void uring_iov_copy_from(const struct iovec *iov, unsigned nr, void *dst, size_t len)
-{
-	char *d = dst;
-	unsigned i;
-
-	for (i = 0; i < nr && len; i++) {
-		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
-
-		memcpy(d, iov[i].iov_base, l);
-		d += l;
-		len -= l;
-	}
+	return ud->direct && !blk_dio_buf_ok(buf, pos | len, ud->mem_align, ud->lbs);
 }
 
 /* pread/pwrite all of [pos, pos + len), retrying EINTR and short transfers. */
@@ -192,7 +146,7 @@ static int uring_read_blocks(struct uring_dev *ud, uint64_t pos, void *buf, size
 	char *blk;
 	int ret = 0;
 
-	blk = uring_alloc_aligned(ud->mem_align, ud->lbs);
+	blk = blk_dio_alloc(ud->mem_align, ud->lbs);
 	if (!blk)
 		return -ENOMEM;
 	for (b = pos & ~(uint64_t)(ud->lbs - 1); b < end; b += ud->lbs) {
@@ -233,7 +187,7 @@ static int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t 
 	/* O_DIRECT and an unaligned range or buffer: read whole blocks, copy the middle */
 	start = pos & ~mask;
 	end = (pos + len + mask) & ~mask;
-	bounce = uring_alloc_aligned(ud->mem_align, URING_SYNC_CHUNK);
+	bounce = blk_dio_alloc(ud->mem_align, URING_SYNC_CHUNK);
 	if (!bounce)
 		return -ENOMEM;
 	for (cur = start; cur < end; cur += URING_SYNC_CHUNK) {
@@ -271,7 +225,7 @@ static int uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, 
 	 */
 	start = pos & ~mask;
 	end = (pos + len + mask) & ~mask;
-	bounce = uring_alloc_aligned(ud->mem_align, URING_SYNC_CHUNK);
+	bounce = blk_dio_alloc(ud->mem_align, URING_SYNC_CHUNK);
 	if (!bounce)
 		return -ENOMEM;
 	for (cur = start; cur < end && !ret; cur += URING_SYNC_CHUNK) {
@@ -322,7 +276,7 @@ static void *uring_bounce(struct uring_pdu *pdu, size_t len, const struct uring_
 
 		free(pdu->bounce);
 		pdu->bounce_len = 0;
-		pdu->bounce = uring_alloc_aligned(ud->mem_align, want);
+		pdu->bounce = blk_dio_alloc(ud->mem_align, want);
 		if (!pdu->bounce)
 			return NULL;
 		pdu->bounce_len = want;
@@ -427,25 +381,19 @@ static int uring_prep_rq(struct uring_queue *uq, struct blk_request *rq, struct 
 		}
 		pdu->nr_iov = (unsigned)nr;
 		addr = pdu->iov[0].iov_base;
-		if (ud->direct) {
-			unsigned i;
-
-			for (i = 0; i < pdu->nr_iov; i++)
-				if (uring_misaligned(ud, 0, pdu->iov[i].iov_base,
-				                     pdu->iov[i].iov_len))
-					break;
-			if (unlikely(i < pdu->nr_iov)) {
-				/* O_DIRECT would fail with EINVAL: move it through an aligned copy
-				 */
-				addr = uring_bounce(pdu, rq->len, ud, dev);
-				if (unlikely(!addr)) {
-					uring_end(rq, BLK_STS_IOERR, cb);
-					return 1;
-				}
-				if (write)
-					uring_iov_copy_from(pdu->iov, pdu->nr_iov, addr, rq->len);
-				pdu->bounced = true;
+		if (ud->direct &&
+		    unlikely(!blk_dio_iov_ok(pdu->iov, pdu->nr_iov, ud->mem_align, ud->lbs))) {
+			/* memory O_DIRECT must not be given (EINVAL, or worse: zram reads
+			 * whole pages around memory that is not page aligned): move the
+			 * request's bytes, and only those, through an aligned copy */
+			addr = uring_bounce(pdu, rq->len, ud, dev);
+			if (unlikely(!addr)) {
+				uring_end(rq, BLK_STS_IOERR, cb);
+				return 1;
 			}
+			if (write)
+				blk_dio_copy_from_iov(pdu->iov, pdu->nr_iov, addr, rq->len);
+			pdu->bounced = true;
 		}
 		if (uq->nr_regs && pdu->nr_iov == 1 && !pdu->bounced)
 			fixed = uring_fixed_index(uq, addr, rq->len);
@@ -594,7 +542,7 @@ static void uring_media_error(struct uring_queue *uq, struct blk_request *rq,
 		ret = uring_pio(ud->fd, false, blk, ud->lbs, pos + off);
 		if (ret)
 			break;
-		uring_iov_copy_to(pdu->iov, pdu->nr_iov, off, blk, ud->lbs);
+		blk_dio_copy_to_iov(pdu->iov, pdu->nr_iov, off, blk, ud->lbs);
 		off += ud->lbs;
 	}
 	if (!ret) {
@@ -633,7 +581,7 @@ static void uring_complete(struct uring_queue *uq, struct blk_request *rq, int r
 	/* The common case: the whole request moved. */
 	if (likely(pdu->kind == URING_K_RW && res >= 0 && (uint32_t)res == rq->len)) {
 		if (unlikely(pdu->bounced) && rq->op == BLK_OP_READ)
-			uring_iov_copy_to(pdu->iov, pdu->nr_iov, 0, pdu->bounce, rq->len);
+			blk_dio_copy_to_iov(pdu->iov, pdu->nr_iov, 0, pdu->bounce, rq->len);
 		uring_end(rq, BLK_STS_OK, cb);
 		return;
 	}
@@ -677,7 +625,7 @@ static void uring_complete(struct uring_queue *uq, struct blk_request *rq, int r
 	 * units, O_DIRECT wants blocks), and issue the rest.
 	 */
 	if (unlikely(pdu->bounced) && rq->op == BLK_OP_READ)
-		uring_iov_copy_to(pdu->iov, pdu->nr_iov, 0, pdu->bounce, (uint32_t)res);
+		blk_dio_copy_to_iov(pdu->iov, pdu->nr_iov, 0, pdu->bounce, (uint32_t)res);
 	done = (uint32_t)res & ~(ud->lbs - 1);
 	if (!done)
 		goto stall;
@@ -1058,7 +1006,7 @@ static bool uring_probe_zero_range(const struct uring_dev *ud, uint64_t raw_size
  */
 static int uring_probe_direct(struct uring_dev *ud)
 {
-	void *buf = uring_alloc_aligned(ud->mem_align, ud->lbs > 4096 ? ud->lbs : 4096);
+	void *buf = blk_dio_alloc(ud->mem_align, ud->lbs > 4096 ? ud->lbs : 4096);
 	ssize_t n;
 
 	if (!buf)
@@ -1158,13 +1106,26 @@ static int uring_open(struct blk_dev *dev, const struct blk_dev_config *cfg, cha
 		raw_size = (uint64_t)st.st_size;
 		ud->lbs = ud->direct && dioalign ? stx.stx_dio_offset_align : BLK_SECTOR_SIZE;
 	}
-	/* memory: what the kernel reports, else the block size (always enough) */
-	ud->mem_align = dioalign && stx.stx_dio_mem_align ? stx.stx_dio_mem_align : ud->lbs;
 	if (ud->lbs < BLK_SECTOR_SIZE || ud->lbs > 65536 || (ud->lbs & (ud->lbs - 1))) {
 		ret = -EINVAL;
 		blk_err(err, errlen, "%s: unsupported logical block size %u", path, ud->lbs);
 		goto err_close;
 	}
+	if (ud->is_bdev && ud->lbs > BLK_DIO_MAX_LBS) {
+		/* (a file with such a direct I/O alignment goes buffered below) */
+		ret = -EINVAL;
+		blk_err(err, errlen,
+		        "%s: logical block size %u is larger than %u bytes, the largest supported "
+		        "(mendfs writes %u-byte blocks, each on its own)",
+		        path, ud->lbs, BLK_DIO_MAX_LBS, BLK_DIO_MAX_LBS);
+		goto err_close;
+	}
+	/*
+	 * memory: at least a page and a block, whatever the kernel reports (zram
+	 * reports 512 bytes and corrupts memory around buffers that are not page
+	 * aligned; see dio.h)
+	 */
+	ud->mem_align = blk_dio_mem_align(dioalign ? stx.stx_dio_mem_align : 0, ud->lbs);
 	if ((raw_size & ~(uint64_t)(ud->lbs - 1)) < 4096) {
 		ret = -EINVAL;
 		blk_err(err, errlen, "%s: too small: %llu bytes, the minimum is 4096", path,
@@ -1173,10 +1134,11 @@ static int uring_open(struct blk_dev *dev, const struct blk_dev_config *cfg, cha
 	}
 
 	if (ud->direct) {
-		ret = uring_probe_direct(ud);
+		ret = ud->lbs > BLK_DIO_MAX_LBS ? -EINVAL : uring_probe_direct(ud);
 		if (ret == -EINVAL && !dioalign && !ud->is_bdev && ud->lbs < 4096) {
 			/* no alignment reported: 4 KiB sectors underneath? */
-			ud->lbs = ud->mem_align = 4096;
+			ud->lbs = 4096;
+			ud->mem_align = blk_dio_mem_align(ud->mem_align, ud->lbs);
 			ret = uring_probe_direct(ud);
 		}
 		if (ret == -EINVAL) {
@@ -1192,11 +1154,11 @@ static int uring_open(struct blk_dev *dev, const struct blk_dev_config *cfg, cha
 			ud->fd = fd;
 			ud->direct = false;
 			if (!ud->is_bdev)
-				ud->lbs = ud->mem_align = BLK_SECTOR_SIZE;
+				ud->lbs = BLK_SECTOR_SIZE;
 		}
 	}
 
-	ud->zeroes = uring_alloc_aligned(ud->mem_align, URING_ZERO_LEN);
+	ud->zeroes = blk_dio_alloc(ud->mem_align, URING_ZERO_LEN);
 	if (!ud->zeroes) {
 		ret = -ENOMEM;
 		goto err_close;

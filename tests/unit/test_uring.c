@@ -4,7 +4,8 @@
  *
  * Targets: an image in /tmp (O_DIRECT), one in /dev/shm (tmpfs), one on a
  * ramfs mount (O_DIRECT refused: buffered fallback), a loop device over a
- * /tmp image, and /dev/zram0 (4 KiB logical blocks).  main() sets them up
+ * /tmp image, /dev/zram0 (4 KiB logical blocks), and a loop device with
+ * 4 KiB logical blocks (losetup -b 4096).  main() sets them up
  * before the tests run (each in its own forked child) and tears them down
  * afterwards whatever the results.  Every data path is checked byte for
  * byte against a shadow copy.  Media errors, transient errors and short
@@ -43,9 +44,10 @@
 #define THREAD_AT     (24 * MiB) /* thread tests: 2 MiB per thread from here */
 #define THREAD_REGION (2 * MiB)
 
-enum target_kind { T_TMP, T_SHM, T_RAMFS, T_LOOP, T_ZRAM, T_MAX };
+enum target_kind { T_TMP, T_SHM, T_RAMFS, T_LOOP, T_ZRAM, T_LOOP4K, T_MAX };
 
-static const char *target_names[T_MAX] = {"tmp-file", "shm-file", "ramfs-file", "loop", "zram"};
+static const char *target_names[T_MAX] = {"tmp-file", "shm-file", "ramfs-file",
+                                          "loop",     "zram",     "loop-4k"};
 static char target_paths[T_MAX][256];
 static char workdir[128];
 static char ramfs_dir[192];
@@ -1441,6 +1443,111 @@ START_TEST(test_sync_io)
 }
 END_TEST
 
+/*
+ * Memory that is 512-byte aligned (and lbs-multiple segments) but not page
+ * aligned, which zram (4 KiB blocks, dma alignment 512) must not be given:
+ * it reads whole pages into the pages of such a buffer, before and past it.
+ * Async bios (one and several segments), read_sync and writes from such
+ * memory must move exactly the asked bytes: guard bytes on both sides.
+ */
+#define SUB_LEN   (64u * 1024)
+#define SUB_AT    (1 * MiB)
+#define SUB_GUARD 0xa7
+
+/* Every byte of [big, big + total) outside the @n segments still holds the guard. */
+static void check_guards(const unsigned char *big, size_t total, const struct iovec *seg,
+                         unsigned n, const char *what, unsigned moff)
+{
+	size_t i;
+	unsigned j;
+
+	for (i = 0; i < total; i++) {
+		for (j = 0; j < n; j++) {
+			size_t s0 = (size_t)((const unsigned char *)seg[j].iov_base - big);
+
+			if (i >= s0 && i < s0 + seg[j].iov_len)
+				break;
+		}
+		if (j < n)
+			continue;
+		ck_assert_msg(big[i] == SUB_GUARD,
+		              "%s (memory at page offset %u): byte %zu of the area, outside the "
+		              "buffer, overwritten",
+		              what, moff, i);
+	}
+}
+
+START_TEST(test_subpage_memory)
+{
+	static const unsigned offs[] = {512, 1024, 2048, 3584, 8};
+	bool polled = _i & 1;
+	int t = _i / 2;
+	struct blk_dev *dev = xopen(t, polled ? BLK_CFG_POLLED : 0, 1, 16);
+	unsigned lbs = dev_lbs(dev), k;
+	size_t total = SUB_LEN + 3 * 4096;
+	unsigned char *pat = xalloc(SUB_LEN), *got = xalloc(SUB_LEN), *big = xalloc(total);
+	uint64_t seed = 77 + (uint64_t)_i, bad = 0;
+
+	fill_random(pat, SUB_LEN, &seed);
+	rw_range(dev, BLK_OP_WRITE, SUB_AT, pat, SUB_LEN);
+	for (k = 0; k < sizeof(offs) / sizeof(offs[0]); k++) {
+		unsigned off = offs[k];
+		unsigned char *buf = big + off;
+		struct tbio tb;
+		struct waiter w;
+		uint32_t cut = (SUB_LEN / 4 / lbs) * lbs;
+
+		/* one bio, one segment */
+		memset(big, SUB_GUARD, total);
+		ck_assert_int_eq(blk_read(dev, SUB_AT >> 9, buf, SUB_LEN, 0), 0);
+		check_guards(big, total, &(struct iovec){buf, SUB_LEN}, 1, "read", off);
+		check_equal(buf, pat, SUB_LEN, "read into sub-page memory");
+
+		/* one bio, three segments of whole blocks, most starting off a page */
+		memset(big, SUB_GUARD, total);
+		memset(&tb, 0, sizeof(tb));
+		waiter_init(&w);
+		tb.bio.op = BLK_OP_READ;
+		tb.bio.sector = SUB_AT >> 9;
+		tb.bio.len = SUB_LEN;
+		tb.bio.end_io = waiter_end_io;
+		tb.bio.private = &w;
+		tb.bio.iov = tb.iov;
+		tb.bio.nr_segs = 3;
+		tb.iov[0] = (struct iovec){buf, cut};
+		tb.iov[1] = (struct iovec){buf + cut + 512, cut};
+		tb.iov[2] = (struct iovec){buf + 2 * cut + 1024, SUB_LEN - 2 * cut};
+		blk_submit_bio(dev, &tb.bio);
+		ck_assert_int_eq(waiter_wait(dev, &w, 1, polled, NULL), 0);
+		ck_assert_msg(w.errors == 0, "3-segment read: status %u", w.first_err);
+		check_equal(tb.iov[0].iov_base, pat, cut, "segment 0");
+		check_equal(tb.iov[1].iov_base, pat + cut, cut, "segment 1");
+		check_equal(tb.iov[2].iov_base, pat + 2 * cut, SUB_LEN - 2 * cut, "segment 2");
+		check_guards(big, total, tb.iov, 3, "3-segment read", off);
+
+		/* the synchronous path */
+		memset(big, SUB_GUARD, total);
+		ck_assert_int_eq(dev->ops->read_sync(dev, SUB_AT, buf, SUB_LEN, &bad), 0);
+		check_guards(big, total, &(struct iovec){buf, SUB_LEN}, 1, "read_sync", off);
+		check_equal(buf, pat, SUB_LEN, "read_sync into sub-page memory");
+
+		/* a write from such memory stores exactly its bytes */
+		fill_random(pat, SUB_LEN, &seed);
+		memset(big, SUB_GUARD, total);
+		memcpy(buf, pat, SUB_LEN);
+		ck_assert_int_eq(blk_write(dev, SUB_AT >> 9, buf, SUB_LEN, 0), 0);
+		check_guards(big, total, &(struct iovec){buf, SUB_LEN}, 1, "write", off);
+		memset(got, 0, SUB_LEN);
+		rw_range(dev, BLK_OP_READ, SUB_AT, got, SUB_LEN);
+		check_equal(got, pat, SUB_LEN, "written from sub-page memory");
+	}
+	blk_dev_close(dev);
+	free(pat);
+	free(got);
+	free(big);
+}
+END_TEST
+
 /* --- setup and teardown of the targets (parent process) ----------------- */
 
 static int run(const char *cmd, char *out, size_t outlen)
@@ -1527,6 +1634,14 @@ static void setup_targets(void)
 		else
 			fprintf(stderr, "test_uring: losetup failed: %s\n", out);
 	}
+	snprintf(img, sizeof(img), "%s/loop4k-backing.img", workdir);
+	if (make_image(img, LOOP_SIZE) == 0) {
+		snprintf(cmd, sizeof(cmd), "losetup -f --show -b 4096 '%s'", img);
+		if (run(cmd, out, sizeof(out)) == 0 && !strncmp(out, "/dev/loop", 9))
+			snprintf(target_paths[T_LOOP4K], sizeof(target_paths[0]), "%s", out);
+		else
+			fprintf(stderr, "test_uring: losetup -b 4096 failed: %s\n", out);
+	}
 
 	f = fopen("/sys/block/zram0/disksize", "r");
 	if (f) {
@@ -1558,8 +1673,10 @@ static void teardown_targets(void)
 {
 	char cmd[512], path[300];
 
-	if (target_paths[T_LOOP][0]) {
-		snprintf(cmd, sizeof(cmd), "losetup -d '%s'", target_paths[T_LOOP]);
+	for (int t = T_LOOP; t < T_MAX; t++) {
+		if ((t != T_LOOP && t != T_LOOP4K) || !target_paths[t][0])
+			continue;
+		snprintf(cmd, sizeof(cmd), "losetup -d '%s'", target_paths[t]);
 		if (run(cmd, NULL, 0) != 0)
 			fprintf(stderr, "test_uring: %s failed\n", cmd);
 	}
@@ -1579,6 +1696,8 @@ static void teardown_targets(void)
 	if (target_paths[T_TMP][0])
 		unlink(target_paths[T_TMP]);
 	snprintf(path, sizeof(path), "%s/loop-backing.img", workdir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/loop4k-backing.img", workdir);
 	unlink(path);
 	rmdir(workdir);
 }
@@ -1605,6 +1724,7 @@ static Suite *uring_suite(void)
 	tcase_add_loop_test(tc, test_fixed_buffers, 0, 2 * T_MAX);
 	tcase_add_loop_test(tc, test_short_read, 0, 4);
 	tcase_add_loop_test(tc, test_sync_io, 0, T_MAX);
+	tcase_add_loop_test(tc, test_subpage_memory, 0, 2 * T_MAX);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("faults");
