@@ -544,6 +544,7 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 	struct mfs_txn *txn;
 	uint64_t key;
 	size_t len, tlen = 0;
+	unsigned retries = 0, short_of;
 	int64_t now;
 	int ret, r;
 
@@ -578,6 +579,8 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 		ret = ret ? ret : -EEXIST;
 		goto unlock;
 	}
+again:
+	short_of = MFS_SPACE_META; /* the inode, the directory's tree */
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		goto unlock;
@@ -597,6 +600,8 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 			ip->di.iflags |= MFS_IFL_INLINE_DATA;
 		} else {
 			ret = symlink_block(fs, txn, ip, target, tlen);
+			if (ret == -ENOSPC)
+				short_of = MFS_SPACE_DATA;
 		}
 	}
 	if (!ret)
@@ -618,6 +623,9 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 end:
 	r = mfs_txn_end(txn);
 	ret = ret ? ret : r;
+	/* short of space: wait for frees under way, commit data frees, retry (nothing kept) */
+	if (ret == -ENOSPC && !ip && mfs_space_retry(fs, short_of, &retries))
+		goto again;
 unlock:
 	pthread_rwlock_unlock(&dp->lock);
 	if (ip) {

@@ -271,6 +271,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	struct xloc loc;
 	uint64_t slot = 0;
 	size_t name_len = 0, reclen;
+	unsigned retries = 0;
 	bool exists;
 	int ret, err;
 
@@ -302,6 +303,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 		ret = -ENODATA;
 		goto unlock;
 	}
+again:
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		goto unlock;
@@ -338,6 +340,9 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	err = mfs_txn_end(txn);
 	if (!ret)
 		ret = err;
+	/* no meta block: wait for an inode being freed, retry (the failed change left nothing) */
+	if (ret == -ENOSPC && mfs_space_retry(fs, MFS_SPACE_META, &retries))
+		goto again;
 unlock:
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
