@@ -8,6 +8,7 @@
  *              writes of both copies
  *   journal.c  transactions, commit (ordered mode), checkpoint, replay
  *   alloc.c    data/meta/inode allocators, quarantine of poisoned free extents
+ *   space.c    ENOSPC only when the space is truly gone: commit and retry
  *   btree.c    B+trees of 64-bit keys (extents, directories, xattrs, quarantine, orphans)
  *
  * All device I/O goes through the block engine (include/mendfs/blk.h).
