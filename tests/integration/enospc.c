@@ -13,7 +13,9 @@
  *      only when the freeing transaction commits; a writer short of space
  *      must commit and retry rather than fail.
  *   2. a genuine fill: writing until the space runs out ends in ENOSPC (in
- *      bounded time), and so does a fallocate larger than what is left.
+ *      bounded time; from fsync, every 16 MiB, when the kernel caches the
+ *      writes: -o writeback), and so does a fallocate larger than what is
+ *      left.
  *   3. after unlinking the fill, statfs's free count returns to where it was
  *      before everything (the daemon frees an unlinked file when the kernel
  *      forgets it, a moment after the unlink: polled for up to 10 s).
@@ -205,6 +207,11 @@ static void genuine_fill(const struct statvfs *sv0)
 			break;
 		}
 		written += n;
+		/* with -o writeback the write goes to the page cache: fsync tells */
+		if (written % (16 * MIB) == 0 && fsync(fd)) {
+			err = errno;
+			break;
+		}
 	}
 	CHECK(err == ENOSPC, "a genuine fill ends in ENOSPC after %ld MiB of %llu free (%s)",
 	      written / MIB, (unsigned long long)(sv0->f_bavail * sv0->f_frsize / MIB),
