@@ -29,9 +29,11 @@
  * Nothing here is on the fast path: an allocation that succeeds never calls
  * into this file.  Waiting for a commit while holding a handle would
  * deadlock (the commit waits for every handle of the running transaction),
- * so callers end theirs first; inode locks may be held (lock order: inode
- * locks are taken before any handle, so no handle holder waits for one), as
- * fsync does.
+ * so callers end theirs first.  Inode locks may be held (lock order: inode
+ * locks are taken before any handle, so no handle holder waits for one, and
+ * an eviction locks only its own, unreferenced, inode), as fsync does; create
+ * and setxattr let go of theirs all the same, so as not to hold a directory
+ * while waiting.
  *
  * Locking: fs->alloc_lock protects space_freeing and space_freed;
  * space_cond is waited on with it.
@@ -75,7 +77,7 @@ bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries)
 {
 	bool freed, commit = false, again = false;
 
-	if (*retries >= MFS_SPACE_RETRIES || fs->read_only)
+	if (!what || *retries >= MFS_SPACE_RETRIES || fs->read_only)
 		return false;
 	/* an eviction frees inodes and meta blocks at once, data blocks at its commit */
 	freed = wait_freeing(fs);

@@ -10,8 +10,9 @@
  *     (blocks freed by a delete first are found after a commit), also while
  *     another thread keeps creating and deleting small files (bounded retries:
  *     the writer gives up, it does not hang);
- *   - a write short of space waits for an inode being freed
- *     (mfs_space_freeing_begin/end) instead of failing.
+ *   - a write short of space, and a mkdir short of inodes, wait for an inode
+ *     being freed (mfs_space_freeing_begin/end, as around the daemon's
+ *     eviction of an unlinked file) instead of failing.
  */
 #include <check.h>
 #include <errno.h>
@@ -34,18 +35,24 @@ static char dir[64], img[128];
 static struct mfs *fs;
 static uint8_t *data; /* MIB bytes */
 
-static void setup(void)
+/* A fresh image, mkfs.mendfs @opts (may be empty), mounted. */
+static void make_fs(const char *opts)
 {
 	char args[PATH_MAX + 64], err[256] = "";
 	int ret;
 
-	snprintf(dir, sizeof(dir), "/tmp/mfs-space-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	snprintf(args, sizeof(args), "'%s' 64M", img);
+	snprintf(args, sizeof(args), "%s '%s' 64M", opts, img);
 	mkfs_run(args);
 	ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
 	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/mfs-space-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/img", dir);
+	make_fs("");
 	data = malloc(MIB);
 	ck_assert_ptr_nonnull(data);
 	memset(data, 0x6b, MIB);
@@ -288,6 +295,54 @@ START_TEST(test_waits_for_freeing)
 }
 END_TEST
 
+struct mkdirer {
+	const char *name;
+	int ret;
+};
+
+static void *mkdir_main(void *arg)
+{
+	struct mkdirer *m = arg;
+	struct stat st;
+
+	m->ret = mfs_mkdir(fs, MFS_ROOT_INO, m->name, 0755, 0, 0, &st);
+	return NULL;
+}
+
+/* The same for an inode: mkdir with every inode in use waits for one being freed. */
+START_TEST(test_mkdir_waits_for_freeing)
+{
+	struct mkdirer m = {.name = "d"};
+	char name[32];
+	unsigned n;
+	pthread_t th;
+	struct stat st;
+	int ret = 0;
+
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fs = NULL;
+	make_fs("-N 40");
+	for (n = 0; n < 1000; n++) {
+		snprintf(name, sizeof(name), "f%u", n);
+		ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+		if (ret)
+			break;
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_int_eq(mfs_mkdir(fs, MFS_ROOT_INO, "full", 0755, 0, 0, &st), -ENOSPC);
+
+	mfs_space_freeing_begin(fs);
+	ck_assert_int_eq(pthread_create(&th, NULL, mkdir_main, &m), 0);
+	usleep(200 * 1000);
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f0"), 0);
+	mfs_space_freeing_end(fs);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(m.ret, 0);
+	ck_assert_int_eq(mfs_lookup(fs, MFS_ROOT_INO, "d", &st), 0);
+}
+END_TEST
+
 static Suite *space_suite(void)
 {
 	Suite *s = suite_create("space");
@@ -298,6 +353,7 @@ static Suite *space_suite(void)
 	tcase_add_test(tc, test_two_loops_near_full);
 	tcase_add_test(tc, test_full_is_enospc);
 	tcase_add_test(tc, test_waits_for_freeing);
+	tcase_add_test(tc, test_mkdir_waits_for_freeing);
 	suite_add_tcase(s, tc);
 	return s;
 }
