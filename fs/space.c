@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ENOSPC only when the space is truly gone (docs/DESIGN.md §3, "Ordered mode
- * and block reuse").
+ * ENOSPC only when the space is truly gone (docs/DESIGN.md §3, the section of
+ * that name).
  *
  * Space that is about to come back is not yet allocatable in two ways:
  *
@@ -38,8 +38,6 @@
  * Locking: fs->alloc_lock protects space_freeing and space_freed;
  * space_cond is waited on with it.
  */
-#include <errno.h>
-
 #include "mfs.h"
 
 void mfs_space_freeing_begin(struct mfs *fs)
