@@ -1027,6 +1027,8 @@ int mfs_alloc_init(struct mfs *fs)
 		return -ENOMEM;
 	a->rnd = 0x9e3779b9u;
 	pthread_mutex_init(&fs->alloc_lock, NULL);
+	pthread_cond_init(&fs->space_cond, NULL);
+	fs->space_freeing = 0;
 	pthread_mutex_init(&a->qlock, NULL);
 	fs->alloc = a;
 
@@ -1077,6 +1079,7 @@ void mfs_alloc_destroy(struct mfs *fs)
 	free(a->ino.map);
 	free(a->ino.loaded);
 	pthread_mutex_destroy(&a->qlock);
+	pthread_cond_destroy(&fs->space_cond);
 	pthread_mutex_destroy(&fs->alloc_lock);
 	free(a);
 	fs->alloc = NULL;
@@ -1228,14 +1231,18 @@ static int free_clean(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint6
 	                      false, data_start);
 }
 
-bool mfs_alloc_pending(struct mfs *fs)
+int mfs_alloc_data_state(struct mfs *fs)
 {
-	bool any;
+	struct mfs_alloc *a = A(fs);
+	int st = MFS_SPACE_NONE;
 
 	pthread_mutex_lock(&fs->alloc_lock);
-	any = A(fs)->npend != 0;
+	if (a->npend || a->inflight)
+		st = MFS_SPACE_PENDING;
+	else if (a->by_size || a->nloaded < a->ngroups)
+		st = MFS_SPACE_FREE;
 	pthread_mutex_unlock(&fs->alloc_lock);
-	return any;
+	return st;
 }
 
 void *mfs_alloc_commit_begin(struct mfs *fs)

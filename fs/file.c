@@ -1184,13 +1184,17 @@ static int write_sectors(struct mfs *fs, uint64_t pblk, uint8_t *buf, unsigned f
 	                 0);
 }
 
+/* Why write_chunk() stopped a write: an error, or MFS_SPACE_DATA / MFS_SPACE_META (ENOSPC). */
+#define WSTOP_ERROR 0x100u
+
 /*
  * One transaction of a write: bytes [pos, end) of the file, at most
  * CHUNK_BLOCKS blocks.  Returns the bytes written (maybe fewer on ENOSPC) or
- * -errno; *stop says not to go on.
+ * -errno; *stop (0: go on) says why not to go on: WSTOP_ERROR, or the space
+ * it ran out of (mfs_space_retry's @what).
  */
 static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
-                           uint64_t end, bool *stop)
+                           uint64_t end, unsigned *stop)
 {
 	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
 	struct wseg seg[CHUNK_SEGS];
@@ -1239,7 +1243,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				goal = alloc_goal(fs, ip, lblk);
 			ret = mfs_alloc_data(fs, txn, goal, n, &start, &got);
 			if (ret == -ENOSPC) {
-				*stop = true;
+				*stop = MFS_SPACE_DATA;
 				break;
 			}
 			if (ret)
@@ -1256,8 +1260,9 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			end = b1 * BS;
 	}
 	if (nseg == 0 || end <= pos) {
-		ret = -ENOSPC;
-		goto fail;
+		ret = -ENOSPC; /* the first allocation failed */
+		*stop = MFS_SPACE_DATA;
+		goto out;
 	}
 
 	/* partial edge blocks: read-modify-write, or zeros around the data for fresh ones */
@@ -1353,7 +1358,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		}
 		if (err) {
 			free_new_segs(fs, txn, seg, seg[i].kind == SEG_NEW ? i : i + 1, nseg);
-			*stop = true;
+			*stop = err == -ENOSPC ? MFS_SPACE_META : WSTOP_ERROR;
 			if (seg[i].lblk * BS <= pos) {
 				ret = err;
 				goto fail_inode;
@@ -1374,11 +1379,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 fail_free:
 	free_new_segs(fs, txn, seg, 0, nseg);
 fail_inode:
-	*stop = true;
+	*stop = ret == -ENOSPC ? MFS_SPACE_META : WSTOP_ERROR;
 	mfs_inode_write(fs, txn, ip);
-	goto out;
-fail:
-	*stop = true;
 out:
 	err = mfs_txn_end(txn);
 	if (err && ret >= 0)
@@ -1400,7 +1402,7 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 	struct mfs_ino *ip;
 	uint64_t pos, end;
 	ssize_t done = 0, ret;
-	bool stop = false, retried = false;
+	unsigned stop = 0, retries = 0;
 
 	if (off < 0)
 		return -EINVAL;
@@ -1426,21 +1428,20 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 	if (pos > di_size(ip)) {
 		ret = zero_past_eof(fs, ip, di_size(ip), pos);
 		if (ret)
-			stop = true;
+			stop = WSTOP_ERROR;
 	}
 	while (pos < end && !stop) {
 		ret = write_chunk(fs, ip, src + (pos - (uint64_t)off), pos, end, &stop);
 		if (ret > 0) {
 			pos += (uint64_t)ret;
 			done += ret;
+			retries = 0;
 		}
-		if (stop && !retried && pos < end && mfs_alloc_pending(fs)) {
-			/* blocks freed by the running transaction are usable once it commits */
-			retried = true;
-			stop = false;
-			if (mfs_txn_commit(fs) == 0)
-				continue;
-			stop = true;
+		/* short of space: commit what is pending, wait for frees under way, retry */
+		if (stop && stop != WSTOP_ERROR && pos < end &&
+		    mfs_space_retry(fs, stop, &retries)) {
+			stop = 0;
+			continue;
 		}
 		if (ret < 0)
 			break;
@@ -1629,8 +1630,8 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
  */
 static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
-	uint64_t lblk = first;
-	bool retried = false;
+	uint64_t lblk = first, seen = first;
+	unsigned retries = 0, short_of = 0;
 	int ret = 0;
 
 	while (lblk < last && !ret) {
@@ -1639,6 +1640,7 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 		unsigned nseg = 0;
 		int err;
 
+		short_of = 0;
 		ret = mfs_txn_begin(fs, &txn);
 		if (ret)
 			return ret;
@@ -1657,11 +1659,14 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 				nseg++;
 				ret = mfs_alloc_data(fs, txn, alloc_goal(fs, ip, lblk), n, &start,
 				                     &got);
-				if (ret)
+				if (ret) {
+					short_of = MFS_SPACE_DATA;
 					break;
+				}
 				n = got;
 				ret = map_add(fs, txn, ip, lblk, n, start, MFS_EXT_UNWRITTEN);
 				if (ret) {
+					short_of = MFS_SPACE_META;
 					file_free(fs, txn, start, n);
 					break;
 				}
@@ -1675,11 +1680,13 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 		err = mfs_txn_end(txn);
 		if (!ret)
 			ret = err;
-		if (ret == -ENOSPC && !retried && mfs_alloc_pending(fs)) {
-			/* blocks freed by the running transaction are usable once it commits */
-			retried = true;
-			ret = mfs_txn_commit(fs);
+		if (lblk > seen) {
+			seen = lblk;
+			retries = 0;
 		}
+		/* short of space: commit what is pending, wait for frees under way, retry */
+		if (ret == -ENOSPC && mfs_space_retry(fs, short_of, &retries))
+			ret = 0;
 	}
 	return ret;
 }

@@ -472,6 +472,7 @@ static void evict(struct mfs *fs, struct mfs_ino *ip)
 	int ret;
 
 	if (!fs->read_only && ip->di.mode) {
+		mfs_space_freeing_begin(fs); /* an allocation short of space waits for it */
 		pthread_rwlock_wrlock(&ip->lock);
 		ret = free_steps(fs, ip);
 		if (ret)
@@ -479,6 +480,7 @@ static void evict(struct mfs *fs, struct mfs_ino *ip)
 			        "mendfs: inode %llu stays an orphan until the next mount: %s\n",
 			        (unsigned long long)ip->ino, strerror(-ret));
 		pthread_rwlock_unlock(&ip->lock);
+		mfs_space_freeing_end(fs);
 	}
 	pthread_mutex_lock(&fs->icache_lock);
 	__iremove(fs, ip);

@@ -8,6 +8,7 @@
  *              writes of both copies
  *   journal.c  transactions, commit (ordered mode), checkpoint, replay
  *   alloc.c    data/meta/inode allocators, quarantine of poisoned free extents
+ *   space.c    ENOSPC only when the space is truly gone: commit and retry
  *   btree.c    B+trees of 64-bit keys (extents, directories, xattrs, quarantine, orphans)
  *
  * All device I/O goes through the block engine (include/mendfs/blk.h).
@@ -93,6 +94,10 @@ struct mfs {
 	/* allocators (alloc.c) */
 	pthread_mutex_t alloc_lock;
 	void *alloc; /* alloc.c private */
+	/* unlinked inodes being freed (space.c), under alloc_lock */
+	unsigned space_freeing;
+	uint64_t space_freed;      /* frees finished, ever */
+	pthread_cond_t space_cond; /* broadcast when one finishes */
 
 	/* inodes and namespace (inode.c, namei.c: see fs/mfs_ops.h) */
 	pthread_mutex_t icache_lock;
@@ -243,12 +248,34 @@ int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
  * Freed data blocks become allocatable only once the freeing transaction has
  * committed.  The journal calls commit_begin when it closes a transaction (no
  * handle open) and commit_end after the commit (committed = durable).
- * mfs_alloc_pending() tells an allocator that got -ENOSPC whether a commit
- * would give blocks back.
+ * mfs_alloc_data_state() tells mfs_space_retry() what a data allocation that
+ * got -ENOSPC may find now: MFS_SPACE_PENDING, frees of the running or a
+ * committing transaction (a commit gives them back); else MFS_SPACE_FREE,
+ * free extents (given back since); else MFS_SPACE_NONE.
  */
-bool mfs_alloc_pending(struct mfs *fs);
+enum { MFS_SPACE_NONE, MFS_SPACE_PENDING, MFS_SPACE_FREE };
+int mfs_alloc_data_state(struct mfs *fs);
 void *mfs_alloc_commit_begin(struct mfs *fs);
 void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
+/*
+ * ENOSPC only when the space is truly gone (space.c; docs/DESIGN.md §3).  An
+ * operation whose allocation failed with -ENOSPC ends its handle (a commit
+ * waits for every open handle), then asks mfs_space_retry() whether to run
+ * again: @what says what it was short of (MFS_SPACE_DATA: data blocks, whose
+ * frees come back at their commit; MFS_SPACE_META: meta blocks or inodes,
+ * whose frees come back at once).  It waits for an unlinked inode being freed
+ * (mfs_space_freeing_begin/end, around the eviction), commits when data frees
+ * are pending, and says true when the retry may find space; false (give up
+ * with -ENOSPC) when nothing is coming back, or after MFS_SPACE_RETRIES
+ * retries (*retries counts them; reset it when the operation makes progress).
+ * The caller may hold inode locks, never a handle.
+ */
+#define MFS_SPACE_DATA    1u
+#define MFS_SPACE_META    2u
+#define MFS_SPACE_RETRIES 16u
+bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries);
+void mfs_space_freeing_begin(struct mfs *fs);
+void mfs_space_freeing_end(struct mfs *fs);
 /*
  * Release quarantined blocks whose poison is gone (zero-init, fsck): the
  * entries intersecting [start, start + len), in bounded steps of their own

@@ -544,6 +544,7 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 	struct mfs_txn *txn;
 	uint64_t key;
 	size_t len, tlen = 0;
+	unsigned retries = 0, short_of = 0;
 	int64_t now;
 	int ret, r;
 
@@ -561,6 +562,7 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 		if (tlen == 0)
 			return -ENOENT;
 	}
+again:
 	ret = get_dir(fs, dir, &dp);
 	if (ret)
 		return ret;
@@ -582,6 +584,7 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 	if (ret)
 		goto unlock;
 	ret = mfs_inode_new(fs, txn, mode, uid, gid, &ip);
+	short_of = MFS_SPACE_META; /* the inode, or below the directory's tree */
 	if (ret)
 		goto end;
 	now = ip->di.ctime_ns;
@@ -597,6 +600,8 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 			ip->di.iflags |= MFS_IFL_INLINE_DATA;
 		} else {
 			ret = symlink_block(fs, txn, ip, target, tlen);
+			if (ret == -ENOSPC)
+				short_of = MFS_SPACE_DATA;
 		}
 	}
 	if (!ret)
@@ -618,6 +623,8 @@ static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, d
 end:
 	r = mfs_txn_end(txn);
 	ret = ret ? ret : r;
+	if (ip)
+		short_of = 0; /* made: not to be made again */
 unlock:
 	pthread_rwlock_unlock(&dp->lock);
 	if (ip) {
@@ -626,6 +633,15 @@ unlock:
 		mfs_iput(fs, ip);
 	}
 	mfs_iput(fs, dp);
+	/*
+	 * An allocation short of space (everything it took given back): wait for
+	 * frees under way, commit data frees, and start again, the name looked
+	 * up anew (the directory is not held meanwhile).
+	 */
+	if (ret == -ENOSPC && short_of && mfs_space_retry(fs, short_of, &retries)) {
+		short_of = 0;
+		goto again;
+	}
 	return ret;
 }
 

@@ -271,7 +271,8 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	struct xloc loc;
 	uint64_t slot = 0;
 	size_t name_len = 0, reclen;
-	bool exists;
+	unsigned retries = 0;
+	bool exists, tree = false;
 	int ret, err;
 
 	ret = check_name(name, &name_len);
@@ -286,6 +287,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	reclen = XHDR + name_len + size;
 	if (reclen > MFS_BT_MAX_VALUE)
 		return -ENOSPC;
+again:
 	ret = mfs_iget(fs, ino, &ip);
 	if (ret)
 		return ret;
@@ -338,9 +340,16 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	err = mfs_txn_end(txn);
 	if (!ret)
 		ret = err;
+	tree = true;
 unlock:
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
+	/* no meta block for the tree (the failed change left nothing): wait for an inode
+	 * being freed and start again, the attribute looked up anew */
+	if (ret == -ENOSPC && tree && mfs_space_retry(fs, MFS_SPACE_META, &retries)) {
+		tree = false;
+		goto again;
+	}
 	return ret;
 }
 

@@ -13,6 +13,9 @@
 #   seekdir telldir/seekdir at every entry
 #   enospc  fill a small filesystem (blocks, then inodes), delete, write
 #           again, remount
+#   enospc-concurrent  on 256 MiB: writer, fallocate and namespace loops at
+#           once near full must never see ENOSPC ($ENOSPC, enospc.c), a genuine
+#           fill must; then fsck.mendfs -n ($FSCK_MENDFS) is clean
 #   fsx     seeded random operations mirrored on /dev/shm for SECONDS
 #           (default 30; $FSX_SEED picks the seed), remounting at intervals
 #
@@ -163,6 +166,20 @@ enospc)
 	remount
 	px enospc-inodes
 	umount_fs
+	;;
+enospc-concurrent)
+	for v in ENOSPC FSCK_MENDFS; do
+		[ -x "${!v:-}" ] || fail "$v not set or not executable"
+	done
+	mkfs 256M
+	mount_fs
+	timeout 100 "$ENOSPC" "$MNT" 15 80 >"$WORK/px.out" 2>&1 ||
+		{ cat "$WORK/px.out"; fail "enospc"; }
+	cat "$WORK/px.out"
+	umount_fs
+	rc=0
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck.out" 2>&1 || rc=$?
+	[ "$rc" = 0 ] || { cat "$WORK/fsck.out"; fail "fsck.mendfs -n after the run: exit $rc"; }
 	;;
 fsx)
 	secs=${2:-30}

@@ -174,11 +174,11 @@ START_TEST(test_free_waits_for_commit)
 	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
 	ck_assert_int_eq(mfs_free_data(fs, txn, x, 8), 0);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
-	ck_assert(mfs_alloc_pending(fs));
+	ck_assert_int_eq(mfs_alloc_data_state(fs), MFS_SPACE_PENDING);
 	ck_assert_int_eq(alloc(x, 8, &s, &n), 0);
 	ck_assert(s >= x + 8 || s + n <= x); /* not the freed blocks */
 	ck_assert_int_eq(dfree(s, n), 0);    /* commits: both frees become usable */
-	ck_assert(!mfs_alloc_pending(fs));
+	ck_assert_int_eq(mfs_alloc_data_state(fs), MFS_SPACE_FREE);
 	ck_assert_int_eq(alloc(x, 8, &s, &n), 0);
 	ck_assert_uint_eq(s, x);
 	ck_assert_uint_eq(n, 8);

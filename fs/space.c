@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ENOSPC only when the space is truly gone (docs/DESIGN.md §3, the section of
+ * that name).
+ *
+ * Space that is about to come back is not yet allocatable in two ways:
+ *
+ *   - data blocks freed by a transaction return to the allocator only when
+ *     that transaction's commit is durable (alloc.c: pending frees of the
+ *     running transaction, batches of a commit under way);
+ *   - an unlinked inode is freed when its last reference goes (for the
+ *     daemon: when the kernel forgets it, a moment after the unlink), and
+ *     until that eviction has run its blocks, meta blocks and inode number
+ *     are still in use.
+ *
+ * An allocation that meets -ENOSPC therefore does not fail at once, as ext4
+ * does not (ext4_should_retry_alloc, jbd2's forced commit): its operation ends
+ * its handle and calls mfs_space_retry(), which waits for an eviction under
+ * way, commits when data frees are pending (mfs_txn_commit waits for a commit
+ * already running first, then commits the running transaction), and tells the
+ * operation to run again.  Only when nothing is pending, being freed or free
+ * since does the operation fail with -ENOSPC.  The number of retries is
+ * bounded (MFS_SPACE_RETRIES, counted per operation and reset by progress):
+ * each retry follows a commit that gave blocks back or an eviction that
+ * finished, so a filesystem that is really full fails at once, and one where
+ * other writers take what every commit gives back fails after a bounded
+ * number of commits.
+ *
+ * Nothing here is on the fast path: an allocation that succeeds never calls
+ * into this file.  Waiting for a commit while holding a handle would
+ * deadlock (the commit waits for every handle of the running transaction),
+ * so callers end theirs first.  Inode locks may be held (lock order: inode
+ * locks are taken before any handle, so no handle holder waits for one, and
+ * an eviction locks only its own, unreferenced, inode), as fsync does; create
+ * and setxattr let go of theirs all the same, so as not to hold a directory
+ * while waiting.
+ *
+ * Locking: fs->alloc_lock protects space_freeing and space_freed;
+ * space_cond is waited on with it.
+ */
+#include "mfs.h"
+
+void mfs_space_freeing_begin(struct mfs *fs)
+{
+	pthread_mutex_lock(&fs->alloc_lock);
+	fs->space_freeing++;
+	pthread_mutex_unlock(&fs->alloc_lock);
+}
+
+void mfs_space_freeing_end(struct mfs *fs)
+{
+	pthread_mutex_lock(&fs->alloc_lock);
+	fs->space_freeing--;
+	fs->space_freed++;
+	pthread_cond_broadcast(&fs->space_cond);
+	pthread_mutex_unlock(&fs->alloc_lock);
+}
+
+/* Wait until one of the evictions under way (if any) finishes.  Returns whether one did. */
+static bool wait_freeing(struct mfs *fs)
+{
+	uint64_t seen;
+	bool done;
+
+	pthread_mutex_lock(&fs->alloc_lock);
+	seen = fs->space_freed;
+	while (fs->space_freeing && fs->space_freed == seen)
+		pthread_cond_wait(&fs->space_cond, &fs->alloc_lock);
+	done = fs->space_freed != seen;
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return done;
+}
+
+bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries)
+{
+	bool freed, commit = false, again = false;
+
+	if (!what || *retries >= MFS_SPACE_RETRIES || fs->read_only)
+		return false;
+	/* an eviction frees inodes and meta blocks at once, data blocks at its commit */
+	freed = wait_freeing(fs);
+	if (what & MFS_SPACE_DATA) {
+		switch (mfs_alloc_data_state(fs)) {
+		case MFS_SPACE_PENDING:
+			commit = true;
+			break;
+		case MFS_SPACE_FREE:
+			again = true; /* a commit gave blocks back since the allocation failed */
+			break;
+		}
+	}
+	if (!freed && !commit && !again)
+		return false; /* the space is truly gone */
+	++*retries;
+	/* a commit that fails aborts the journal: the operation fails as it was */
+	return !commit || mfs_txn_commit(fs) == 0;
+}
