@@ -1564,6 +1564,55 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 /* --- start-up ------------------------------------------------------------------------------ */
 
 /*
+ * @path as an absolute path, for a daemon that leaves its working directory
+ * when it detaches (detach: chdir "/"): @path itself if absolute, else the
+ * working directory joined with it, leading "./" dropped.  Symbolic links are
+ * kept, so DEVICE.badblocks stays beside the name given.  Returns a malloc'd
+ * string, or NULL with errno set.
+ */
+static char *abs_path(const char *path)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	while (path[0] == '.' && path[1] == '/') {
+		path += 2;
+		while (*path == '/')
+			path++;
+	}
+	if (!*path || !strcmp(path, "."))
+		return strdup(cwd);
+	if (asprintf(&out, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", path) < 0)
+		return NULL;
+	return out;
+}
+
+/* The directory a file @path (absolute) would be created in must exist. */
+static int parent_dir_exists(const char *path)
+{
+	char *dir = strdup(path), *slash;
+	struct stat st;
+	int ret = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	if (stat(dir, &st))
+		ret = -errno;
+	else if (!S_ISDIR(st.st_mode))
+		ret = -ENOTDIR;
+	free(dir);
+	return ret;
+}
+
+/*
  * Fork before anything is opened.  The parent waits until the child reports
  * the mount live (a zero byte on the pipe) and exits 0; if the pipe closes
  * without it, the parent exits with the child's status.  Returns the write
@@ -1666,7 +1715,8 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg = NULL;
 	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
-	const char *device, *mountpoint;
+	char *dev_abs = NULL, *bb_abs = NULL;
+	const char *device = NULL, *mountpoint;
 	struct fuse_entry_param root;
 	unsigned long dropped;
 	struct mfsd *d = NULL;
@@ -1711,22 +1761,42 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	device = argv[optind];
 	mountpoint = argv[optind + 1];
 	if (optlist && parse_opts(&o, optlist))
-		return 1;
+		goto out;
 
-	if (stat(device, &st)) {
-		logmsg(LOG_ERR, "%s: %s", device, strerror(errno));
-		return 1;
+	/*
+	 * Every path the daemon keeps, absolute before it detaches (and leaves
+	 * its working directory): DEVICE, which is also the mount source (fsname)
+	 * and names the default DEVICE.badblocks, and badblocks=PATH.
+	 */
+	if (stat(argv[optind], &st)) {
+		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
+		goto out;
+	}
+	device = dev_abs = abs_path(argv[optind]);
+	if (!device) {
+		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
+		goto out;
+	}
+	if (o.badblocks) {
+		bb_abs = abs_path(o.badblocks);
+		ret = bb_abs ? parent_dir_exists(bb_abs) : -errno;
+		if (ret) {
+			/* the emulation file may be missing, but not its directory */
+			logmsg(LOG_ERR, "badblocks=%s: its directory: %s", o.badblocks,
+			       strerror(-ret));
+			goto out;
+		}
+		o.badblocks = bb_abs;
 	}
 	if (!realpath(mountpoint, mnt) || stat(mnt, &st)) {
 		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(errno));
-		return 1;
+		goto out;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(ENOTDIR));
-		return 1;
+		goto out;
 	}
 
 	if (!o.foreground)
@@ -1845,5 +1915,7 @@ out:
 		free(d);
 	}
 	free(optlist);
+	free(dev_abs);
+	free(bb_abs);
 	return exit_code;
 }

@@ -22,6 +22,7 @@ IMG=$WORK/img
 MNT=$WORK/m
 mkdir -p "$MNT"
 PIDS=()
+STRAY=() # files a test may create outside $WORK (only if the code under test is wrong)
 
 cleanup() {
 	local d p
@@ -36,6 +37,9 @@ cleanup() {
 	done
 	for p in "${PIDS[@]}"; do
 		wait_gone "$p" 5 || kill -9 "$p" 2>/dev/null
+	done
+	for p in "${STRAY[@]}"; do
+		rm -f "$p"
 	done
 	rm -rf "$WORK"
 }
@@ -90,6 +94,14 @@ umount_fg() {
 	umount "$MNT" || fail "umount"
 	wait_gone "$DPID" 20 || fail "the daemon did not exit after umount"
 	wait "$DPID" || fail "the daemon exited with status $?"
+}
+
+# need VAR...: the programs only some tests use
+need() {
+	local v
+	for v; do
+		[ -x "${!v:-}" ] || fail "$v not set or not executable"
+	done
 }
 
 fsops() {
@@ -326,6 +338,55 @@ syslog)
 		fail "no 'unmounted cleanly' at daemon.info: $(tail -c 600 "$log")"
 	grep -q "^<31>.*mendfs\[[0-9]*\]: .*opcode: LOOKUP\|^<31>.*mendfs\[[0-9]*\]: .*opcode: GETATTR" "$log" ||
 		fail "no request trace at daemon.debug: $(head -c 600 "$log")"
+	;;
+relpath)
+	# DEVICE and badblocks=PATH given relative to the caller's directory: the
+	# detached daemon works in /, yet the poison it records lands beside the
+	# image (and at PATH), where fsck.mendfs and the next mount find it.  The
+	# image has a name of its own so that a stray /NAME.badblocks is ours.
+	need FSCK_MENDFS MENDCTL
+	rel=$(basename "$WORK").img
+	IMG=$WORK/$rel
+	STRAY=("/$rel.badblocks" "/$rel.bb2")
+	mkfs
+	(cd "$WORK" && timeout 20 "$MENDFS" -o poison_inject "$rel" m) 2>>"$WORK/log" ||
+		fail "mendfs by a relative path"
+	src=$(findmnt -n -o SOURCE "$MNT")
+	head -c 40000 /dev/urandom >"$MNT/f" || fail "write"
+	sector() { "$MENDCTL" bmap --json "$1" | grep -o '"sector":[0-9]*' | head -1 | cut -d: -f2; }
+	S=$(sector "$MNT/f")
+	[ -n "$S" ] || fail "no sector for f"
+	"$MENDCTL" inject "$MNT" "$S" 1 || fail "mendctl inject"
+	umount "$MNT" || fail "umount"
+	wait_unlocked "$IMG"
+	[ -e "/$rel.badblocks" ] && fail "the poison went to /$rel.badblocks"
+	grep -q "^$S 1\$" "$IMG.badblocks" || fail "no '$S 1' in $IMG.badblocks"
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1)
+	st=$?
+	[ $st = 4 ] || fail "fsck.mendfs -n exited $st, not 4: $out"
+	grep -q "1 damaged file" <<<"$out" && grep -q "/f: bytes 0-511" <<<"$out" ||
+		fail "fsck.mendfs -n does not report f: $out"
+	# the mount source is the absolute path too (for tools reading mountinfo)
+	[ "$src" = "$IMG" ] || fail "mount source $src, not $IMG"
+	mount_fg
+	out=$(cat "$MNT/f" 2>&1 >/dev/null) && fail "the poisoned f read after a remount"
+	grep -q "Input/output error" <<<"$out" || fail "read of f: '$out'"
+	umount_fg
+	# badblocks=PATH relative, through mount.mendfs with a relative DEVICE
+	(cd "$WORK" && timeout 20 "$MOUNT_MENDFS" "$rel" m -o poison_inject,badblocks="$rel.bb2") ||
+		fail "mount.mendfs by a relative path"
+	[ "$(findmnt -n -o SOURCE "$MNT")" = "$IMG" ] || fail "mount.mendfs: mount source"
+	echo g >"$MNT/g" || fail "write g"
+	"$MENDCTL" inject "$MNT" $((S + 1)) 1 || fail "mendctl inject (badblocks=$rel.bb2)"
+	umount "$MNT" || fail "umount (badblocks=$rel.bb2)"
+	wait_unlocked "$IMG"
+	[ -e "/$rel.bb2" ] && fail "the poison went to /$rel.bb2"
+	grep -q "^$((S + 1)) 1\$" "$WORK/$rel.bb2" || fail "no '$((S + 1)) 1' in $WORK/$rel.bb2"
+	# a relative badblocks=PATH whose directory does not exist: refused at once
+	out=$(cd "$WORK" && timeout 20 "$MENDFS" -o badblocks=nodir/bb "$rel" m 2>&1)
+	[ $? = 1 ] && grep -q "badblocks=nodir/bb: its directory: No such file" <<<"$out" ||
+		fail "badblocks in a missing directory: '$out'"
+	mountpoint -q "$MNT" && fail "mounted with badblocks in a missing directory"
 	;;
 *)
 	echo "unknown test $name" >&2
