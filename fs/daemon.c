@@ -54,7 +54,9 @@
 #include <unistd.h>
 
 #include "daemon_io.h"
+#include "daemon_setup.h"
 #include "mendfs/ioctl.h"
+#include "mfs_devlock.h"
 #include "mfs_ops.h"
 #include "mfs_recovery.h"
 
@@ -1564,55 +1566,6 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 /* --- start-up ------------------------------------------------------------------------------ */
 
 /*
- * @path as an absolute path, for a daemon that leaves its working directory
- * when it detaches (detach: chdir "/"): @path itself if absolute, else the
- * working directory joined with it, leading "./" dropped.  Symbolic links are
- * kept, so DEVICE.badblocks stays beside the name given.  Returns a malloc'd
- * string, or NULL with errno set.
- */
-static char *abs_path(const char *path)
-{
-	char cwd[PATH_MAX], *out;
-
-	if (path[0] == '/')
-		return strdup(path);
-	if (!getcwd(cwd, sizeof(cwd)))
-		return NULL;
-	while (path[0] == '.' && path[1] == '/') {
-		path += 2;
-		while (*path == '/')
-			path++;
-	}
-	if (!*path || !strcmp(path, "."))
-		return strdup(cwd);
-	if (asprintf(&out, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", path) < 0)
-		return NULL;
-	return out;
-}
-
-/* The directory a file @path (absolute) would be created in must exist. */
-static int parent_dir_exists(const char *path)
-{
-	char *dir = strdup(path), *slash;
-	struct stat st;
-	int ret = 0;
-
-	if (!dir)
-		return -ENOMEM;
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	if (stat(dir, &st))
-		ret = -errno;
-	else if (!S_ISDIR(st.st_mode))
-		ret = -ENOTDIR;
-	free(dir);
-	return ret;
-}
-
-/*
  * Fork before anything is opened.  The parent waits until the child reports
  * the mount live (a zero byte on the pipe) and exits 0; if the pipe closes
  * without it, the parent exits with the child's status.  Returns the write
@@ -1714,7 +1667,8 @@ int main(int argc, char **argv)
 	struct mfs_mount_opts mo = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg = NULL;
-	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
+	char *optlist = NULL, fuse_opts[2 * PATH_MAX + 1024], err[512], mnt[PATH_MAX];
+	char fsname[2 * PATH_MAX];
 	char *dev_abs = NULL, *bb_abs = NULL;
 	const char *device = NULL, *mountpoint;
 	struct fuse_entry_param root;
@@ -1774,14 +1728,14 @@ int main(int argc, char **argv)
 		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
 		goto out;
 	}
-	device = dev_abs = abs_path(argv[optind]);
+	device = dev_abs = mfsd_abs_path(argv[optind]);
 	if (!device) {
 		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
 		goto out;
 	}
 	if (o.badblocks) {
-		bb_abs = abs_path(o.badblocks);
-		ret = bb_abs ? parent_dir_exists(bb_abs) : -errno;
+		bb_abs = mfsd_abs_path(o.badblocks);
+		ret = bb_abs ? mfsd_parent_dir_exists(bb_abs) : -errno;
 		if (ret) {
 			/* the emulation file may be missing, but not its directory */
 			logmsg(LOG_ERR, "badblocks=%s: its directory: %s", o.badblocks,
@@ -1820,6 +1774,9 @@ int main(int argc, char **argv)
 	mo.badblocks = o.badblocks;
 	mo.exclusive = true;
 	ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
+	/* locked by a daemon that was unmounted and is still exiting: wait for it */
+	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendfs"))
+		ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
 	if (ret) {
 		if (err[0])
 			logmsg(LOG_ERR, "%s", err); /* names the device */
@@ -1839,10 +1796,14 @@ int main(int argc, char **argv)
 		d->read_only = true;
 	}
 
-	/* fsname with commas would split the option list: leave it out then */
-	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs%s%s%s%s%s",
-	         strchr(device, ',') ? "" : ",fsname=", strchr(device, ',') ? "" : device,
-	         o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "", o.kernel_opts);
+	/* the mount source: DEVICE, its commas and backslashes escaped for libfuse's -o */
+	if (mfsd_opt_escape(device, fsname, sizeof(fsname))) {
+		logmsg(LOG_ERR, "%s: path too long", device);
+		goto unmount;
+	}
+	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs,fsname=%s%s%s%s",
+	         fsname, o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "",
+	         o.kernel_opts);
 	if (fuse_opt_add_arg(&args, argv[0]) || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, fuse_opts) || (o.debug && fuse_opt_add_arg(&args, "-d"))) {
 		logmsg(LOG_ERR, "out of memory");
@@ -1868,6 +1829,12 @@ int main(int argc, char **argv)
 		goto session_unmount;
 	}
 
+	/* before the caller is told the mount is live: an umount(8) right after must find it */
+	if (mfsd_utab_register(device, mnt, err, sizeof(err)))
+		logmsg(LOG_WARNING,
+		       "%s: not recorded in utab for umount(8), which will not wait "
+		       "for this daemon: %s",
+		       mnt, err);
 	if (!o.foreground) {
 		detach(status_fd);
 		status_fd = -1;
