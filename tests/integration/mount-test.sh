@@ -537,7 +537,7 @@ umount-elsewhere)
 	;;
 exit-wait)
 	# A daemon that was unmounted but has not finished (stopped here, after
-	# `umount -i`, which runs no helper) still holds the image: fsck.mendfs
+	# `umount -i -l`, which runs no helper) still holds the image: fsck.mendfs
 	# (-y and -n), mkfs.mendfs and a new daemon wait for it, say so, and go
 	# on once it is done.  A mounted image is refused at once, no waiting.
 	need FSCK_MENDFS
@@ -553,13 +553,11 @@ exit-wait)
 	mkdir -p "$WORK/m2"
 	msg="waiting for the mendfs daemon that still holds $IMG to exit"
 	for prog in fsck-y fsck-n mkfs mendfs; do
-		# attributes cached for long: umount(8) stats DIR, which must not ask
-		# the stopped daemon
-		mount_fg -o timeout=86400
+		mount_fg
 		echo "$prog" >"$MNT/$prog" || fail "$prog: write"
-		stat "$MNT" >/dev/null || fail "$prog: stat"
 		kill -STOP "$DPID"
-		umount -i "$MNT" || fail "$prog: umount -i"
+		# -i: no helper; -l: no statfs(2) of DIR, which the stopped daemon would not answer
+		umount -i -l "$MNT" || fail "$prog: umount -i -l"
 		case $prog in
 		fsck-y) cmd=("$FSCK_MENDFS" -y "$IMG") ;;
 		fsck-n) cmd=("$FSCK_MENDFS" -n "$IMG") ;;
