@@ -49,6 +49,8 @@
 #define EX_SYSERR  2
 #define EX_FAIL    32
 
+#define UMOUNT_REMOUNTED (-1) /* do_umount: busy, remounted read-only (-r) */
+
 #define MFS_UMOUNT_WAIT   60 /* seconds at most for the daemon to finish */
 #define MFS_UMOUNT_SAY    2  /* seconds before saying that we wait */
 #define MFS_UMOUNT_POLLUS 10000
@@ -164,6 +166,7 @@ static int run_fusermount(const char *dir, bool lazy)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
 }
 
+/* umount2 as the options say.  Returns EX_OK, UMOUNT_REMOUNTED or EX_FAIL after a message. */
 static int do_umount(const char *dir, const struct opts *o)
 {
 	int flags = (o->lazy ? MNT_DETACH : 0) | (o->force ? MNT_FORCE : 0), err;
@@ -179,7 +182,7 @@ static int do_umount(const char *dir, const struct opts *o)
 	if (err == EBUSY && o->remount_ro) {
 		if (mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, NULL) == 0) {
 			fprintf(stderr, PROG ": %s busy; remounted read-only\n", dir);
-			return EX_OK;
+			return UMOUNT_REMOUNTED;
 		}
 		fprintf(stderr, PROG ": %s: cannot remount read-only: %s\n", dir, strerror(errno));
 		return EX_FAIL;
@@ -324,6 +327,8 @@ int main(int argc, char **argv)
 	}
 
 	ret = do_umount(dir, &o);
+	if (ret == UMOUNT_REMOUNTED)
+		return EX_OK; /* still mounted: the daemon goes on */
 	if (ret != EX_OK)
 		return ret;
 	if (!t.mendfs)

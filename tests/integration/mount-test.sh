@@ -457,8 +457,8 @@ umount-wait)
 		fail "umount-wait rounds"
 	;;
 umount-helper)
-	# umount.fuse.mendfs run directly: what umount(8) passes (-v, -l, -f, a
-	# relative DIR by hand) and its exit codes (1 usage, 32 failed)
+	# umount.fuse.mendfs run directly: what umount(8) passes (-v, -l, -f, -r,
+	# a relative DIR by hand) and its exit codes (1 usage, 32 failed)
 	need UMOUNT_MENDFS
 	mkfs
 	"$UMOUNT_MENDFS" 2>/dev/null
@@ -479,6 +479,10 @@ umount-helper)
 	out=$(timeout 90 "$UMOUNT_MENDFS" "$MNT" 2>&1)
 	[ $? = 32 ] && grep -q "target is busy" <<<"$out" || fail "busy: '$out'"
 	mountpoint -q "$MNT" || fail "unmounted although busy"
+	# -r: busy, so remounted read-only instead
+	out=$(timeout 90 "$UMOUNT_MENDFS" "$MNT" -r 2>&1) || fail "-r: exit $?: $out"
+	grep -q "busy; remounted read-only" <<<"$out" || fail "-r: '$out'"
+	grep -q " $MNT fuse.mendfs ro," /proc/mounts || fail "-r: $(grep " $MNT " /proc/mounts)"
 	timeout 90 "$UMOUNT_MENDFS" "$MNT" -l || fail "-l: $?"
 	mountpoint -q "$MNT" && fail "-l: still mounted"
 	flock -n -x "$IMG" true && fail "-l: the daemon let go of $IMG while a file was open"
