@@ -200,6 +200,8 @@ int mfs_dev_wait_exiting(const char *device, unsigned seconds, const char *prog)
 		return -EBUSY; /* really in use: no waiting */
 	if (mfs_dev_lock_probe(device) != -EBUSY)
 		return 0;
+	if (!seconds)
+		return -EBUSY;
 	fprintf(stderr,
 	        "%s: waiting for the mendfs daemon that still holds %s to exit (up to %u s)\n",
 	        prog, device, seconds);
