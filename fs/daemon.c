@@ -20,13 +20,19 @@
  * the FUSE session; it then exits 0, or with the child's status after the
  * child printed its error on the caller's stderr.  So `mendfs` (and
  * mount.mendfs, which waits for it) returns only once the mount is live.
- * Once live the child detaches (setsid, stdio to /dev/null) and its stderr,
- * where the core logs, is forwarded to syslog.
+ * DEVICE and badblocks=PATH are made absolute first (the detached daemon
+ * works in /), and the live mount is recorded in utab with
+ * helper=fuse.mendfs, so that umount(8) runs umount.fuse.mendfs, which waits
+ * for this daemon to finish (daemon_setup.c).  Once live the child detaches
+ * (setsid, stdio to /dev/null) and its stderr, where the core logs, is
+ * forwarded to syslog.
  *
  * Shutdown: unmount (umount, fusermount3 -u), SIGTERM, SIGINT or SIGHUP end
  * the session loop; the daemon then unmounts the FUSE session if still
  * mounted, drops every reference it holds (freeing unlinked inodes) and calls
- * mfs_unmount, which commits, checkpoints and marks the filesystem clean.
+ * mfs_unmount, which commits, checkpoints and marks the filesystem clean, and
+ * closes the device: its lock goes, which is what umount.fuse.mendfs waits
+ * for.
  *
  * Reads of an image file are answered straight from its page-cache mapping
  * (mfs_read_direct, the kernel copies from it); other reads are copied into
