@@ -1865,6 +1865,9 @@ int main(int argc, char **argv)
 
 session_unmount:
 	fuse_session_unmount(d->se);
+	/* the mount is gone: drop its utab record if the unmount did not (fusermount3 -u) */
+	if (live && (ret = mfsd_utab_unregister(device, mnt)))
+		logmsg(LOG_WARNING, "%s: cannot drop its utab record: %s", mnt, strerror(-ret));
 handlers:
 	fuse_remove_signal_handlers(d->se);
 destroy:

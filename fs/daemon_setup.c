@@ -13,9 +13,11 @@
  * HELPERS), and removes the record when the helper succeeds.  The record is
  * made with `mount --fake` (as fusermount3 records its mounts where mtab is
  * a file), which writes utab under libmount's own lock; mount(8) never
- * touches the mounted filesystem for it.
+ * touches the mounted filesystem for it.  The daemon drops the record
+ * itself if the mount went another way (mfsd_utab_unregister).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <spawn.h>
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -109,28 +112,44 @@ static char *mangle(const char *s)
 	return out;
 }
 
+static const char *utab_path(void)
+{
+	const char *path = getenv("LIBMOUNT_UTAB");
+
+	return path && *path ? path : UTAB_DEFAULT;
+}
+
+/* "SRC=... TARGET=... " of our record (after an "ID=N " libmount may put first). */
+static char *utab_key(const char *source, const char *target)
+{
+	char *src = mangle(source), *tgt = mangle(target), *key = NULL;
+
+	if (!src || !tgt || asprintf(&key, "SRC=%s TARGET=%s ", src, tgt) < 0)
+		key = NULL;
+	free(src);
+	free(tgt);
+	return key;
+}
+
+static bool utab_line_ours(const char *line, const char *key)
+{
+	return strstr(line, key) && strstr(line, " OPTS=" UTAB_HELPER);
+}
+
 /* Does utab already hold our record for @source on @target (a remount of both)? */
 static bool utab_has(const char *source, const char *target)
 {
-	const char *path = getenv("LIBMOUNT_UTAB");
-	char *src = mangle(source), *tgt = mangle(target), *want = NULL, *line = NULL;
+	char *key = utab_key(source, target), *line = NULL;
+	FILE *f = key ? fopen(utab_path(), "re") : NULL;
 	bool found = false;
 	size_t cap = 0;
-	FILE *f;
 
-	if (!path || !*path)
-		path = UTAB_DEFAULT;
-	if (!src || !tgt || asprintf(&want, "SRC=%s TARGET=%s ", src, tgt) < 0)
-		want = NULL;
-	f = want ? fopen(path, "re") : NULL;
 	while (f && !found && getline(&line, &cap, f) > 0)
-		found = strstr(line, want) && strstr(line, "OPTS=" UTAB_HELPER);
+		found = utab_line_ours(line, key);
 	if (f)
 		fclose(f);
 	free(line);
-	free(want);
-	free(src);
-	free(tgt);
+	free(key);
 	return found;
 }
 
@@ -182,4 +201,78 @@ int mfsd_utab_register(const char *source, const char *target, char *err, size_t
 		return -EIO;
 	}
 	return 0;
+}
+
+/*
+ * The record is dropped by umount(8) after its helper; an unmount that went
+ * another way (fusermount3 -u, a signal to the daemon, umount(2)) leaves it.
+ * So at exit the daemon drops it itself, as libmount would: under libmount's
+ * lock (flock on utab.lock), the file rewritten without our line and renamed
+ * into place.  Called while the daemon still holds its device, so no other
+ * daemon can have recorded the same source meanwhile.
+ */
+int mfsd_utab_unregister(const char *source, const char *target)
+{
+	const char *path = utab_path();
+	char *key = NULL, *line = NULL, *lock = NULL, *tmp = NULL;
+	bool dropped = false;
+	int lock_fd = -1, fd, ret = 0;
+	FILE *in = NULL, *out;
+	size_t cap = 0;
+
+	if (geteuid() != 0 || !utab_has(source, target))
+		return 0;
+	key = utab_key(source, target);
+	if (!key || asprintf(&lock, "%s.lock", path) < 0 || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+		lock = tmp = NULL;
+		ret = -ENOMEM;
+		goto out;
+	}
+	lock_fd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	in = fopen(path, "re");
+	if (!in) {
+		ret = -errno;
+		goto out;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	out = fdopen(fd, "w");
+	if (!out) {
+		ret = -errno;
+		close(fd);
+		goto out_unlink;
+	}
+	while (getline(&line, &cap, in) > 0) {
+		if (!dropped && utab_line_ours(line, key))
+			dropped = true; /* the first: a second is another mount's */
+		else
+			fputs(line, out);
+	}
+	if (fflush(out) || fchmod(fd, 0644))
+		ret = -errno;
+	if (fclose(out) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (!ret)
+		goto out;
+out_unlink:
+	unlink(tmp);
+out:
+	if (in)
+		fclose(in);
+	if (lock_fd >= 0)
+		close(lock_fd); /* unlocks */
+	free(line);
+	free(lock);
+	free(tmp);
+	free(key);
+	return ret;
 }

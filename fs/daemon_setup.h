@@ -34,4 +34,10 @@ int mfsd_opt_escape(const char *s, char *out, size_t len);
  */
 int mfsd_utab_register(const char *source, const char *target, char *err, size_t errlen);
 
+/*
+ * Drop that record once the mount is gone, if an unmount that bypassed
+ * umount(8) left it.  Returns 0 (dropped, or nothing to drop) or -errno.
+ */
+int mfsd_utab_unregister(const char *source, const char *target);
+
 #endif /* MENDFS_DAEMON_SETUP_H */

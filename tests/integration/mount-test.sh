@@ -450,6 +450,13 @@ umount-wait)
 				fail "round $i: fsck.mendfs $mode right after umount: $out"
 			grep -q "TARGET=$MNT " /run/mount/utab && fail "round $i: utab record left"
 		done
+		# unmounted another way (fusermount3 -u runs no helper): the daemon
+		# drops its utab record itself before it lets go of the image
+		timeout 20 "$MENDFS" "$IMG" "$MNT" || fail "mendfs (fusermount3)"
+		grep -q "TARGET=$MNT .*helper=fuse.mendfs" /run/mount/utab || fail "no utab record"
+		fusermount3 -u "$MNT" || fail "fusermount3 -u"
+		timeout 20 flock -x "$IMG" true || fail "the daemon did not finish after fusermount3 -u"
+		grep -q "TARGET=$MNT " /run/mount/utab && fail "utab record left after fusermount3 -u"
 		exit 0
 	EOF
 	WORK=$WORK IMG=$IMG MNT=$MNT MENDFS=$MENDFS MOUNT_MENDFS=$MOUNT_MENDFS UMOUNT_MENDFS=$UMOUNT_MENDFS \
