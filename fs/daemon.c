@@ -20,13 +20,19 @@
  * the FUSE session; it then exits 0, or with the child's status after the
  * child printed its error on the caller's stderr.  So `mendfs` (and
  * mount.mendfs, which waits for it) returns only once the mount is live.
- * Once live the child detaches (setsid, stdio to /dev/null) and its stderr,
- * where the core logs, is forwarded to syslog.
+ * DEVICE and badblocks=PATH are made absolute first (the detached daemon
+ * works in /), and the live mount is recorded in utab with
+ * helper=fuse.mendfs, so that umount(8) runs umount.fuse.mendfs, which waits
+ * for this daemon to finish (daemon_setup.c).  Once live the child detaches
+ * (setsid, stdio to /dev/null) and its stderr, where the core logs, is
+ * forwarded to syslog.
  *
  * Shutdown: unmount (umount, fusermount3 -u), SIGTERM, SIGINT or SIGHUP end
  * the session loop; the daemon then unmounts the FUSE session if still
  * mounted, drops every reference it holds (freeing unlinked inodes) and calls
- * mfs_unmount, which commits, checkpoints and marks the filesystem clean.
+ * mfs_unmount, which commits, checkpoints and marks the filesystem clean, and
+ * closes the device: its lock goes, which is what umount.fuse.mendfs waits
+ * for.
  *
  * Reads of an image file are answered straight from its page-cache mapping
  * (mfs_read_direct, the kernel copies from it); other reads are copied into
@@ -54,7 +60,9 @@
 #include <unistd.h>
 
 #include "daemon_io.h"
+#include "daemon_setup.h"
 #include "mendfs/ioctl.h"
+#include "mfs_devlock.h"
 #include "mfs_ops.h"
 #include "mfs_recovery.h"
 
@@ -1665,8 +1673,10 @@ int main(int argc, char **argv)
 	struct mfs_mount_opts mo = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg = NULL;
-	char *optlist = NULL, fuse_opts[2048], err[512], mnt[PATH_MAX];
-	const char *device, *mountpoint;
+	char *optlist = NULL, fuse_opts[2 * PATH_MAX + 1024], err[512], mnt[PATH_MAX];
+	char fsname[2 * PATH_MAX];
+	char *dev_abs = NULL, *bb_abs = NULL;
+	const char *device = NULL, *mountpoint;
 	struct fuse_entry_param root;
 	unsigned long dropped;
 	struct mfsd *d = NULL;
@@ -1711,22 +1721,42 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	device = argv[optind];
 	mountpoint = argv[optind + 1];
 	if (optlist && parse_opts(&o, optlist))
-		return 1;
+		goto out;
 
-	if (stat(device, &st)) {
-		logmsg(LOG_ERR, "%s: %s", device, strerror(errno));
-		return 1;
+	/*
+	 * Every path the daemon keeps, absolute before it detaches (and leaves
+	 * its working directory): DEVICE, which is also the mount source (fsname)
+	 * and names the default DEVICE.badblocks, and badblocks=PATH.
+	 */
+	if (stat(argv[optind], &st)) {
+		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
+		goto out;
+	}
+	device = dev_abs = mfsd_abs_path(argv[optind]);
+	if (!device) {
+		logmsg(LOG_ERR, "%s: %s", argv[optind], strerror(errno));
+		goto out;
+	}
+	if (o.badblocks) {
+		bb_abs = mfsd_abs_path(o.badblocks);
+		ret = bb_abs ? mfsd_parent_dir_exists(bb_abs) : -errno;
+		if (ret) {
+			/* the emulation file may be missing, but not its directory */
+			logmsg(LOG_ERR, "badblocks=%s: its directory: %s", o.badblocks,
+			       strerror(-ret));
+			goto out;
+		}
+		o.badblocks = bb_abs;
 	}
 	if (!realpath(mountpoint, mnt) || stat(mnt, &st)) {
 		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(errno));
-		return 1;
+		goto out;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		logmsg(LOG_ERR, "mount point %s: %s", mountpoint, strerror(ENOTDIR));
-		return 1;
+		goto out;
 	}
 
 	if (!o.foreground)
@@ -1750,6 +1780,9 @@ int main(int argc, char **argv)
 	mo.badblocks = o.badblocks;
 	mo.exclusive = true;
 	ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
+	/* locked by a daemon that was unmounted and is still exiting: wait for it */
+	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendfs"))
+		ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
 	if (ret) {
 		if (err[0])
 			logmsg(LOG_ERR, "%s", err); /* names the device */
@@ -1769,10 +1802,14 @@ int main(int argc, char **argv)
 		d->read_only = true;
 	}
 
-	/* fsname with commas would split the option list: leave it out then */
-	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs%s%s%s%s%s",
-	         strchr(device, ',') ? "" : ",fsname=", strchr(device, ',') ? "" : device,
-	         o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "", o.kernel_opts);
+	/* the mount source: DEVICE, its commas and backslashes escaped for libfuse's -o */
+	if (mfsd_opt_escape(device, fsname, sizeof(fsname))) {
+		logmsg(LOG_ERR, "%s: path too long", device);
+		goto unmount;
+	}
+	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs,fsname=%s%s%s%s",
+	         fsname, o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "",
+	         o.kernel_opts);
 	if (fuse_opt_add_arg(&args, argv[0]) || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, fuse_opts) || (o.debug && fuse_opt_add_arg(&args, "-d"))) {
 		logmsg(LOG_ERR, "out of memory");
@@ -1798,6 +1835,12 @@ int main(int argc, char **argv)
 		goto session_unmount;
 	}
 
+	/* before the caller is told the mount is live: an umount(8) right after must find it */
+	if (mfsd_utab_register(device, mnt, err, sizeof(err)))
+		logmsg(LOG_WARNING,
+		       "%s: not recorded in utab for umount(8), which will not wait "
+		       "for this daemon: %s",
+		       mnt, err);
 	if (!o.foreground) {
 		detach(status_fd);
 		status_fd = -1;
@@ -1822,6 +1865,9 @@ int main(int argc, char **argv)
 
 session_unmount:
 	fuse_session_unmount(d->se);
+	/* the mount is gone: drop its utab record if the unmount did not (fusermount3 -u) */
+	if (live && (ret = mfsd_utab_unregister(device, mnt)))
+		logmsg(LOG_WARNING, "%s: cannot drop its utab record: %s", mnt, strerror(-ret));
 handlers:
 	fuse_remove_signal_handlers(d->se);
 destroy:
@@ -1845,5 +1891,7 @@ out:
 		free(d);
 	}
 	free(optlist);
+	free(dev_abs);
+	free(bb_abs);
 	return exit_code;
 }

@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "fsck.h"
+#include "mfs_devlock.h"
 
 #define SPB MFS_SECTORS_PER_BLOCK
 
@@ -30,7 +31,7 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 {
 	struct blk_dev_config cfg = {0};
 	struct blk_dev_info info;
-	int ret;
+	int ret, waited = 0;
 
 	/*
 	 * The daemon's lock (blk_dev_open's BLK_CFG_EXCL: flock on the device),
@@ -39,8 +40,12 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 	 */
 	if (!ctx->read_only && ctx->lock_fd < 0) {
 		ctx->lock_fd = open(ctx->device, O_RDONLY | O_CLOEXEC);
-		if (ctx->lock_fd >= 0 && flock(ctx->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		/* held by a daemon that is exiting (unmounted, not done yet): wait for it */
+		while (ctx->lock_fd >= 0 && flock(ctx->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			if (ret == -EBUSY && !waited++ &&
+			    !mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs"))
+				continue;
 			close(ctx->lock_fd);
 			ctx->lock_fd = -1;
 			snprintf(err, errlen, "%s: %s", ctx->device,
@@ -49,6 +54,9 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 			return ret;
 		}
 		/* a device that cannot be opened: blk_dev_open says why */
+	} else if (ctx->read_only && mfs_dev_lock_holder(ctx->device) > 0) {
+		/* -n takes no lock, but would read a filesystem an exiting daemon still writes */
+		mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs");
 	}
 	cfg.path = ctx->device;
 	cfg.flags = ctx->read_only ? BLK_CFG_READONLY : 0;

@@ -22,12 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mfs.h"
+#include "mfs_devlock.h"
 
 #define PROG  "mkfs.mendfs"
 #define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"
@@ -642,10 +644,40 @@ static void print_summary(const struct mkfs_opts *o, const struct blk_dev_info *
 	printf("label:        %s\n", o->label ? o->label : "");
 }
 
-static int mkfs_run(const struct mkfs_opts *o)
+/*
+ * The daemon's lock on DEVICE (blk_dev_open's BLK_CFG_EXCL: flock), taken on
+ * a descriptor of our own before the image is sized and held until mkfs
+ * ends, so that neither the sizing nor the format touches a mounted device.
+ * A lock held by a daemon that is still exiting is waited for
+ * (mfs_dev_wait_exiting).  Returns the descriptor, -ENOENT if DEVICE does
+ * not exist yet, -EBUSY after a message, or another -errno from open (then
+ * blk_dev_open reports it and takes the lock).
+ */
+static int mkfs_lock(const char *device)
+{
+	int fd = open(device, O_RDONLY | O_CLOEXEC), ret;
+	bool waited = false;
+
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (ret == -EBUSY && !waited) {
+			waited = true;
+			if (!mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, PROG))
+				continue;
+		}
+		close(fd);
+		fail("%s", ret == -EBUSY ? "device is in use by another process" : strerror(-ret));
+		return -EBUSY;
+	}
+	return fd;
+}
+
+static int mkfs_run(const struct mkfs_opts *o, bool locked)
 {
 	struct blk_dev_config cfg = {
-	        .backend = BLK_BACKEND_AUTO, .path = o->device, .flags = BLK_CFG_EXCL};
+	        .backend = BLK_BACKEND_AUTO, .path = o->device, .flags = locked ? 0 : BLK_CFG_EXCL};
 	struct blk_dev_info info;
 	struct blk_dev *dev = NULL;
 	struct mkfs_layout l;
@@ -764,14 +796,30 @@ int main(int argc, char **argv)
 {
 	struct mkfs_opts o;
 	bool created = false;
-	int ret;
+	int ret, lock_fd;
 
 	if (parse_args(argc, argv, &o))
 		return 1;
-	if (prepare_image(&o, &created))
+	lock_fd = mkfs_lock(o.device);
+	if (lock_fd == -EBUSY)
 		return 1;
-	ret = mkfs_run(&o);
+	if (prepare_image(&o, &created)) {
+		if (lock_fd >= 0)
+			close(lock_fd);
+		return 1;
+	}
+	if (lock_fd == -ENOENT) { /* created just now */
+		lock_fd = mkfs_lock(o.device);
+		if (lock_fd == -EBUSY) {
+			if (created)
+				unlink(o.device);
+			return 1;
+		}
+	}
+	ret = mkfs_run(&o, lock_fd >= 0);
 	if (ret && created)
 		unlink(o.device);
+	if (lock_fd >= 0)
+		close(lock_fd);
 	return ret ? 1 : 0;
 }

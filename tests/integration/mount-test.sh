@@ -2,19 +2,30 @@
 # SPDX-License-Identifier: MIT
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
-# (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit) against the built programs named by
-# $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS (the syscall checks).
-# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).  Every mount made
-# here is undone on exit, whatever happened, and every wait is bounded.
+# (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit,
+# relpath, umount-wait, umount-helper, umount-elsewhere, exit-wait) against
+# the built programs named by $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS
+# (the syscall checks); some tests also need $FSCK_MENDFS, $MENDCTL and
+# $UMOUNT_MENDFS (umount.fuse.mendfs).
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no private mount
+# namespace); with MENDFS_TEST_STRICT=1 a test that cannot run fails instead.
+# Every mount made here is undone on exit, whatever happened, and every wait
+# is bounded.
 set -u
+
+# skip WHY: exit 77, or 1 under MENDFS_TEST_STRICT=1
+skip() {
+	echo "skip: $*"
+	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && { echo "MENDFS_TEST_STRICT=1: failing instead" >&2; exit 1; }
+	exit 77
+}
 
 name=${1:?usage: mount-test.sh NAME}
 for v in MENDFS MOUNT_MENDFS MKFS_MENDFS FSOPS; do
 	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	echo "skip: needs root and /dev/fuse"
-	exit 77
+	skip "needs root and /dev/fuse"
 fi
 
 WORK=$(mktemp -d /tmp/mendfs-it.XXXXXX)
@@ -22,9 +33,13 @@ IMG=$WORK/img
 MNT=$WORK/m
 mkdir -p "$MNT"
 PIDS=()
+STRAY=() # files a test may create outside $WORK (only if the code under test is wrong)
 
 cleanup() {
 	local d p
+	for p in "${PIDS[@]}"; do
+		kill -CONT "$p" 2>/dev/null # exit-wait stops daemons
+	done
 	for d in "$WORK"/m "$WORK"/m2; do
 		if [ -d "$d" ] && mountpoint -q "$d" 2>/dev/null; then
 			timeout 10 umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
@@ -36,6 +51,9 @@ cleanup() {
 	done
 	for p in "${PIDS[@]}"; do
 		wait_gone "$p" 5 || kill -9 "$p" 2>/dev/null
+	done
+	for p in "${STRAY[@]}"; do
+		rm -f "$p"
 	done
 	rm -rf "$WORK"
 }
@@ -90,6 +108,14 @@ umount_fg() {
 	umount "$MNT" || fail "umount"
 	wait_gone "$DPID" 20 || fail "the daemon did not exit after umount"
 	wait "$DPID" || fail "the daemon exited with status $?"
+}
+
+# need VAR...: the programs only some tests use
+need() {
+	local v
+	for v; do
+		[ -x "${!v:-}" ] || fail "$v not set or not executable"
+	done
 }
 
 fsops() {
@@ -219,8 +245,7 @@ helper)
 	# the built helper is mounted over /sbin (and a test fstab over
 	# /etc/fstab); the daemon is found beside the helper.
 	if ! unshare -m --propagation private true 2>/dev/null; then
-		echo "skip: no private mount namespace (unshare -m) for mount(8)'s helper lookup"
-		exit 77
+		skip "no private mount namespace (unshare -m) for mount(8)'s helper lookup"
 	fi
 	mkfs
 	mkdir -p "$WORK/sbin"
@@ -326,6 +351,252 @@ syslog)
 		fail "no 'unmounted cleanly' at daemon.info: $(tail -c 600 "$log")"
 	grep -q "^<31>.*mendfs\[[0-9]*\]: .*opcode: LOOKUP\|^<31>.*mendfs\[[0-9]*\]: .*opcode: GETATTR" "$log" ||
 		fail "no request trace at daemon.debug: $(head -c 600 "$log")"
+	;;
+relpath)
+	# DEVICE and badblocks=PATH given relative to the caller's directory: the
+	# detached daemon works in /, yet the poison it records lands beside the
+	# image (and at PATH), where fsck.mendfs and the next mount find it.  The
+	# image has a name of its own so that a stray /NAME.badblocks is ours.
+	need FSCK_MENDFS MENDCTL
+	rel=$(basename "$WORK").img
+	IMG=$WORK/$rel
+	STRAY=("/$rel.badblocks" "/$rel.bb2")
+	mkfs
+	(cd "$WORK" && timeout 20 "$MENDFS" -o poison_inject "$rel" m) 2>>"$WORK/log" ||
+		fail "mendfs by a relative path"
+	src=$(findmnt -n -o SOURCE "$MNT")
+	head -c 40000 /dev/urandom >"$MNT/f" || fail "write"
+	sector() { "$MENDCTL" bmap --json "$1" | grep -o '"sector":[0-9]*' | head -1 | cut -d: -f2; }
+	S=$(sector "$MNT/f")
+	[ -n "$S" ] || fail "no sector for f"
+	"$MENDCTL" inject "$MNT" "$S" 1 || fail "mendctl inject"
+	umount "$MNT" || fail "umount"
+	wait_unlocked "$IMG"
+	[ -e "/$rel.badblocks" ] && fail "the poison went to /$rel.badblocks"
+	grep -q "^$S 1\$" "$IMG.badblocks" || fail "no '$S 1' in $IMG.badblocks"
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1)
+	st=$?
+	[ $st = 4 ] || fail "fsck.mendfs -n exited $st, not 4: $out"
+	grep -q "1 damaged file" <<<"$out" && grep -q "/f: bytes 0-511" <<<"$out" ||
+		fail "fsck.mendfs -n does not report f: $out"
+	# the mount source is the absolute path too (for tools reading mountinfo)
+	[ "$src" = "$IMG" ] || fail "mount source $src, not $IMG"
+	mount_fg
+	out=$(cat "$MNT/f" 2>&1 >/dev/null) && fail "the poisoned f read after a remount"
+	grep -q "Input/output error" <<<"$out" || fail "read of f: '$out'"
+	umount_fg
+	# badblocks=PATH relative, through mount.mendfs with a relative DEVICE
+	(cd "$WORK" && timeout 20 "$MOUNT_MENDFS" "$rel" m -o poison_inject,badblocks="$rel.bb2") ||
+		fail "mount.mendfs by a relative path"
+	[ "$(findmnt -n -o SOURCE "$MNT")" = "$IMG" ] || fail "mount.mendfs: mount source"
+	echo g >"$MNT/g" || fail "write g"
+	"$MENDCTL" inject "$MNT" $((S + 1)) 1 || fail "mendctl inject (badblocks=$rel.bb2)"
+	umount "$MNT" || fail "umount (badblocks=$rel.bb2)"
+	wait_unlocked "$IMG"
+	[ -e "/$rel.bb2" ] && fail "the poison went to /$rel.bb2"
+	grep -q "^$((S + 1)) 1\$" "$WORK/$rel.bb2" || fail "no '$((S + 1)) 1' in $WORK/$rel.bb2"
+	# a relative badblocks=PATH whose directory does not exist: refused at once
+	out=$(cd "$WORK" && timeout 20 "$MENDFS" -o badblocks=nodir/bb "$rel" m 2>&1)
+	[ $? = 1 ] && grep -q "badblocks=nodir/bb: its directory: No such file" <<<"$out" ||
+		fail "badblocks in a missing directory: '$out'"
+	mountpoint -q "$MNT" && fail "mounted with badblocks in a missing directory"
+	;;
+umount-wait)
+	# umount(8) runs /sbin/umount.fuse.mendfs for a mendfs mount (the daemon
+	# records it in utab with helper=fuse.mendfs), and returns only when the
+	# daemon has finished: at once after `umount /abs/dir` the image is
+	# unlocked and clean (fsck.mendfs finds nothing, waits for nothing), round
+	# after round, for mounts by mount(8) and by the daemon alone.  As in
+	# 'helper', /sbin is a tmpfs holding links to the built helpers, in a
+	# private mount namespace, and so is /run/mount (utab).
+	need FSCK_MENDFS UMOUNT_MENDFS
+	if ! unshare -m --propagation private true 2>/dev/null; then
+		skip "no private mount namespace (unshare -m) for umount(8)'s helper lookup"
+	fi
+	mkfs
+	mkdir -p "$WORK/sbin"
+	cat >"$WORK/inner.sh" <<-'EOF'
+		set -u
+		fail() { echo "FAIL (umount-wait): $*" >&2; exit 1; }
+		trap 'mountpoint -q "$MNT" && umount -l "$MNT"' EXIT
+		mount -t tmpfs tmpfs "$WORK/sbin" || fail "tmpfs"
+		ln -s "$MOUNT_MENDFS" "$WORK/sbin/mount.mendfs"
+		ln -s "$UMOUNT_MENDFS" "$WORK/sbin/umount.fuse.mendfs"
+		mount --bind "$WORK/sbin" /sbin || fail "bind over /sbin"
+		mkdir -p /run/mount && mount -t tmpfs tmpfs /run/mount || fail "tmpfs on /run/mount"
+		for ((i = 1; i <= 12; i++)); do
+			# the previous round's daemon is gone: the image mounts at once
+			if ((i % 3)); then
+				timeout 20 mount -t mendfs "$IMG" "$MNT" || fail "round $i: mount -t mendfs: $?"
+			else
+				timeout 20 "$MENDFS" "$IMG" "$MNT" || fail "round $i: mendfs: $?"
+			fi
+			grep -q "TARGET=$MNT .*helper=fuse.mendfs" /run/mount/utab ||
+				fail "round $i: no utab record: $(cat /run/mount/utab 2>&1)"
+			for ((j = 1; j < i; j++)); do
+				[ "$(cat "$MNT/r$j")" = "round $j" ] || fail "round $i: r$j lost"
+			done
+			printf 'round %s\n' $i >"$MNT/r$i" || fail "round $i: write"
+			head -c 1M /dev/urandom >"$MNT/big" || fail "round $i: write big"
+			out=$(timeout 90 umount -v "$MNT") || fail "round $i: umount: $?"
+			flock -n -x "$IMG" true ||
+				fail "round $i: the daemon still held $IMG when umount returned"
+			grep -q "the mendfs daemon has finished with $IMG" <<<"$out" ||
+				fail "round $i: umount(8) did not run umount.fuse.mendfs: '$out'"
+			((i % 2)) && mode=-n || mode=-y
+			out=$("$FSCK_MENDFS" $mode "$IMG" 2>&1) ||
+				fail "round $i: fsck.mendfs $mode right after umount: exit $?: $out"
+			grep -q "F0[0-9]\|waiting" <<<"$out" &&
+				fail "round $i: fsck.mendfs $mode right after umount: $out"
+			grep -q "TARGET=$MNT " /run/mount/utab && fail "round $i: utab record left"
+		done
+		# unmounted another way (fusermount3 -u runs no helper): the daemon
+		# drops its utab record itself before it lets go of the image
+		timeout 20 "$MENDFS" "$IMG" "$MNT" || fail "mendfs (fusermount3)"
+		grep -q "TARGET=$MNT .*helper=fuse.mendfs" /run/mount/utab || fail "no utab record"
+		fusermount3 -u "$MNT" || fail "fusermount3 -u"
+		timeout 20 flock -x "$IMG" true || fail "the daemon did not finish after fusermount3 -u"
+		grep -q "TARGET=$MNT " /run/mount/utab && fail "utab record left after fusermount3 -u"
+		exit 0
+	EOF
+	WORK=$WORK IMG=$IMG MNT=$MNT MENDFS=$MENDFS MOUNT_MENDFS=$MOUNT_MENDFS UMOUNT_MENDFS=$UMOUNT_MENDFS \
+		FSCK_MENDFS=$FSCK_MENDFS timeout 600 unshare -m --propagation private bash "$WORK/inner.sh" ||
+		fail "umount-wait rounds"
+	;;
+umount-helper)
+	# umount.fuse.mendfs run directly: what umount(8) passes (-v, -l, -f, -r,
+	# a relative DIR by hand) and its exit codes (1 usage, 32 failed)
+	need UMOUNT_MENDFS
+	mkfs
+	"$UMOUNT_MENDFS" 2>/dev/null
+	[ $? = 1 ] || fail "no DIR: not exit 1"
+	out=$("$UMOUNT_MENDFS" "$MNT" 2>&1)
+	[ $? = 32 ] && grep -q "not mounted" <<<"$out" || fail "not mounted: '$out'"
+	timeout 20 "$MENDFS" "$IMG" "$MNT" 2>>"$WORK/log" || fail "mendfs"
+	echo a >"$MNT/a" || fail "write a"
+	out=$(cd "$WORK" && timeout 90 "$UMOUNT_MENDFS" m -v) || fail "umount.fuse.mendfs m: $?"
+	flock -n -x "$IMG" true || fail "the daemon still held $IMG when the helper returned"
+	grep -q "$MNT unmounted; the mendfs daemon has finished with $IMG" <<<"$out" ||
+		fail "-v: '$out'"
+	mountpoint -q "$MNT" && fail "still mounted"
+	# busy: refused with 32, still mounted; -l detaches at once and does not
+	# wait: the daemon serves the open file until it is closed
+	timeout 20 "$MENDFS" "$IMG" "$MNT" 2>>"$WORK/log" || fail "mendfs (busy)"
+	exec 3<"$MNT/a"
+	out=$(timeout 90 "$UMOUNT_MENDFS" "$MNT" 2>&1)
+	[ $? = 32 ] && grep -q "target is busy" <<<"$out" || fail "busy: '$out'"
+	mountpoint -q "$MNT" || fail "unmounted although busy"
+	# -r: busy, so remounted read-only instead
+	out=$(timeout 90 "$UMOUNT_MENDFS" "$MNT" -r 2>&1) || fail "-r: exit $?: $out"
+	grep -q "busy; remounted read-only" <<<"$out" || fail "-r: '$out'"
+	grep -q " $MNT fuse.mendfs ro," /proc/mounts || fail "-r: $(grep " $MNT " /proc/mounts)"
+	timeout 90 "$UMOUNT_MENDFS" "$MNT" -l || fail "-l: $?"
+	mountpoint -q "$MNT" && fail "-l: still mounted"
+	flock -n -x "$IMG" true && fail "-l: the daemon let go of $IMG while a file was open"
+	[ "$(cat <&3)" = a ] || fail "-l: the open file no longer reads"
+	exec 3<&-
+	wait_unlocked "$IMG"
+	# -f (MNT_FORCE: the connection is aborted): the daemon still writes out
+	# what it has, and the helper waits for it
+	timeout 20 "$MENDFS" "$IMG" "$MNT" 2>>"$WORK/log" || fail "mendfs (force)"
+	echo b >"$MNT/b" || fail "write b"
+	timeout 90 "$UMOUNT_MENDFS" "$MNT" -f || fail "-f: $?"
+	flock -n -x "$IMG" true || fail "-f: the daemon still held $IMG when the helper returned"
+	mount_fg
+	[ "$(cat "$MNT/a" "$MNT/b")" = "$(printf 'a\nb')" ] || fail "content after -f"
+	umount_fg
+	;;
+umount-elsewhere)
+	# The filesystem also mounted in another mount namespace (a private copy):
+	# unmounting it here does not end the daemon.  Where fusectl shows the
+	# FUSE connections, umount.fuse.mendfs sees the connection outlive the
+	# unmount, says so and returns at once instead of waiting in vain.
+	need UMOUNT_MENDFS
+	if ! unshare -m --propagation private true 2>/dev/null; then
+		skip "no private mount namespace (unshare -m)"
+	fi
+	mkfs
+	cat >"$WORK/inner.sh" <<-'EOF'
+		set -u
+		fail() { echo "FAIL (umount-elsewhere): $*" >&2; exit 1; }
+		trap 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "${SPID:-}" ] && kill $SPID' EXIT
+		if [ -z "$(ls -A /sys/fs/fuse/connections 2>/dev/null)" ]; then
+			mount -t fusectl none /sys/fs/fuse/connections || exit 77
+		fi
+		mkdir -p /run/mount && mount -t tmpfs tmpfs /run/mount || fail "tmpfs on /run/mount"
+		timeout 20 "$MENDFS" "$IMG" "$MNT" || fail "mendfs"
+		echo e >"$MNT/e" || fail "write"
+		mkfifo "$WORK/ready"
+		unshare -m --propagation private sh -c 'echo >"$1"; exec sleep 300' sh "$WORK/ready" &
+		SPID=$!
+		read -r _ <"$WORK/ready"
+		out=$(timeout 90 "$UMOUNT_MENDFS" "$MNT" 2>&1) || fail "helper: exit $?: $out"
+		grep -q "still mounted elsewhere" <<<"$out" || fail "helper: '$out'"
+		mountpoint -q "$MNT" && fail "still mounted here"
+		flock -n -x "$IMG" true && fail "the daemon let go while mounted elsewhere"
+		kill $SPID
+		wait $SPID
+		SPID=
+		timeout 20 flock -x "$IMG" true || fail "the daemon did not finish after the copy went"
+		exit 0
+	EOF
+	MENDFS=$MENDFS UMOUNT_MENDFS=$UMOUNT_MENDFS WORK=$WORK IMG=$IMG MNT=$MNT \
+		timeout 120 unshare -m --propagation private bash "$WORK/inner.sh"
+	st=$?
+	[ $st = 77 ] && skip "cannot mount fusectl on /sys/fs/fuse/connections"
+	[ $st = 0 ] || fail "umount-elsewhere in its namespace: exit $st"
+	;;
+exit-wait)
+	# A daemon that was unmounted but has not finished (stopped here, after
+	# `umount -i -l`, which runs no helper) still holds the image: fsck.mendfs
+	# (-y and -n), mkfs.mendfs and a new daemon wait for it, say so, and go
+	# on once it is done.  A mounted image is refused at once, no waiting.
+	need FSCK_MENDFS
+	mkfs
+	mount_fg
+	out=$("$FSCK_MENDFS" -y "$IMG" 2>&1)
+	[ $? = 8 ] && grep -q "in use" <<<"$out" || fail "fsck -y on a mounted image: '$out'"
+	grep -q waiting <<<"$out" && fail "fsck -y waited for a mounted image: '$out'"
+	out=$("$MKFS_MENDFS" -q -f "$IMG" 2>&1)
+	[ $? = 1 ] && grep -q "in use" <<<"$out" || fail "mkfs on a mounted image: '$out'"
+	grep -q waiting <<<"$out" && fail "mkfs waited for a mounted image: '$out'"
+	umount_fg
+	mkdir -p "$WORK/m2"
+	msg="waiting for the mendfs daemon that still holds $IMG to exit"
+	for prog in fsck-y fsck-n mkfs mendfs; do
+		mount_fg
+		echo "$prog" >"$MNT/$prog" || fail "$prog: write"
+		kill -STOP "$DPID"
+		# -i: no helper; -l: no statfs(2) of DIR, which the stopped daemon would not answer
+		umount -i -l "$MNT" || fail "$prog: umount -i -l"
+		case $prog in
+		fsck-y) cmd=("$FSCK_MENDFS" -y "$IMG") ;;
+		fsck-n) cmd=("$FSCK_MENDFS" -n "$IMG") ;;
+		mkfs) cmd=("$MKFS_MENDFS" -q -f "$IMG") ;;
+		mendfs) cmd=("$MENDFS" "$IMG" "$WORK/m2") ;;
+		esac
+		"${cmd[@]}" >"$WORK/out" 2>&1 &
+		CPID=$!
+		# let the daemon go on once the waiting is announced (or given up)
+		for ((k = 0; k < 300; k++)); do
+			grep -q "waiting" "$WORK/out" && break
+			kill -0 $CPID 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -CONT "$DPID"
+		wait $CPID
+		st=$?
+		[ $st = 0 ] || fail "$prog after an exiting daemon: exit $st: $(cat "$WORK/out")"
+		grep -q "$msg" "$WORK/out" || fail "$prog: no '$msg': $(cat "$WORK/out")"
+		wait "$DPID" || fail "$prog: the stopped daemon exited with status $?"
+		[ $prog = fsck-n ] && grep -q "F0[0-9]" "$WORK/out" &&
+			fail "fsck -n found problems after waiting: $(cat "$WORK/out")"
+		if [ $prog = mendfs ]; then
+			[ "$(cat "$WORK/m2/mendfs")" = mendfs ] || fail "mendfs: the last write is lost"
+			umount "$WORK/m2" || fail "umount m2"
+			wait_unlocked "$IMG"
+		fi
+	done
 	;;
 *)
 	echo "unknown test $name" >&2
