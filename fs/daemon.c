@@ -38,6 +38,12 @@
  * (mfs_read_direct, the kernel copies from it); other reads are copied into
  * a buffer first.  /dev/fuse is read and written through our own hooks
  * (daemon_io.c) for HANDLE_KILLPRIV_V2, which libfuse 3.14 does not offer.
+ *
+ * Permissions are the kernel's (default_permissions), POSIX ACLs included
+ * (FUSE_CAP_POSIX_ACL; the core keeps them, fs/acl.h).  The daemon's share
+ * is to clear setuid/setgid as ext4 does when the kernel asks (the
+ * "setuid and setgid" section; the caller's groups and CAP_FSETID come from
+ * daemon_cred.c) and to pass the creator's umask to the core (DONT_MASK).
  */
 #define FUSE_USE_VERSION 312
 
@@ -59,6 +65,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "acl.h"
+#include "daemon_cred.h"
 #include "daemon_io.h"
 #include "daemon_setup.h"
 #include "mendfs/ioctl.h"
@@ -94,6 +102,7 @@ struct mfsd {
 	bool read_only;
 	bool poison_inject; /* -o poison_inject: MENDFS_IOC_INJECT allowed (root only) */
 	bool writeback;     /* -o writeback: the kernel's writeback cache */
+	bool dont_mask;     /* POSIX ACLs: the kernel leaves the umask to us (set at INIT) */
 
 	/* periodic commit (-o commit=SECONDS) */
 	unsigned commit_interval; /* 0: only fsync, sync, a full journal and unmount commit */
@@ -329,6 +338,82 @@ static int new_owner(fuse_req_t req, uint64_t parent, mode_t *mode, uid_t *uid, 
 	return 0;
 }
 
+/* The umask of a create, mknod or mkdir: with DONT_MASK the kernel leaves it to us. */
+static mode_t req_umask(fuse_req_t req)
+{
+	return D(req)->dont_mask ? fuse_req_ctx(req)->umask : 0;
+}
+
+/* --- setuid and setgid --------------------------------------------------------------------- */
+
+static bool sgid_noexec(mode_t mode)
+{
+	return (mode & (S_ISGID | S_IXGRP)) == S_ISGID;
+}
+
+/*
+ * Does the caller of @req lose a setgid bit of a file of group @gid as Linux
+ * decides (setattr_should_drop_sgid, posix_acl_update_mode): outside the
+ * group and without CAP_FSETID?  @no_fsetid: the kernel said it lacks it.
+ */
+static bool drops_sgid(fuse_req_t req, gid_t gid, bool no_fsetid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (mfsd_cred_in_group(ctx->pid, ctx->gid, gid))
+		return false;
+	return no_fsetid || !mfsd_cred_fsetid(ctx->pid);
+}
+
+/*
+ * The daemon cleared setuid/setgid on its own (a write or open(O_TRUNC)
+ * whose reply carries no attributes): the kernel's cached mode is stale, and
+ * with it what `ls -l` shows and what the kernel checks, until the attribute
+ * timeout.  Invalidate the attributes (offset -1: not the page cache).
+ */
+static void mode_changed(struct mfsd *d, fuse_ino_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
+}
+
+/*
+ * The setuid/setgid part of a SETATTR (HANDLE_KILLPRIV_V2).  The kernel sends
+ * FATTR_KILL_SUIDGID with every chown of a non-directory and with a truncate
+ * by a caller without CAP_FSETID.  Before a write, fallocate or
+ * copy_file_range by such a caller to a file with a bit to clear, its
+ * file_remove_privs() sends a SETATTR that sets nothing (FUSE drops its kill
+ * bits), and takes the mode of the reply.  Each clears setuid, and setgid if
+ * group-executable (the core), and setgid without group exec if the caller is
+ * outside the file's group and lacks CAP_FSETID (MFS_SET_KILL_SGID here).  An
+ * empty SETATTR from a caller with CAP_FSETID comes of a write that drops
+ * security.capability, or of chown(f, -1, -1): both leave the mode alone
+ * here, though ext4 clears setuid on the second.
+ */
+static int setattr_kill(fuse_req_t req, fuse_ino_t ino, int to_set, unsigned *valid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	int ret;
+
+	/* "nothing": with -o writeback the kernel sends the ctime of a chown(f, -1, -1) */
+	to_set &= ~FUSE_SET_ATTR_CTIME;
+	if (to_set && !(to_set & FUSE_SET_ATTR_KILL_SUID))
+		return 0;
+	ret = mfs_getattr(D(req)->fs, ino, &st);
+	if (ret || !(st.st_mode & (S_ISUID | S_ISGID)) || S_ISDIR(st.st_mode))
+		return ret;
+	if (!to_set) {
+		if (!S_ISREG(st.st_mode) || mfsd_cred_fsetid(ctx->pid))
+			return 0;
+		*valid |= MFS_SET_KILL_SUIDGID;
+	}
+	/* a chown says nothing of the caller's capabilities, a truncate does */
+	if (sgid_noexec(st.st_mode) &&
+	    drops_sgid(req, st.st_gid, !(to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))))
+		*valid |= MFS_SET_KILL_SGID;
+	return 0;
+}
+
 /* --- handlers ------------------------------------------------------------------------------ */
 
 static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
@@ -355,6 +440,21 @@ static void mfsd_init(void *userdata, struct fuse_conn_info *conn)
 		else
 			logmsg(LOG_WARNING, "writeback: the kernel offers no writeback cache; "
 			                    "writes go through");
+	}
+	/*
+	 * POSIX ACLs: the kernel checks permissions against the access ACL (it
+	 * asks with GETXATTR and caches the answer); the core keeps ACL and mode
+	 * in step and gives new inodes their ACLs (acl.h).  With DONT_MASK the
+	 * kernel passes the umask instead of applying it: a directory's default
+	 * ACL replaces it.
+	 */
+	if ((conn->capable & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) ==
+	    (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		d->dont_mask = true;
+	} else {
+		logmsg(LOG_WARNING,
+		       "the kernel offers no POSIX ACLs: ACLs are stored, not enforced");
 	}
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -453,6 +553,9 @@ static void mfsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (to_set & map[i].fuse)
 			valid |= map[i].mfs;
+	ret = setattr_kill(req, ino, to_set, &valid);
+	if (ret)
+		goto fail;
 	ret = mfs_setattr(D(req)->fs, ino, attr, valid, &st);
 	if (ret)
 		goto fail;
@@ -492,44 +595,46 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
+/* mknod, mkdir, symlink and create: owner, umask or default ACL (mfs_create). */
+static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+                     const char *target, struct stat *st)
+{
+	struct mfs_new_inode ni = {.rdev = rdev, .umask = req_umask(req), .target = target};
+	int ret;
+
+	ret = new_owner(req, parent, &mode, &ni.uid, &ni.gid);
+	ni.mode = mode;
+	if (!ret)
+		ret = mfs_create(D(req)->fs, parent, name, &ni, st);
+	return ret;
+}
+
 static void mfsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct stat st;
-	uid_t uid;
-	gid_t gid;
-	int ret;
+	int ret = -EINVAL;
 
-	ret = new_owner(req, parent, &mode, &uid, &gid);
-	if (!ret)
-		ret = mfs_mknod(D(req)->fs, parent, name, mode, rdev, uid, gid, &st);
+	if ((mode & S_IFMT) == 0)
+		mode |= S_IFREG;
+	if (!S_ISDIR(mode) && !S_ISLNK(mode))
+		ret = make_node(req, parent, name, mode, rdev, NULL, &st);
 	reply_new(req, ret, &st);
 }
 
 static void mfsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct stat st;
-	uid_t uid;
-	gid_t gid;
-	int ret;
 
-	mode |= S_IFDIR;
-	ret = new_owner(req, parent, &mode, &uid, &gid);
-	if (!ret)
-		ret = mfs_mkdir(D(req)->fs, parent, name, mode, uid, gid, &st);
-	reply_new(req, ret, &st);
+	reply_new(req, make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &st), &st);
 }
 
 static void mfsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-	mode_t mode = S_IFLNK | 0777;
 	struct stat st;
-	uid_t uid;
-	gid_t gid;
-	int ret;
+	int ret = -EINVAL;
 
-	ret = new_owner(req, parent, &mode, &uid, &gid);
-	if (!ret)
-		ret = mfs_symlink(D(req)->fs, parent, name, target, uid, gid, &st);
+	if (target)
+		ret = make_node(req, parent, name, S_IFLNK | 0777, 0, target, &st);
 	reply_new(req, ret, &st);
 }
 
@@ -577,13 +682,22 @@ static void mfsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* FUSE_CAP_ATOMIC_O_TRUNC: the truncation of open(O_TRUNC) comes here */
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		unsigned valid = MFS_SET_SIZE;
+		struct stat before, after;
 
-		/* HANDLE_KILLPRIV_V2: FUSE_OPEN_KILL_SUIDGID */
-		if (mfsd_io_kill_suidgid())
+		/* HANDLE_KILLPRIV_V2: FUSE_OPEN_KILL_SUIDGID (a caller without CAP_FSETID) */
+		if (mfsd_io_kill_suidgid()) {
 			valid |= MFS_SET_KILL_SUIDGID;
-		ret = mfs_setattr(d->fs, ino, &attr, valid, NULL);
+			ret = mfs_getattr(d->fs, ino, &before);
+			if (ret)
+				goto fail;
+			if (sgid_noexec(before.st_mode) && drops_sgid(req, before.st_gid, true))
+				valid |= MFS_SET_KILL_SGID;
+		}
+		ret = mfs_setattr(d->fs, ino, &attr, valid, &after);
 		if (ret)
 			goto fail;
+		if ((valid & MFS_SET_KILL_SUIDGID) && after.st_mode != before.st_mode)
+			mode_changed(d, ino); /* the reply to OPEN has no attributes */
 	}
 	ret = file_open(d, ino, fi);
 	if (ret)
@@ -600,14 +714,9 @@ static void mfsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	struct mfsd *d = D(req);
 	struct fuse_entry_param e;
 	struct stat st;
-	uid_t uid;
-	gid_t gid;
 	int ret;
 
-	mode = S_IFREG | (mode & 07777);
-	ret = new_owner(req, parent, &mode, &uid, &gid);
-	if (!ret)
-		ret = mfs_mknod(d->fs, parent, name, mode, 0, uid, gid, &st);
+	ret = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &st);
 	if (!ret)
 		ret = node_get(d, st.st_ino, &e);
 	if (ret)
@@ -664,13 +773,54 @@ fail:
 	fuse_reply_err(req, (int)-n);
 }
 
+/* The mode of an open file (its handle pins the inode). */
+static uint32_t file_mode(struct fuse_file_info *fi, gid_t *gid)
+{
+	struct mfsd_file *f = (struct mfsd_file *)(uintptr_t)fi->fh;
+	uint32_t mode;
+
+	pthread_rwlock_rdlock(&f->ip->lock);
+	mode = f->ip->di.mode;
+	if (gid)
+		*gid = f->ip->di.gid;
+	pthread_rwlock_unlock(&f->ip->lock);
+	return mode;
+}
+
 /*
  * A write by a caller without CAP_FSETID (HANDLE_KILLPRIV_V2) clears setuid,
- * and setgid if group-executable, under the write's own inode lock.
+ * setgid if group-executable, and setgid without group exec if the caller is
+ * outside the file's group, under the write's own inode lock.  Usually the
+ * kernel's empty SETATTR before the write (setattr_kill) has done it and the
+ * file has no bit left: one shared lock to see that.  *mode: the mode before.
  */
-static unsigned write_flags(void)
+static unsigned write_flags(fuse_req_t req, struct fuse_file_info *fi, uint32_t *mode)
 {
-	return mfsd_io_kill_suidgid() ? MFS_WRITE_KILL_SUIDGID : 0;
+	unsigned flags = MFS_WRITE_KILL_SUIDGID;
+	gid_t gid;
+
+	if (!mfsd_io_kill_suidgid())
+		return 0;
+	*mode = file_mode(fi, &gid);
+	if (!(*mode & (S_ISUID | S_ISGID)))
+		return 0;
+	if (sgid_noexec(*mode) && drops_sgid(req, gid, true))
+		flags |= MFS_WRITE_KILL_SGID;
+	return flags;
+}
+
+/* mfs_write_flags, and the kernel told if the write cleared a bit (the reply has no attributes). */
+static ssize_t write_kill(fuse_req_t req, fuse_ino_t ino, const void *buf, size_t size, off_t off,
+                          struct fuse_file_info *fi)
+{
+	uint32_t mode = 0;
+	unsigned flags = write_flags(req, fi, &mode);
+	ssize_t n;
+
+	n = mfs_write_flags(D(req)->fs, ino, buf, size, off, flags);
+	if (flags && file_mode(fi, NULL) != mode)
+		mode_changed(D(req), ino);
+	return n;
 }
 
 static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -678,8 +828,7 @@ static void mfsd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
 {
 	ssize_t n;
 
-	(void)fi;
-	n = mfs_write_flags(D(req)->fs, ino, buf, size, off, write_flags());
+	n = write_kill(req, ino, buf, size, off, fi);
 	if (n < 0)
 		goto fail;
 	fuse_reply_write(req, (size_t)n);
@@ -709,7 +858,7 @@ static void mfsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *i
 	n = fuse_buf_copy(&mem, in_buf, 0);
 	if (n < 0)
 		goto fail;
-	n = mfs_write_flags(D(req)->fs, ino, copy, (size_t)n, off, write_flags());
+	n = write_kill(req, ino, copy, (size_t)n, off, fi);
 	if (n < 0)
 		goto fail;
 	free(copy);
@@ -935,7 +1084,24 @@ fail:
 static void mfsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                           size_t size, int flags)
 {
-	fuse_reply_err(req, -mfs_setxattr(D(req)->fs, ino, name, value, size, flags));
+	struct stat st;
+	int ret = 0;
+
+	/*
+	 * A new access ACL sets the mode (the core) and drops setgid if the
+	 * caller is outside the file's group and lacks CAP_FSETID (Linux's
+	 * posix_acl_update_mode; the kernel's FUSE_SETXATTR_ACL_KILL_SGID needs
+	 * the extended SETXATTR, which libfuse 3.14 does not negotiate).
+	 */
+	flags &= ~MFS_XATTR_KILL_SGID;
+	if (mfs_acl_type(name) == MFS_ACL_TYPE_ACCESS) {
+		ret = mfs_getattr(D(req)->fs, ino, &st);
+		if (!ret && (st.st_mode & S_ISGID) && drops_sgid(req, st.st_gid, false))
+			flags |= MFS_XATTR_KILL_SGID;
+	}
+	if (!ret)
+		ret = mfs_setxattr(D(req)->fs, ino, name, value, size, flags);
+	fuse_reply_err(req, -ret);
 }
 
 static void mfsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

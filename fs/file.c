@@ -1423,6 +1423,8 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 	/* before the data, as the VFS does; the first chunk's transaction writes the inode */
 	if (flags & MFS_WRITE_KILL_SUIDGID)
 		ip->di.mode = htole32(mfs_mode_kill_suidgid(le32toh(ip->di.mode)));
+	if (flags & MFS_WRITE_KILL_SGID)
+		ip->di.mode &= htole32(~(uint32_t)S_ISGID);
 	pos = (uint64_t)off;
 	end = pos + len;
 	if (pos > di_size(ip)) {

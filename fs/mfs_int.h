@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals shared by mount.c, inode.c and namei.c (not part of the core API
- * of fs/mfs_ops.h): inode cache setup, inode allocation and freeing, the
- * orphan tree, and the journaled copy of the superblock's tree roots.
+ * Internals shared by mount.c, inode.c, namei.c, xattr.c and acl.c (not part
+ * of the core API of fs/mfs_ops.h): inode cache setup, inode allocation and
+ * freeing, xattrs of locked inodes, the orphan tree, and the journaled copy
+ * of the superblock's tree roots.
  */
 #ifndef MENDFS_FS_MFS_INT_H
 #define MENDFS_FS_MFS_INT_H
@@ -54,6 +55,21 @@ int mfs_file_free_all(struct mfs *fs, struct mfs_ino *ip);
  * ip->lock for writing and no handle.
  */
 int mfs_truncate_finish(struct mfs *fs, struct mfs_ino *ip);
+
+/* --- xattr.c ----------------------------------------------------------------------- */
+
+/*
+ * Get, set (@flags XATTR_CREATE / XATTR_REPLACE) and remove an xattr of @ip,
+ * whose lock the caller holds (shared for get, exclusive otherwise), within
+ * the caller's @txn; neither touches ctime nor writes the inode.  Returns as
+ * mfs_getxattr, mfs_setxattr and mfs_removexattr; no ACL rules (acl.c).
+ */
+ssize_t mfs_xattr_get_locked(struct mfs *fs, struct mfs_ino *ip, const char *name, void *value,
+                             size_t size);
+int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const char *name,
+                         const void *value, size_t size, int flags);
+int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
+                            const char *name);
 
 /* --- mount.c ----------------------------------------------------------------------- */
 

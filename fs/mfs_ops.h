@@ -9,6 +9,7 @@
  *   namei.c   directories (entry B+tree, readdir cursors) and namespace operations
  *   file.c    extent map, read/write, truncate, fallocate, SEEK_DATA/SEEK_HOLE, fsync
  *   xattr.c   extended attributes (inline in the inode, then an xattr B+tree)
+ *   acl.c     POSIX ACLs: validation, mode and ACL in step, default ACLs of new inodes (acl.h)
  *
  * Every function returns 0 (or a byte count) or -errno, with errno values as
  * POSIX/Linux specify for the matching system call.  Permission checks are the
@@ -88,8 +89,33 @@ int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
 #define MFS_SET_CTIME     (1u << 10)
 /* clear setuid, and setgid if group-executable (unless MFS_SET_MODE sets the mode) */
 #define MFS_SET_KILL_SUIDGID (1u << 11)
+/*
+ * with MFS_SET_KILL_SUIDGID or a chown: clear setgid even without group exec
+ * (the caller is outside the file's group and lacks CAP_FSETID: Linux's
+ * setattr_should_drop_sgid)
+ */
+#define MFS_SET_KILL_SGID (1u << 12)
+/* A chmod (MFS_SET_MODE) also rewrites the access ACL's owner, mask and other entries. */
 int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned valid,
                 struct stat *st);
+/*
+ * A new inode: @mode gives its type (S_IFREG, S_IFDIR, S_IFLNK with @target,
+ * S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK with @rdev) and permissions.  If the
+ * directory has a default ACL the new inode inherits it (a directory also as
+ * its default ACL) and the ACL masks the mode; if not, @umask does
+ * (POSIX.1e; acl.h).  Symlinks are 0777 and get no ACL.
+ */
+struct mfs_new_inode {
+	mode_t mode;
+	dev_t rdev;
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+	const char *target;
+};
+int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+               struct stat *st);
+/* mfs_create with umask 0, for each type. */
 int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,
               gid_t gid, struct stat *st);
 int mfs_mkdir(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
@@ -132,8 +158,13 @@ typedef int mfs_direct_emit_fn(void *arg, const struct iovec *iov, int cnt);
 int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
                     void *arg);
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off);
-/* mfs_write, with MFS_WRITE_KILL_SUIDGID: the mode first loses what mfs_mode_kill_suidgid drops */
+/*
+ * mfs_write, with MFS_WRITE_KILL_SUIDGID: the mode first loses what
+ * mfs_mode_kill_suidgid drops, and with MFS_WRITE_KILL_SGID also a setgid bit
+ * without group exec (as MFS_SET_KILL_SGID)
+ */
 #define MFS_WRITE_KILL_SUIDGID 1u
+#define MFS_WRITE_KILL_SGID    2u
 ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
                         unsigned flags);
 
@@ -172,7 +203,14 @@ int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, 
  */
 int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 
-/* Extended attributes (xattr.c): flags XATTR_CREATE / XATTR_REPLACE. */
+/*
+ * Extended attributes (xattr.c): flags XATTR_CREATE / XATTR_REPLACE.  The
+ * POSIX ACLs system.posix_acl_access and system.posix_acl_default are
+ * validated (-EINVAL) and kept in step with the mode (acl.h); with
+ * MFS_XATTR_KILL_SGID setting an access ACL also clears setgid (the caller
+ * is outside the file's group and lacks CAP_FSETID).
+ */
+#define MFS_XATTR_KILL_SGID 0x10000
 int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
                  int flags);
 ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size);

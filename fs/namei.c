@@ -35,6 +35,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "acl.h"
 #include "mfs_int.h"
 
 #define NAME_MAX_LEN 255u
@@ -440,7 +441,7 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 	struct mfs_ino *ip;
 	struct mfs_txn *txn;
 	int64_t now = mfs_now_ns();
-	int ret;
+	int ret, r;
 
 	if (fs->read_only)
 		return -EROFS;
@@ -464,10 +465,18 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		goto unlock;
 	if (valid & MFS_SET_SIZE)
 		di->mtime_ns = now;
-	if (valid & MFS_SET_MODE)
+	if (valid & MFS_SET_MODE) {
+		uint32_t old = di->mode;
+
 		di->mode = (di->mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
-	else if ((valid & MFS_SET_KILL_SUIDGID) && !S_ISDIR(di->mode))
+		ret = mfs_acl_update_chmod(fs, txn, ip); /* the ACL's classes follow */
+		if (ret) {
+			di->mode = old;
+			goto end;
+		}
+	} else if ((valid & MFS_SET_KILL_SUIDGID) && !S_ISDIR(di->mode)) {
 		di->mode = mfs_mode_kill_suidgid(di->mode);
+	}
 	if (valid & (MFS_SET_UID | MFS_SET_GID)) {
 		if (valid & MFS_SET_UID)
 			di->uid = (uint32_t)attr->st_uid;
@@ -480,6 +489,11 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 		if (!S_ISDIR(di->mode) && !(valid & MFS_SET_MODE))
 			di->mode = mfs_mode_kill_suidgid(di->mode);
 	}
+	/* setgid without group exec, by a caller outside the group (setattr_should_drop_sgid) */
+	if ((valid & MFS_SET_KILL_SGID) &&
+	    (valid & (MFS_SET_KILL_SUIDGID | MFS_SET_UID | MFS_SET_GID)) &&
+	    !(valid & MFS_SET_MODE) && !S_ISDIR(di->mode))
+		di->mode &= ~(uint32_t)S_ISGID;
 	if (valid & MFS_SET_ATIME_NOW)
 		di->atime_ns = now;
 	else if (valid & MFS_SET_ATIME)
@@ -493,11 +507,9 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 	else
 		di->ctime_ns = now;
 	ret = mfs_inode_write(fs, txn, ip);
-	{
-		int r = mfs_txn_end(txn);
-
-		ret = ret ? ret : r;
-	}
+end:
+	r = mfs_txn_end(txn);
+	ret = ret ? ret : r;
 unlock:
 	if (!ret && st)
 		mfs_inode_to_stat(ip, st);
@@ -536,10 +548,12 @@ static int symlink_block(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
 	return ret;
 }
 
-/* mknod, mkdir and symlink: a new inode of @mode named @name in @dir. */
-static int create(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
-                  uid_t uid, gid_t gid, const char *target, struct stat *st)
+/* mknod, mkdir and symlink: a new inode @ni (type checked) named @name in @dir. */
+static int create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+                  struct stat *st)
 {
+	const char *target = ni->target;
+	mode_t mode = ni->mode;
 	struct mfs_ino *dp, *ip = NULL;
 	struct mfs_txn *txn;
 	uint64_t key;
@@ -583,13 +597,13 @@ again:
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		goto unlock;
-	ret = mfs_inode_new(fs, txn, mode, uid, gid, &ip);
+	ret = mfs_inode_new(fs, txn, mode, ni->uid, ni->gid, &ip);
 	short_of = MFS_SPACE_META; /* the inode, or below the directory's tree */
 	if (ret)
 		goto end;
 	now = ip->di.ctime_ns;
 	if (S_ISCHR(mode) || S_ISBLK(mode))
-		ip->di.rdev = (uint32_t)rdev;
+		ip->di.rdev = (uint32_t)ni->rdev;
 	if (S_ISDIR(mode))
 		ip->di.parent = dp->ino;
 	if (target) {
@@ -605,6 +619,8 @@ again:
 		}
 	}
 	if (!ret)
+		ret = mfs_acl_inherit(fs, txn, dp, ip, ni->umask); /* mode and ACLs (acl.h) */
+	if (!ret)
 		ret = mfs_inode_write(fs, txn, ip);
 	if (!ret)
 		ret = dir_insert(fs, txn, dp, key, ip, name, len);
@@ -612,6 +628,8 @@ again:
 		/* give back what this operation took, in the same transaction */
 		if (target && !(ip->di.iflags & MFS_IFL_INLINE_DATA) && ip->di.nr_inline)
 			mfs_free_data(fs, txn, ip->di.u.ext[0].pblk, 1);
+		if (ip->di.xattr_root)
+			mfs_xattr_release(fs, txn, ip);
 		mfs_inode_discard(fs, txn, ip);
 		ip = NULL;
 		goto end;
@@ -645,37 +663,58 @@ unlock:
 	return ret;
 }
 
-int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,
-              gid_t gid, struct stat *st)
+int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+               struct stat *st)
 {
-	switch (mode & S_IFMT) {
-	case 0:
-		mode |= S_IFREG;
-		break;
+	struct mfs_new_inode n = *ni;
+
+	switch (n.mode & S_IFMT) {
 	case S_IFREG:
+	case S_IFDIR:
 	case S_IFIFO:
 	case S_IFSOCK:
 	case S_IFCHR:
 	case S_IFBLK:
+		n.target = NULL;
+		break;
+	case S_IFLNK:
+		if (!n.target)
+			return -EINVAL;
+		n.mode = S_IFLNK | 0777;
 		break;
 	default:
 		return -EINVAL;
 	}
-	return create(fs, dir, name, (mode & S_IFMT) | (mode & 07777), rdev, uid, gid, NULL, st);
+	n.mode &= S_IFMT | 07777;
+	return create(fs, dir, name, &n, st);
+}
+
+int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,
+              gid_t gid, struct stat *st)
+{
+	struct mfs_new_inode ni = {.mode = mode, .rdev = rdev, .uid = uid, .gid = gid};
+
+	if ((mode & S_IFMT) == 0)
+		ni.mode |= S_IFREG;
+	else if (S_ISDIR(mode) || S_ISLNK(mode))
+		return -EINVAL;
+	return mfs_create(fs, dir, name, &ni, st);
 }
 
 int mfs_mkdir(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
               struct stat *st)
 {
-	return create(fs, dir, name, S_IFDIR | (mode & 07777), 0, uid, gid, NULL, st);
+	struct mfs_new_inode ni = {.mode = S_IFDIR | (mode & 07777), .uid = uid, .gid = gid};
+
+	return mfs_create(fs, dir, name, &ni, st);
 }
 
 int mfs_symlink(struct mfs *fs, uint64_t dir, const char *name, const char *target, uid_t uid,
                 gid_t gid, struct stat *st)
 {
-	if (!target)
-		return -EINVAL;
-	return create(fs, dir, name, S_IFLNK | 0777, 0, uid, gid, target, st);
+	struct mfs_new_inode ni = {.mode = S_IFLNK, .uid = uid, .gid = gid, .target = target};
+
+	return mfs_create(fs, dir, name, &ni, st);
 }
 
 ssize_t mfs_readlink(struct mfs *fs, uint64_t ino, char *buf, size_t size)

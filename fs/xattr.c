@@ -16,7 +16,11 @@
  * otherwise); a value above XATTR_SIZE_MAX (65536) is -E2BIG, one that does
  * not fit a B+tree value (4 + name + value > MFS_BT_MAX_VALUE) is -ENOSPC.
  *
- * Locking: ip->lock shared for get and list, exclusive for set and remove.
+ * system.posix_acl_access and system.posix_acl_default are POSIX ACLs: their
+ * values are validated and they keep the mode in step (acl.c).
+ *
+ * Locking: ip->lock shared for get and list, exclusive for set and remove;
+ * the _locked variants (mfs_int.h) leave it and the transaction to the caller.
  */
 #include <endian.h>
 #include <errno.h>
@@ -26,7 +30,8 @@
 #include <time.h>
 #include <xxhash.h>
 
-#include "mfs_ops.h"
+#include "acl.h"
+#include "mfs_int.h"
 
 #define XATTR_NAME_MAX_LEN 255u
 #define XATTR_VALUE_MAX    65536u /* XATTR_SIZE_MAX */
@@ -260,53 +265,46 @@ static void touch_ctime(struct mfs_ino *ip)
 	        (int64_t)htole64((uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
 }
 
-int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
-                 int flags)
+/* The checks of a set: 0 or -errno; *name_len gets the name's length. */
+static int set_check(const char *name, const void *value, size_t size, size_t *name_len)
 {
-	uint8_t rec[MFS_BT_MAX_VALUE];
-	struct mfs_inode newdi;
-	struct mfs_btree bt;
-	struct mfs_txn *txn;
-	struct mfs_ino *ip;
-	struct xloc loc;
-	uint64_t slot = 0;
-	size_t name_len = 0, reclen;
-	unsigned retries = 0;
-	bool exists, tree = false;
-	int ret, err;
+	int ret = check_name(name, name_len);
 
-	ret = check_name(name, &name_len);
 	if (ret)
 		return ret;
-	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-		return -EINVAL;
 	if (size > XATTR_VALUE_MAX)
 		return -E2BIG;
 	if (size && !value)
 		return -EINVAL;
-	reclen = XHDR + name_len + size;
-	if (reclen > MFS_BT_MAX_VALUE)
+	if (XHDR + *name_len + size > MFS_BT_MAX_VALUE)
 		return -ENOSPC;
-again:
-	ret = mfs_iget(fs, ino, &ip);
+	return 0;
+}
+
+int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const char *name,
+                         const void *value, size_t size, int flags)
+{
+	uint8_t rec[MFS_BT_MAX_VALUE];
+	struct mfs_inode newdi;
+	struct mfs_btree bt;
+	struct xloc loc;
+	uint64_t slot = 0;
+	size_t name_len = 0, reclen;
+	bool exists;
+	int ret;
+
+	ret = set_check(name, value, size, &name_len);
 	if (ret)
 		return ret;
-	pthread_rwlock_wrlock(&ip->lock);
+	reclen = XHDR + name_len + size;
 	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, &slot);
 	if (ret && ret != -ENODATA)
-		goto unlock;
+		return ret;
 	exists = ret == 0;
-	if (exists && (flags & XATTR_CREATE)) {
-		ret = -EEXIST;
-		goto unlock;
-	}
-	if (!exists && (flags & XATTR_REPLACE)) {
-		ret = -ENODATA;
-		goto unlock;
-	}
-	ret = mfs_txn_begin(fs, &txn);
-	if (ret)
-		goto unlock;
+	if (exists && (flags & XATTR_CREATE))
+		return -EEXIST;
+	if (!exists && (flags & XATTR_REPLACE))
+		return -ENODATA;
 
 	/* build the new inode image; the tree changes first, the inode copy last */
 	newdi = ip->di;
@@ -319,6 +317,7 @@ again:
 
 		memcpy(newdi.inline_xattr + used, rec, reclen);
 		newdi.inline_xattr_len = htole16((uint16_t)(used + reclen));
+		ret = 0;
 		if (exists && !loc.inline_)
 			ret = mfs_bt_delete(fs, txn, &bt, loc.key);
 	} else if (exists && !loc.inline_) {
@@ -328,12 +327,46 @@ again:
 	}
 	newdi.xattr_root = htole64(bt.root);
 	newdi.xattr_depth = htole16(bt.depth);
-	if (!ret) {
+	if (!ret)
 		ip->di = newdi;
-		touch_ctime(ip);
-	} else {
+	else
 		xtree_store(ip, &bt); /* a failed tree op leaves the tree as it was */
-	}
+	return ret;
+}
+
+int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
+                 int flags)
+{
+	struct mfs_txn *txn;
+	struct mfs_ino *ip;
+	size_t name_len = 0;
+	unsigned retries = 0;
+	bool tree = false;
+	int ret, err, type;
+
+	ret = set_check(name, value, size, &name_len);
+	if (ret)
+		return ret;
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE | MFS_XATTR_KILL_SGID))
+		return -EINVAL;
+	type = mfs_acl_type(name);
+	if (type && mfs_acl_valid(value, size))
+		return -EINVAL;
+again:
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		goto unlock;
+	if (type)
+		ret = mfs_acl_set(fs, txn, ip, type, value, size, flags & ~MFS_XATTR_KILL_SGID,
+		                  flags & MFS_XATTR_KILL_SGID);
+	else
+		ret = mfs_xattr_set_locked(fs, txn, ip, name, value, size, flags);
+	if (!ret)
+		touch_ctime(ip);
 	err = mfs_inode_write(fs, txn, ip);
 	if (!ret)
 		ret = err;
@@ -353,11 +386,34 @@ unlock:
 	return ret;
 }
 
-ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size)
+ssize_t mfs_xattr_get_locked(struct mfs *fs, struct mfs_ino *ip, const char *name, void *value,
+                             size_t size)
 {
 	uint8_t rec[MFS_BT_MAX_VALUE];
-	struct mfs_ino *ip;
 	struct xloc loc;
+	size_t name_len = 0;
+	ssize_t ret;
+
+	ret = check_name(name, &name_len);
+	if (ret)
+		return ret == -EINVAL ? -ENODATA : ret;
+	ret = xattr_find(fs, ip, name, name_len, &loc, rec, NULL);
+	if (ret)
+		return ret;
+	if (size == 0 || !value)
+		return loc.value_len; /* a size query */
+	if (size < loc.value_len)
+		return -ERANGE;
+	if (loc.inline_)
+		memcpy(value, ip->di.inline_xattr + loc.off + XHDR + name_len, loc.value_len);
+	else
+		memcpy(value, rec + XHDR + name_len, loc.value_len);
+	return loc.value_len;
+}
+
+ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size)
+{
+	struct mfs_ino *ip;
 	size_t name_len = 0;
 	ssize_t ret;
 
@@ -368,21 +424,7 @@ ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value
 	if (ret)
 		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
-	ret = xattr_find(fs, ip, name, name_len, &loc, rec, NULL);
-	if (ret)
-		goto out;
-	ret = loc.value_len;
-	if (size == 0 || !value)
-		goto out; /* a size query */
-	if (size < loc.value_len) {
-		ret = -ERANGE;
-		goto out;
-	}
-	if (loc.inline_)
-		memcpy(value, ip->di.inline_xattr + loc.off + XHDR + name_len, loc.value_len);
-	else
-		memcpy(value, rec + XHDR + name_len, loc.value_len);
-out:
+	ret = mfs_xattr_get_locked(fs, ip, name, value, size);
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return ret;
@@ -452,9 +494,32 @@ ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
 	return ret;
 }
 
-int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
+int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
+                            const char *name)
 {
 	struct mfs_btree bt;
+	struct xloc loc;
+	size_t name_len = 0;
+	int ret;
+
+	ret = check_name(name, &name_len);
+	if (ret)
+		return ret == -EINVAL ? -ENODATA : ret;
+	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, NULL);
+	if (ret)
+		return ret;
+	if (loc.inline_) {
+		inline_remove(&ip->di, loc.off, loc.len);
+		return 0;
+	}
+	bt = xtree(ip);
+	ret = mfs_bt_delete(fs, txn, &bt, loc.key);
+	xtree_store(ip, &bt);
+	return ret;
+}
+
+int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
+{
 	struct mfs_txn *txn;
 	struct mfs_ino *ip;
 	struct xloc loc;
@@ -468,19 +533,14 @@ int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
+	/* absent: nothing to write, no transaction */
 	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, NULL);
 	if (ret)
 		goto unlock;
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		goto unlock;
-	if (loc.inline_) {
-		inline_remove(&ip->di, loc.off, loc.len);
-	} else {
-		bt = xtree(ip);
-		ret = mfs_bt_delete(fs, txn, &bt, loc.key);
-		xtree_store(ip, &bt);
-	}
+	ret = mfs_xattr_remove_locked(fs, txn, ip, name);
 	if (!ret)
 		touch_ctime(ip);
 	err = mfs_inode_write(fs, txn, ip);
