@@ -312,7 +312,7 @@ syslog)
 	# and -o debug traces requests there at priority debug.  A private mount
 	# namespace gets a /dev of its own whose /dev/log is a datagram socket
 	# read by this test (this machine need not run a syslog daemon).
-	command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+	command -v python3 >/dev/null || skip "no python3"
 	mkfs
 	cat >"$WORK/inner.sh" <<-'EOF'
 		set -u
@@ -521,7 +521,7 @@ umount-elsewhere)
 		fail() { echo "FAIL (umount-elsewhere): $*" >&2; exit 1; }
 		trap 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "${SPID:-}" ] && kill $SPID' EXIT
 		if [ -z "$(ls -A /sys/fs/fuse/connections 2>/dev/null)" ]; then
-			mount -t fusectl none /sys/fs/fuse/connections || exit 77
+			mount -t fusectl none /sys/fs/fuse/connections || { echo "no fusectl" >&2; exit 77; }
 		fi
 		mkdir -p /run/mount && mount -t tmpfs tmpfs /run/mount || fail "tmpfs on /run/mount"
 		timeout 20 "$MENDFS" "$IMG" "$MNT" || fail "mendfs"
