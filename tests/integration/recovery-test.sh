@@ -26,8 +26,9 @@
 #            (injected online, or a line of the emulation file) loses its whole
 #            4 KiB block: badranges, plain and recovery reads, mendctl recover; a
 #            partial overwrite -> EIO, a recovery write zeroes the lost bytes, a
-#            whole-block overwrite clears; truncate into it -> EIO; zeroinit of a
-#            partial unit: EIO if poisoned, in place if clean.  Skip (77) when no
+#            whole-block overwrite clears; growing from inside it and punching part
+#            of it -> EIO; zeroinit of a partial unit: EIO if poisoned, in place if
+#            clean.  Skip (77) when no
 #            loop device can be made (FAIL under MENDFS_TEST_STRICT=1)
 #   meta     metadata self-healing: one copy of an inode table block, a directory
 #            tree block, an extent tree block, an xattr tree block and two journal
@@ -504,9 +505,14 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	grep -q 'Input/output error' <<<"$out" || fail "zeroinit of part of a poisoned unit: $out"
 	mendctl zeroinit "$MNT/f" 45056 4096 || fail "mendctl zeroinit (whole unit)"
 	mendctl zeroinit "$MNT/f" 4608 1024 || fail "mendctl zeroinit (part of a clean unit)"
+	# fallocate: punching part of a poisoned block -> EIO; zeroing it whole clears it
+	mendctl inject "$MNT" $((S + 12 * 8 + 4)) 1 || fail "mendctl inject block 12"
+	out=$(fallocate -p -o 50176 -l 1024 "$MNT/f" 2>&1) && fail "punching part of a poisoned block succeeded"
+	grep -q 'Input/output error' <<<"$out" || fail "punching part of a poisoned block: $out"
+	fallocate -z -o 49152 -l 4096 "$MNT/f" || fail "fallocate -z of a poisoned block"
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[]}' ] || fail "badranges after zeroinit: $out"
-	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 45056 4096
+	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 45056 8192
 	# truncate into a poisoned block: shrinking drops the tail (nothing is
 	# zeroed); growing again must zero past the old EOF inside the lost unit: EIO
 	mendctl inject "$MNT" $((S + 9 * 8 + 1)) 1 || fail "mendctl inject block 9"
