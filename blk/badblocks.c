@@ -112,6 +112,7 @@ void blk_bb_init(struct blk_badblocks *bb)
 	atomic_init(&bb->hi, 0);
 	bb->ranges = NULL;
 	bb->cap = 0;
+	bb->unit = 1;
 	/*
 	 * Poison changes are rare and must not wait behind a steady stream of
 	 * lookups from every submitting thread: prefer writers.
@@ -131,6 +132,48 @@ void blk_bb_destroy(struct blk_badblocks *bb)
 	atomic_store_explicit(&bb->nr, 0, memory_order_release);
 }
 
+/* Widen [*sector, *end) to whole units of poison (an end that would overflow saturates). */
+static inline void bb_round(uint32_t unit, uint64_t *sector, uint64_t *end)
+{
+	uint64_t m = (uint64_t)unit - 1;
+
+	if (likely(unit <= 1))
+		return;
+	*sector &= ~m;
+	*end = *end > UINT64_MAX - m ? UINT64_MAX : (*end + m) & ~m;
+}
+
+/*
+ * Set the unit of poison to @unit sectors (a power of two) and widen the
+ * ranges already in the table to it.  Called at open, before any I/O.
+ */
+void blk_bb_set_unit(struct blk_badblocks *bb, uint32_t unit)
+{
+	uint32_t n, i, out = 0;
+
+	if (!unit || (unit & (unit - 1)))
+		return;
+	pthread_rwlock_wrlock(&bb->lock);
+	bb->unit = unit;
+	n = __bb_nr(bb);
+	for (i = 0; i < n; i++) {
+		uint64_t s = bb->ranges[i].sector, e = bb_end(&bb->ranges[i]);
+
+		bb_round(unit, &s, &e);
+		if (out && bb_end(&bb->ranges[out - 1]) >= s) {
+			if (e > bb_end(&bb->ranges[out - 1]))
+				bb->ranges[out - 1].nr = e - bb->ranges[out - 1].sector;
+			continue;
+		}
+		bb->ranges[out].sector = s;
+		bb->ranges[out].nr = e - s;
+		out++;
+	}
+	if (n)
+		__bb_publish(bb, out);
+	pthread_rwlock_unlock(&bb->lock);
+}
+
 int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 {
 	uint64_t end = sector + nr;
@@ -143,6 +186,8 @@ int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 		return -EINVAL;
 
 	pthread_rwlock_wrlock(&bb->lock);
+	bb_round(bb->unit, &sector, &end);
+	nr = end - sector;
 	n = __bb_nr(bb);
 	/* ranges [i, j) overlap or touch [sector, end): they all merge into one */
 	i = sector ? __bb_first_end_after(bb, n, sector - 1) : 0;
@@ -184,6 +229,7 @@ int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 		return -EINVAL;
 
 	pthread_rwlock_wrlock(&bb->lock);
+	bb_round(bb->unit, &sector, &end);
 	n = __bb_nr(bb);
 	/* ranges [i, j) intersect [sector, end) */
 	i = __bb_first_end_after(bb, n, sector);
@@ -557,6 +603,12 @@ int blk_bb_file_load(struct blk_badblocks *bb, const char *path, uint64_t nr_sec
 				goto out;
 			}
 			vec = grown;
+		}
+		if (bb->unit > 1) {
+			uint64_t e = bb_end(&r);
+
+			bb_round(bb->unit, &r.sector, &e);
+			r.nr = e - r.sector;
 		}
 		vec[nvec++] = r;
 	}

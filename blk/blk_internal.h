@@ -196,6 +196,12 @@ struct blk_badblocks {
 	pthread_rwlock_t lock;
 	struct blk_range *ranges;
 	uint32_t cap;
+	/*
+	 * Sectors per unit of poison (a power of two; 1 until blk_bb_set_unit):
+	 * every range is widened to whole units, as a device cannot lose less
+	 * than its logical block.
+	 */
+	uint32_t unit;
 };
 
 static inline bool blk_bb_empty(struct blk_badblocks *bb)
@@ -204,6 +210,7 @@ static inline bool blk_bb_empty(struct blk_badblocks *bb)
 }
 void blk_bb_init(struct blk_badblocks *bb);
 void blk_bb_destroy(struct blk_badblocks *bb);
+void blk_bb_set_unit(struct blk_badblocks *bb, uint32_t unit);
 int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 /* True if [sector, sector + nr) holds poison; *first is the first poisoned sector. */

@@ -1293,6 +1293,9 @@ static int blk_dev_load_poison(struct blk_dev *dev, const struct blk_dev_config 
 	struct stat st;
 	int ret = 0, fd;
 
+	/* the unit of poison is the logical block: a device cannot lose less */
+	if (!dev->byte_granular)
+		blk_bb_set_unit(&dev->bb, ((uint32_t)dev->lbs_mask + 1) >> BLK_SECTOR_SHIFT);
 	if (cfg->flags & BLK_CFG_NO_POISON)
 		return 0;
 	if (cfg->badblocks_path) {

@@ -14,7 +14,10 @@
  *    poisoned, never falsely clean); one covered in part fails the bio with
  *    BLK_STS_MEDIA, unless BLK_BIO_RECOVERY, which makes its lost bytes zeros.
  *
- * Granularity is the 512-byte sector.  Nothing here is on the fast path.
+ * Granularity is the 512-byte sector; on a device whose logical block is
+ * larger, the table holds whole logical blocks only (blk_bb_set_unit) and the
+ * core admits only whole-block bios, so these rules act on whole logical
+ * blocks there.  Nothing here is on the fast path.
  */
 #include <errno.h>
 #include <string.h>

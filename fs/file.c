@@ -840,16 +840,32 @@ static void *bounce_alloc(void)
 }
 
 /*
+ * The unit of poison on the device, in bytes: the 512-byte sector on pmem and
+ * on devices with 512-byte logical blocks, the logical block otherwise (a
+ * device cannot lose less, nor be written in less).  Asked only once poison
+ * was met.
+ */
+static unsigned poison_unit(struct mfs *fs)
+{
+	struct blk_dev_info info;
+
+	blk_dev_get_info(fs->dev, &info);
+	return info.logical_block_size > BLK_SECTOR_SIZE ? info.logical_block_size
+	                                                 : BLK_SECTOR_SIZE;
+}
+
+/*
  * Zero bytes [from, to) of device block @pblk in place: read-modify-write of
- * the block; if the read meets poison, whole sectors of the range are zeroed
- * with WRITE_ZEROES (which clears their poison) and only partial sectors are
- * read back, so -EIO means a partial sector of the range is poisoned.
+ * the block; if the read meets poison, whole units of poison (poison_unit())
+ * of the range are zeroed with WRITE_ZEROES (which clears their poison) and
+ * only partial units are read back, so -EIO means a partial unit of the range
+ * is poisoned.
  */
 static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned to)
 {
 	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
 	uint8_t *buf;
-	unsigned s;
+	unsigned u, g;
 	int ret;
 
 	if (from >= to)
@@ -865,22 +881,24 @@ static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned 
 	}
 	if (ret != -EIO)
 		goto out;
+	g = poison_unit(fs);
+	if (g > BS)
+		goto out; /* the block is part of one unit: its lost bytes stay lost (-EIO) */
 	ret = 0;
-	for (s = from / BLK_SECTOR_SIZE; s * BLK_SECTOR_SIZE < to && !ret; s++) {
-		unsigned a = s * BLK_SECTOR_SIZE, b = a + BLK_SECTOR_SIZE;
-		unsigned zf = from > a ? from : a, zt = to < b ? to : b;
+	for (u = from / g * g; u < to && !ret; u += g) {
+		unsigned zf = from > u ? from : u, zt = to < u + g ? to : u + g;
+		uint64_t us = sec + u / BLK_SECTOR_SIZE;
 		struct blk_bio bio;
 
-		if (zf == a && zt == b) {
-			blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, sec + s, NULL, BLK_SECTOR_SIZE,
-			             NULL, NULL);
+		if (zf == u && zt == u + g) {
+			blk_bio_init(&bio, BLK_OP_WRITE_ZEROES, us, NULL, g, NULL, NULL);
 			ret = blk_submit_bio_wait(fs->dev, &bio);
 			continue;
 		}
-		ret = blk_read(fs->dev, sec + s, buf, BLK_SECTOR_SIZE, 0);
+		ret = blk_read(fs->dev, us, buf, g, 0);
 		if (!ret) {
-			memset(buf + (zf - a), 0, zt - zf);
-			ret = blk_write(fs->dev, sec + s, buf, BLK_SECTOR_SIZE, 0);
+			memset(buf + (zf - u), 0, zt - zf);
+			ret = blk_write(fs->dev, us, buf, g, 0);
 		}
 	}
 out:
@@ -1155,33 +1173,36 @@ static struct wseg *seg_of(struct wseg *seg, unsigned nseg, uint64_t lblk)
 
 /*
  * Write bytes [from, to) of device block @pblk from @data when reading the
- * block met poison: only the sectors the range touches are written, through
- * the bounce block @buf.  A sector the range covers in part is read first;
- * if it is poisoned the write fails with -EIO before anything is written
- * (lost bytes are never replaced by zeros).  Whole sectors are overwritten
- * in place, which clears their poison.
+ * block met poison: only the units of poison (poison_unit()) the range
+ * touches are written, through the bounce block @buf.  A unit the range
+ * covers in part is read first; if it is poisoned the write fails with -EIO
+ * before anything is written (lost bytes are never replaced by zeros).
+ * Whole units are overwritten in place, which clears their poison.
  */
 static int write_sectors(struct mfs *fs, uint64_t pblk, uint8_t *buf, unsigned from, unsigned to,
                          const uint8_t *data)
 {
 	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
-	unsigned s0 = from / BLK_SECTOR_SIZE, s1 = (to + BLK_SECTOR_SIZE - 1) / BLK_SECTOR_SIZE;
+	unsigned g = poison_unit(fs), u0, u1;
 	int ret;
 
-	if (from % BLK_SECTOR_SIZE) {
-		ret = blk_read(fs->dev, sec + s0, buf + s0 * BLK_SECTOR_SIZE, BLK_SECTOR_SIZE, 0);
+	if (g > BS)
+		return -EIO; /* the block is part of one unit, which is poisoned */
+	u0 = from / g;
+	u1 = (to + g - 1) / g;
+	if (from % g) {
+		ret = blk_read(fs->dev, sec + u0 * (g / BLK_SECTOR_SIZE), buf + u0 * g, g, 0);
 		if (ret)
 			return ret;
 	}
-	if (to % BLK_SECTOR_SIZE && !(s1 - 1 == s0 && from % BLK_SECTOR_SIZE)) {
-		ret = blk_read(fs->dev, sec + s1 - 1, buf + (s1 - 1) * BLK_SECTOR_SIZE,
-		               BLK_SECTOR_SIZE, 0);
+	if (to % g && !(u1 - 1 == u0 && from % g)) {
+		ret = blk_read(fs->dev, sec + (u1 - 1) * (g / BLK_SECTOR_SIZE), buf + (u1 - 1) * g,
+		               g, 0);
 		if (ret)
 			return ret;
 	}
 	memcpy(buf + from, data, to - from);
-	return blk_write(fs->dev, sec + s0, buf + s0 * BLK_SECTOR_SIZE, (s1 - s0) * BLK_SECTOR_SIZE,
-	                 0);
+	return blk_write(fs->dev, sec + u0 * (g / BLK_SECTOR_SIZE), buf + u0 * g, (u1 - u0) * g, 0);
 }
 
 /* Why write_chunk() stopped a write: an error, or MFS_SPACE_DATA / MFS_SPACE_META (ENOSPC). */
@@ -1289,7 +1310,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 
 			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
 			if (ret == -EIO) {
-				/* poison in the block: go by sectors (ARCHITECTURE §4) */
+				/* poison in the block: go by units of poison (ARCHITECTURE §4) */
 				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
 				                    (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = true;

@@ -269,6 +269,68 @@ static int zero_sectors(struct mfs *fs, uint64_t sector, uint64_t nr)
 	return 0;
 }
 
+/*
+ * The unit of poison on the device, in bytes: the 512-byte sector on pmem and
+ * on devices with 512-byte logical blocks, the logical block otherwise.
+ */
+static unsigned poison_unit(struct mfs *fs)
+{
+	struct blk_dev_info info;
+
+	blk_dev_get_info(fs->dev, &info);
+	return info.logical_block_size > 512 ? info.logical_block_size : 512;
+}
+
+/*
+ * Zero @n bytes at @off inside the unit of @g bytes at device byte @unit:
+ * read-modify-write; -EIO if the unit is poisoned (its other bytes are lost).
+ */
+static int zero_in_unit(struct mfs *fs, uint64_t unit, unsigned g, uint64_t off, uint64_t n)
+{
+	void *buf = NULL;
+	int ret;
+
+	if (posix_memalign(&buf, g > BS ? g : BS, g))
+		return -ENOMEM;
+	ret = blk_read(fs->dev, unit / 512, buf, g, 0);
+	if (!ret) {
+		memset((uint8_t *)buf + off, 0, n);
+		ret = blk_write(fs->dev, unit / 512, buf, g, 0);
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * Zero device bytes [pos, pos + len) (both multiples of 512): whole units of
+ * @g bytes with WRITE_ZEROES, which clears their poison; a unit covered in
+ * part by read-modify-write, so -EIO if it is poisoned.
+ */
+static int zero_dev_range(struct mfs *fs, uint64_t pos, uint64_t len, unsigned g)
+{
+	uint64_t m = g - 1, whole;
+	int ret;
+
+	if (pos & m) {
+		uint64_t u = pos & ~m, n = u + g - pos < len ? u + g - pos : len;
+
+		ret = zero_in_unit(fs, u, g, pos - u, n);
+		if (ret)
+			return ret;
+		pos += n;
+		len -= n;
+	}
+	whole = len & ~m;
+	if (whole) {
+		ret = zero_sectors(fs, pos / 512, whole / 512);
+		if (ret)
+			return ret;
+		pos += whole;
+		len -= whole;
+	}
+	return len ? zero_in_unit(fs, pos, g, 0, len) : 0;
+}
+
 /* mtime and ctime to now, like a write (caller holds ip->lock for writing). */
 static int touch(struct mfs *fs, struct mfs_ino *ip)
 {
@@ -293,6 +355,7 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 {
 	struct mfs_ino *ip;
 	uint64_t size, end, pos;
+	unsigned g;
 	int ret;
 
 	if (off % 512 || len % 512 || !len || off + len < off)
@@ -302,9 +365,15 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
+	g = poison_unit(fs);
+	if (g > BS) {
+		mfs_iput(fs, ip);
+		return -EINVAL; /* a unit of poison larger than a block: not supported */
+	}
 	pthread_rwlock_wrlock(&ip->lock);
-	size = (isize(ip) + 511) / 512 * 512; /* the tail sector: zeros past EOF anyway */
-	end = off + len < size ? off + len : size;
+	/* the tail unit: zeros past EOF anyway (a unit never spans two blocks) */
+	size = (isize(ip) + g - 1) / g * g;
+	end = off + len < isize(ip) ? off + len : size;
 	for (pos = off; pos < end;) {
 		uint64_t lblk = pos / BS, pblk, count, to;
 		bool unwritten;
@@ -314,8 +383,7 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 			break;
 		to = (lblk + count) * BS < end ? (lblk + count) * BS : end;
 		if (pblk && !unwritten) {
-			ret = zero_sectors(fs, pblk * SPB + (pos - lblk * BS) / 512,
-			                   (to - pos) / 512);
+			ret = zero_dev_range(fs, pblk * BS + (pos - lblk * BS), to - pos, g);
 			if (ret)
 				break;
 		}
@@ -329,10 +397,10 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 }
 
 /*
- * Zero-init the sector of file byte @pos when it sits on a written block and
- * is poisoned (caller holds ip->lock for writing).
+ * Zero-init the unit of poison (@g bytes) of file byte @pos when it sits on a
+ * written block and is poisoned (caller holds ip->lock for writing).
  */
-static int zero_poisoned_sector(struct mfs *fs, struct mfs_ino *ip, uint64_t pos)
+static int zero_poisoned_unit(struct mfs *fs, struct mfs_ino *ip, uint64_t pos, unsigned g)
 {
 	uint64_t lblk = pos / BS, pblk, count, sector;
 	struct blk_range r;
@@ -342,16 +410,17 @@ static int zero_poisoned_sector(struct mfs *fs, struct mfs_ino *ip, uint64_t pos
 	ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
 	if (ret || !pblk || unwritten)
 		return ret;
-	sector = pblk * SPB + (pos - lblk * BS) / 512;
-	if (!blk_poison_lookup(fs->dev, sector, 1, &r, 1, NULL))
+	sector = pblk * SPB + (pos - lblk * BS) / g * (g / 512);
+	if (!blk_poison_lookup(fs->dev, sector, g / 512, &r, 1, NULL))
 		return 0;
-	return zero_sectors(fs, sector, 1);
+	return zero_sectors(fs, sector, g / 512);
 }
 
 ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
 {
 	uint64_t end = off + len;
 	struct mfs_ino *ip;
+	unsigned g;
 	int ret = 0;
 
 	if (!len || off > (uint64_t)INT64_MAX - len)
@@ -361,11 +430,16 @@ ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t
 	ret = mfs_file_get(fs, ino, &ip);
 	if (ret)
 		return ret;
+	g = poison_unit(fs);
+	if (g > BS) {
+		mfs_iput(fs, ip);
+		return -EINVAL; /* a unit of poison larger than a block: not supported */
+	}
 	pthread_rwlock_wrlock(&ip->lock);
-	if (off % 512)
-		ret = zero_poisoned_sector(fs, ip, off);
-	if (!ret && end % 512 && !(off % 512 && (end - 1) / 512 == off / 512))
-		ret = zero_poisoned_sector(fs, ip, end - 1);
+	if (off % g)
+		ret = zero_poisoned_unit(fs, ip, off, g);
+	if (!ret && end % g && !(off % g && (end - 1) / g == off / g))
+		ret = zero_poisoned_unit(fs, ip, end - 1, g);
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	if (ret)

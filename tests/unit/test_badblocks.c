@@ -548,6 +548,42 @@ START_TEST(test_file_good)
 }
 END_TEST
 
+/* A unit of poison of 8 sectors (a 4 KiB logical block): every range is widened to it. */
+START_TEST(test_unit)
+{
+	struct blk_badblocks bb;
+	char path[256], err[256] = "";
+
+	blk_bb_init(&bb);
+	ck_assert_int_eq(blk_bb_add(&bb, 3, 1), 0);
+	ck_assert_int_eq(blk_bb_add(&bb, 21, 2), 0);
+	blk_bb_set_unit(&bb, 8); /* widens what is there: [0, 8), [16, 24) */
+	EXPECT(&bb, R(0, 8), R(16, 8));
+	ck_assert_int_eq(blk_bb_add(&bb, 43, 1), 0); /* one sector: its whole unit */
+	ck_assert_int_eq(blk_bb_add(&bb, 62, 3), 0); /* across a boundary: two units */
+	EXPECT(&bb, R(0, 8), R(16, 8), R(40, 8), R(56, 16));
+	ck_assert_int_eq(blk_bb_clear(&bb, 17, 1), 0); /* part of a unit clears it whole */
+	EXPECT(&bb, R(0, 8), R(40, 8), R(56, 16));
+	ck_assert_int_eq(blk_bb_add(&bb, UINT64_MAX - 3, 3), 0); /* saturates at the end */
+	EXPECT(&bb, R(0, 8), R(40, 8), R(56, 16), R(UINT64_MAX - 7, 7));
+	ck_assert_int_eq(blk_bb_clear(&bb, 0, UINT64_MAX), 0);
+	expect_table(&bb, NULL, 0);
+	blk_bb_set_unit(&bb, 3); /* not a power of two: ignored */
+	ck_assert_int_eq(blk_bb_add(&bb, 9, 1), 0);
+	EXPECT(&bb, R(8, 8));
+	blk_bb_destroy(&bb);
+
+	/* the emulation file's ranges too, within a device of 1024 sectors */
+	tmp_path(path, sizeof(path), "unit.badblocks");
+	write_str(path, "5 1\n1017 1\n100 20\n");
+	blk_bb_init(&bb);
+	blk_bb_set_unit(&bb, 8);
+	ck_assert_int_eq(blk_bb_file_load(&bb, path, 1024, err, sizeof(err)), 0);
+	EXPECT(&bb, R(0, 8), R(96, 24), R(1016, 8));
+	blk_bb_destroy(&bb);
+}
+END_TEST
+
 struct bad_case {
 	const char *text;
 	size_t len; /* 0: strlen(text) */
@@ -997,6 +1033,7 @@ static Suite *badblocks_suite(void)
 	tc = tcase_create("files");
 	tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);
 	tcase_add_test(tc, test_file_good);
+	tcase_add_test(tc, test_unit);
 	tcase_add_loop_test(tc, test_file_bad_line, 0,
 	                    (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_test(tc, test_file_missing_and_unreadable);
