@@ -223,8 +223,13 @@ int mfsd_utab_unregister(const char *source, const char *target)
 	if (geteuid() != 0 || !utab_has(source, target))
 		return 0;
 	key = utab_key(source, target);
-	if (!key || asprintf(&lock, "%s.lock", path) < 0 || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
-		lock = tmp = NULL;
+	if (!key || asprintf(&lock, "%s.lock", path) < 0) {
+		lock = NULL; /* asprintf leaves it undefined on failure */
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+		tmp = NULL; /* lock is freed at out */
 		ret = -ENOMEM;
 		goto out;
 	}
