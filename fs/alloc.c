@@ -1021,14 +1021,18 @@ int mfs_alloc_init(struct mfs *fs)
 	uint64_t meta_start = sb64(fs->sb.meta_start);
 	/* the counters of a cleanly unmounted filesystem are exact; else they are recounted */
 	bool clean = (fs->sb.state & (MFS_STATE_CLEAN | MFS_STATE_ERROR)) == MFS_STATE_CLEAN;
+	pthread_condattr_t cattr;
 	int ret;
 
 	if (!a)
 		return -ENOMEM;
 	a->rnd = 0x9e3779b9u;
 	pthread_mutex_init(&fs->alloc_lock, NULL);
-	pthread_cond_init(&fs->space_cond, NULL);
-	fs->space_freeing = 0;
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC); /* space.c waits with a timeout */
+	pthread_cond_init(&fs->space_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+	fs->space_freeing = fs->space_unlinked = 0;
 	pthread_mutex_init(&a->qlock, NULL);
 	fs->alloc = a;
 

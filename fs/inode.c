@@ -256,6 +256,8 @@ int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
 	pthread_mutex_unlock(&fs->icache_lock);
 	if (fresh)
 		ino_free(fresh);
+	else if (ip->unlinked)
+		mfs_space_unlinked(fs); /* an orphan loaded: freed at its last reference */
 	if (!ip)
 		return -ENOENT;
 	*ipp = ip;
@@ -471,8 +473,8 @@ static void evict(struct mfs *fs, struct mfs_ino *ip)
 {
 	int ret;
 
+	mfs_space_freeing_begin(fs); /* an allocation short of space waits for it */
 	if (!fs->read_only && ip->di.mode) {
-		mfs_space_freeing_begin(fs); /* an allocation short of space waits for it */
 		pthread_rwlock_wrlock(&ip->lock);
 		ret = free_steps(fs, ip);
 		if (ret)
@@ -480,8 +482,8 @@ static void evict(struct mfs *fs, struct mfs_ino *ip)
 			        "mendfs: inode %llu stays an orphan until the next mount: %s\n",
 			        (unsigned long long)ip->ino, strerror(-ret));
 		pthread_rwlock_unlock(&ip->lock);
-		mfs_space_freeing_end(fs);
 	}
+	mfs_space_freeing_end(fs);
 	pthread_mutex_lock(&fs->icache_lock);
 	__iremove(fs, ip);
 	pthread_mutex_unlock(&fs->icache_lock);

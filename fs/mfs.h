@@ -94,7 +94,8 @@ struct mfs {
 	/* allocators (alloc.c) */
 	pthread_mutex_t alloc_lock;
 	void *alloc; /* alloc.c private */
-	/* unlinked inodes being freed (space.c), under alloc_lock */
+	/* unlinked inodes not yet evicted and those being freed (space.c), under alloc_lock */
+	unsigned space_unlinked;
 	unsigned space_freeing;
 	uint64_t space_freed;      /* frees finished, ever */
 	pthread_cond_t space_cond; /* broadcast when one finishes */
@@ -264,7 +265,9 @@ void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
  * again: @what says what it was short of (MFS_SPACE_DATA: data blocks, whose
  * frees come back at their commit; MFS_SPACE_META: meta blocks or inodes,
  * whose frees come back at once).  It waits for an unlinked inode being freed
- * (mfs_space_freeing_begin/end, around the eviction), commits when data frees
+ * (mfs_space_freeing_begin/end, around the eviction), for a short while for
+ * one still referenced (mfs_space_unlinked(), when nlink reaches 0: the
+ * kernel's RELEASE or FORGET may be on its way), commits when data frees
  * are pending, and says true when the retry may find space; false (give up
  * with -ENOSPC) when nothing is coming back, or after MFS_SPACE_RETRIES
  * retries (*retries counts them; reset it when the operation makes progress).
@@ -274,6 +277,7 @@ void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
 #define MFS_SPACE_META    2u
 #define MFS_SPACE_RETRIES 16u
 bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries);
+void mfs_space_unlinked(struct mfs *fs);
 void mfs_space_freeing_begin(struct mfs *fs);
 void mfs_space_freeing_end(struct mfs *fs);
 /*

@@ -354,6 +354,7 @@ static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, in
 	ip->di.ctime_ns = now;
 	if (ip->di.nlink == 0) {
 		ip->unlinked = true;
+		mfs_space_unlinked(fs);
 		pthread_mutex_lock(&fs->icache_lock);
 		alone = atomic_load(&ip->ref) == 1;
 		pthread_mutex_unlock(&fs->icache_lock);

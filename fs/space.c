@@ -9,16 +9,24 @@
  *     that transaction's commit is durable (alloc.c: pending frees of the
  *     running transaction, batches of a commit under way);
  *   - an unlinked inode is freed when its last reference goes (for the
- *     daemon: when the kernel forgets it, a moment after the unlink), and
- *     until that eviction has run its blocks, meta blocks and inode number
- *     are still in use.
+ *     daemon: when the kernel has released its last open file and forgotten
+ *     it, a moment after the close and the unlink), and until that eviction
+ *     has run its blocks, meta blocks and inode number are still in use.
  *
  * An allocation that meets -ENOSPC therefore does not fail at once, as ext4
  * does not (ext4_should_retry_alloc, jbd2's forced commit): its operation ends
  * its handle and calls mfs_space_retry(), which waits for an eviction under
  * way, commits when data frees are pending (mfs_txn_commit waits for a commit
  * already running first, then commits the running transaction), and tells the
- * operation to run again.  Only when nothing is pending, being freed or free
+ * operation to run again.  When nothing is pending or being freed but an
+ * unlinked inode is still referenced, it first waits a short while
+ * (MFS_SPACE_UNLINKED_WAIT_MS, on the first MFS_SPACE_UNLINKED_TRIES
+ * retries) for that inode to go: the kernel sends RELEASE in the background
+ * after close() has returned, so a file closed and unlinked just before may
+ * still be open here.  (With -o writeback that RELEASE queues behind the
+ * writeback WRITEs already queued, which may be the very writes waiting for
+ * its space; the wait then ends without it and they fail: the limit
+ * DESIGN.md §3 states.)  Only when nothing is pending, being freed or free
  * since does the operation fail with -ENOSPC.  The number of retries is
  * bounded (MFS_SPACE_RETRIES, counted per operation and reset by progress):
  * each retry follows a commit that gave blocks back or an eviction that
@@ -35,10 +43,23 @@
  * and setxattr let go of theirs all the same, so as not to hold a directory
  * while waiting.
  *
- * Locking: fs->alloc_lock protects space_freeing and space_freed;
- * space_cond is waited on with it.
+ * Locking: fs->alloc_lock protects space_unlinked, space_freeing and
+ * space_freed; space_cond (CLOCK_MONOTONIC) is waited on with it.
  */
+#include <errno.h>
+#include <time.h>
+
 #include "mfs.h"
+
+#define MFS_SPACE_UNLINKED_WAIT_MS 100
+#define MFS_SPACE_UNLINKED_TRIES   2
+
+void mfs_space_unlinked(struct mfs *fs)
+{
+	pthread_mutex_lock(&fs->alloc_lock);
+	fs->space_unlinked++;
+	pthread_mutex_unlock(&fs->alloc_lock);
+}
 
 void mfs_space_freeing_begin(struct mfs *fs)
 {
@@ -51,6 +72,7 @@ void mfs_space_freeing_end(struct mfs *fs)
 {
 	pthread_mutex_lock(&fs->alloc_lock);
 	fs->space_freeing--;
+	fs->space_unlinked--;
 	fs->space_freed++;
 	pthread_cond_broadcast(&fs->space_cond);
 	pthread_mutex_unlock(&fs->alloc_lock);
@@ -71,6 +93,33 @@ static bool wait_freeing(struct mfs *fs)
 	return done;
 }
 
+/* Wait a short while for an unlinked inode still referenced to be freed.  Returns whether one was. */
+static bool wait_unlinked(struct mfs *fs)
+{
+	struct timespec until;
+	uint64_t seen;
+	bool done;
+	int err = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += MFS_SPACE_UNLINKED_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&fs->alloc_lock);
+	seen = fs->space_freed;
+	while (fs->space_unlinked && fs->space_freed == seen && err != ETIMEDOUT)
+		err = pthread_cond_timedwait(&fs->space_cond, &fs->alloc_lock, &until);
+	done = fs->space_freed != seen;
+	pthread_mutex_unlock(&fs->alloc_lock);
+	return done;
+}
+
+/* Whether data blocks are coming back at a commit, or came back since the failure. */
+static bool data_pending(struct mfs *fs, unsigned what)
+{
+	return (what & MFS_SPACE_DATA) && mfs_alloc_data_state(fs) != MFS_SPACE_NONE;
+}
+
 bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries)
 {
 	bool freed, commit = false, again = false;
@@ -79,6 +128,8 @@ bool mfs_space_retry(struct mfs *fs, unsigned what, unsigned *retries)
 		return false;
 	/* an eviction frees inodes and meta blocks at once, data blocks at its commit */
 	freed = wait_freeing(fs);
+	if (!freed && *retries < MFS_SPACE_UNLINKED_TRIES && !data_pending(fs, what))
+		freed = wait_unlinked(fs);
 	if (what & MFS_SPACE_DATA) {
 		switch (mfs_alloc_data_state(fs)) {
 		case MFS_SPACE_PENDING:

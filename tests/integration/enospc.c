@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * enospc: ENOSPC only when the space is truly gone, on a live mendfs mount.
- * `enospc DIR [ROUNDS [MIB]]` runs inside DIR (the root of a fresh mount):
+ * `enospc DIR [ROUNDS [MIB [HELD]]]` runs inside DIR (the root of a fresh
+ * mount):
  *
  *   1. three threads at once, ROUNDS rounds each (default 15) of the first
  *      two: one writes a file of MIB MiB (default 80) with write() and
  *      fsync, closes and unlinks it; one fallocates MIB MiB, closes and
  *      unlinks; one makes directories with an xattr and a small file in
- *      each and removes them again.  At most 2 * MIB MiB plus a little are
- *      in use at any time, well under the free space (checked first): not
- *      one call may fail with ENOSPC.  Blocks an unlink frees become usable
+ *      each and removes them again.  At most HELD * MIB MiB plus a little
+ *      are in use at any time, under the free space (checked first): not
+ *      one call may fail with ENOSPC.  HELD is 2 (default) when the kernel
+ *      releases a closed file at once, 3 with -o writeback: there the
+ *      kernel's RELEASE of the preallocator's previous file, sent in the
+ *      background after close() returned, queues behind the writer's
+ *      writeback WRITEs, so that file's space stays in use meanwhile.  Blocks an unlink frees become usable
  *      only when the freeing transaction commits; a writer short of space
  *      must commit and retry rather than fail.
  *   2. a genuine fill: writing until the space runs out ends in ENOSPC (in
@@ -39,7 +44,7 @@
 #define MIB (1L << 20)
 
 static int failures, checks;
-static long rounds = 15, big_mib = 80;
+static long rounds = 15, big_mib = 80, held = 2;
 static atomic_bool meta_stop;
 
 #define CHECK(cond, ...)                                                                           \
@@ -243,15 +248,17 @@ int main(int argc, char **argv)
 	int i;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: enospc DIR [ROUNDS [MIB]]\n");
+		fprintf(stderr, "usage: enospc DIR [ROUNDS [MIB [HELD]]]\n");
 		return 1;
 	}
 	if (argc > 2)
 		rounds = atol(argv[2]);
 	if (argc > 3)
 		big_mib = atol(argv[3]);
-	if (rounds <= 0 || big_mib <= 0) {
-		fprintf(stderr, "enospc: ROUNDS and MIB must be positive\n");
+	if (argc > 4)
+		held = atol(argv[4]);
+	if (rounds <= 0 || big_mib <= 0 || held <= 0) {
+		fprintf(stderr, "enospc: ROUNDS, MIB and HELD must be positive\n");
 		return 1;
 	}
 	if (chdir(argv[1])) {
@@ -262,8 +269,8 @@ int main(int argc, char **argv)
 		perror("statvfs");
 		return 1;
 	}
-	/* two big files, the namespace loop's 16 directories and some slack */
-	need = (uint64_t)(2 * big_mib + 16) * MIB;
+	/* HELD big files, the namespace loop's 16 directories and some slack */
+	need = (uint64_t)(held * big_mib + 16) * MIB;
 	CHECK(sv0.f_bavail * sv0.f_frsize > need, "%llu MiB free, %llu MiB needed at most",
 	      (unsigned long long)(sv0.f_bavail * sv0.f_frsize / MIB),
 	      (unsigned long long)(need / MIB));
