@@ -93,7 +93,7 @@ static bool wait_freeing(struct mfs *fs)
 	return done;
 }
 
-/* Wait a short while for an unlinked inode still referenced to be freed.  Returns whether one was. */
+/* Wait a short while for a referenced unlinked inode to be freed; whether one was. */
 static bool wait_unlinked(struct mfs *fs)
 {
 	struct timespec until;

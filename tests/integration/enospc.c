@@ -14,9 +14,10 @@
  *      releases a closed file at once, 3 with -o writeback: there the
  *      kernel's RELEASE of the preallocator's previous file, sent in the
  *      background after close() returned, queues behind the writer's
- *      writeback WRITEs, so that file's space stays in use meanwhile.  Blocks an unlink frees become usable
- *      only when the freeing transaction commits; a writer short of space
- *      must commit and retry rather than fail.
+ *      writeback WRITEs, so that file's space stays in use meanwhile.
+ *      Blocks an unlink frees become usable only when the freeing
+ *      transaction commits; a writer short of space must commit and retry
+ *      rather than fail.
  *   2. a genuine fill: writing until the space runs out ends in ENOSPC (in
  *      bounded time; from fsync, every 16 MiB, when the kernel caches the
  *      writes: -o writeback), and so does a fallocate larger than what is
