@@ -21,12 +21,12 @@ static inline bool test_strict(void)
 	return s && !strcmp(s, "1");
 }
 
-#define cannot_run(...)                                                                      \
-	do {                                                                                 \
-		if (test_strict())                                                           \
-			ck_abort_msg("cannot run (MENDFS_TEST_STRICT=1): " __VA_ARGS__);     \
-		fprintf(stderr, "skipped: " __VA_ARGS__);                                    \
-		fputc('\n', stderr);                                                         \
+#define cannot_run(...)                                                                            \
+	do {                                                                                       \
+		if (test_strict())                                                                 \
+			ck_abort_msg("cannot run (MENDFS_TEST_STRICT=1): " __VA_ARGS__);           \
+		fprintf(stderr, "skipped: " __VA_ARGS__);                                          \
+		fputc('\n', stderr);                                                               \
 	} while (0)
 
 #endif
