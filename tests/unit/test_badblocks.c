@@ -22,6 +22,7 @@
 #include <sys/ioctl.h>
 
 #include "blk_internal.h"
+#include "cannot_run.h"
 
 #define R(s, n) ((struct blk_range){(s), (n)})
 
@@ -934,7 +935,7 @@ static char *run_line(const char *cmd, char *buf, size_t len)
 static bool can_use_loop(void)
 {
 	if (geteuid() != 0 || access("/dev/loop-control", F_OK) != 0) {
-		fprintf(stderr, "loop device test skipped: needs root and /dev/loop-control\n");
+		cannot_run("loop device test: needs root and /dev/loop-control");
 		return false;
 	}
 	return true;

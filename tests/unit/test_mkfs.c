@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cannot_run.h"
 #include "mfs_int.h"
 
 static char mkfs_path[PATH_MAX];
@@ -684,7 +685,7 @@ START_TEST(test_loop_device)
 	pclose(p);
 	loopdev[strcspn(loopdev, "\n")] = 0;
 	if (!loopdev[0]) {
-		fprintf(stderr, "test_loop_device: no loop device, skipped\n");
+		cannot_run("test_loop_device: losetup -f failed (no loop device)");
 		return;
 	}
 	snprintf(args, sizeof(args), "-L loop '%s'", loopdev);
