@@ -67,6 +67,7 @@
 
 #include "acl.h"
 #include "daemon_cred.h"
+#include "daemon_export.h"
 #include "daemon_io.h"
 #include "daemon_setup.h"
 #include "mendfs/ioctl.h"
@@ -477,7 +478,10 @@ static void mfsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int ret;
 
-	ret = mfs_lookup(d->fs, parent, name, &st);
+	if (mfsd_export_dots(name)) /* resolving a file handle */
+		ret = mfsd_export_lookup(d->fs, parent, name, &st);
+	else
+		ret = mfs_lookup(d->fs, parent, name, &st);
 	if (ret == -ENOENT) {
 		/* negative entry: every change goes through this kernel, so it may be cached */
 		memset(&e, 0, sizeof(e));
