@@ -13,6 +13,7 @@
  * a reference of their own (fi->fh).  An unlinked inode therefore lives while
  * the kernel knows it or a file is open on it, and the core frees it at the
  * last mfs_iput.  Numbers cannot be reused while the kernel knows them.
+ * LOOKUPs of "." and ".." resolve file handles (daemon_export.c).
  *
  * Start-up and errors: without -f the daemon forks first (before the device
  * is opened, because the core starts threads and fork keeps only one), and
