@@ -13,6 +13,7 @@
  * a reference of their own (fi->fh).  An unlinked inode therefore lives while
  * the kernel knows it or a file is open on it, and the core frees it at the
  * last mfs_iput.  Numbers cannot be reused while the kernel knows them.
+ * LOOKUPs of "." and ".." resolve file handles (daemon_export.c).
  *
  * Start-up and errors: without -f the daemon forks first (before the device
  * is opened, because the core starts threads and fork keeps only one), and
@@ -67,6 +68,7 @@
 
 #include "acl.h"
 #include "daemon_cred.h"
+#include "daemon_export.h"
 #include "daemon_io.h"
 #include "daemon_setup.h"
 #include "mendfs/ioctl.h"
@@ -477,7 +479,10 @@ static void mfsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int ret;
 
-	ret = mfs_lookup(d->fs, parent, name, &st);
+	if (mfsd_export_dots(name)) /* resolving a file handle */
+		ret = mfsd_export_lookup(d->fs, parent, name, &st);
+	else
+		ret = mfs_lookup(d->fs, parent, name, &st);
 	if (ret == -ENOENT) {
 		/* negative entry: every change goes through this kernel, so it may be cached */
 		memset(&e, 0, sizeof(e));

@@ -339,6 +339,9 @@ int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, g
 	pthread_mutex_unlock(&fs->icache_lock);
 	if (gen <= old.generation)
 		gen = old.generation + 1;
+	/* file handles carry the low 32 bits (the kernel's i_generation) */
+	if ((uint32_t)gen == (uint32_t)old.generation)
+		gen++;
 	ip->di.mode = (uint32_t)mode;
 	ip->di.nlink = 1;
 	ip->di.uid = (uint32_t)uid;

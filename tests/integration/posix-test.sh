@@ -16,6 +16,8 @@
 #   enospc-concurrent  on 256 MiB: writer, fallocate and namespace loops at
 #           once near full must never see ENOSPC ($ENOSPC, enospc.c), a genuine
 #           fill must; then fsck.mendfs -n ($FSCK_MENDFS) is clean
+#   fhandle file handles ($FHANDLE, fhandle.c): reopened after drop_caches
+#           and a remount, ESTALE only for deleted files and directories
 #   fsx     seeded random operations mirrored on /dev/shm for SECONDS
 #           (default 30; $FSX_SEED picks the seed), remounting at intervals
 #
@@ -186,6 +188,23 @@ enospc-concurrent)
 	rc=0
 	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck.out" 2>&1 || rc=$?
 	[ "$rc" = 0 ] || { cat "$WORK/fsck.out"; fail "fsck.mendfs -n after the run: exit $rc"; }
+	;;
+fhandle)
+	# file handles ($FHANDLE, fhandle.c) across drop_caches and a remount;
+	# 64 inodes, so that a freed inode number comes round again soon
+	[ -x "${FHANDLE:-}" ] || fail "FHANDLE not set or not executable"
+	mkfs 64M 64
+	mount_fs
+	rc=0
+	timeout 60 "$FHANDLE" make "$MNT" "$WORK/handles" >"$WORK/px.out" 2>&1 || rc=$?
+	[ "$rc" = 77 ] && { cat "$WORK/px.out"; [ "${MENDFS_TEST_STRICT:-0}" = 1 ] && exit 1; exit 77; }
+	[ "$rc" = 0 ] || { cat "$WORK/px.out"; fail "fhandle make"; }
+	tail -1 "$WORK/px.out"
+	remount
+	timeout 60 "$FHANDLE" check "$MNT" "$WORK/handles" >"$WORK/px.out" 2>&1 ||
+		{ cat "$WORK/px.out"; fail "fhandle check"; }
+	tail -1 "$WORK/px.out"
+	umount_fs
 	;;
 fsx)
 	secs=${2:-30}

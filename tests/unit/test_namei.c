@@ -897,6 +897,84 @@ START_TEST(test_enospc_inodes)
 }
 END_TEST
 
+/* The generation of inode @ino (0 if it cannot be read). */
+static uint64_t generation(uint64_t ino)
+{
+	struct mfs_ino *ip;
+	uint64_t gen;
+
+	if (mfs_iget(fs, ino, &ip))
+		return 0;
+	gen = ip->di.generation;
+	mfs_iput(fs, ip);
+	return gen;
+}
+
+/* Set the generation kept in free inode slot @ino, as a delete long ago would have left it. */
+static void slot_set_generation(uint64_t ino, uint64_t gen)
+{
+	uint64_t blk = fs->sb.inode_table_start + (ino - 1) / MFS_INODES_PER_BLOCK;
+	size_t off = sizeof(struct mfs_meta_hdr) +
+	             (size_t)((ino - 1) % MFS_INODES_PER_BLOCK) * MFS_INODE_SIZE;
+	struct mfs_inode *di;
+	struct mfs_txn *txn;
+	struct mfs_buf *b;
+
+	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+	ck_assert_int_eq(mfs_meta_read(fs, blk, MFS_T_INODES, &b), 0);
+	pthread_mutex_lock(&b->lock);
+	di = (struct mfs_inode *)(b->data + off);
+	ck_assert_uint_eq(di->mode, 0);
+	di->generation = gen;
+	mfs_txn_dirty(txn, b);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+}
+
+/*
+ * A reused inode number gets a generation that differs from its last user's
+ * in the low 32 bits: file handles carry no more (the kernel's i_generation),
+ * so the old user's handles must not open the new file.
+ */
+START_TEST(test_generation_reuse)
+{
+	uint64_t a, b, last = 0, gen_a;
+	struct stat st;
+	char name[32];
+	int k, ret;
+
+	teardown();
+	setup_args("-N 16", "32M");
+	a = mk(ROOT, "a", S_IFREG | 0644);
+	gen_a = generation(a);
+	ck_assert_uint_ne(gen_a, 0);
+	/* fill the table, so that the next create must take a's slot */
+	for (k = 0;; k++) {
+		snprintf(name, sizeof(name), "f%d", k);
+		ret = mfs_mknod(fs, ROOT, name, S_IFREG | 0644, 0, 0, 0, &st);
+		if (ret)
+			break;
+		last = generation(st.st_ino);
+		ck_assert_uint_gt(last, gen_a);
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "a"), 0);
+	ck_assert_uint_eq(generation(a), 0); /* freed */
+	/* the slot's last user: same low 32 bits as the generation the next create would take */
+	ck_assert_uint_gt(last + 1, 1ull << 32);
+	slot_set_generation(a, last + 1 - (1ull << 32));
+	b = mk(ROOT, "b", S_IFREG | 0644);
+	ck_assert_uint_eq(b, a);
+	ck_assert_uint_ne((uint32_t)generation(b), (uint32_t)(last + 1));
+	ck_assert_uint_gt(generation(b), last + 1 - (1ull << 32));
+	gen_a = generation(b);
+	remount();
+	ck_assert_uint_eq(look(ROOT, "b"), b);
+	ck_assert_uint_eq(generation(b), gen_a);
+}
+END_TEST
+
 START_TEST(test_orphans)
 {
 	struct mfs_ino *ip;
@@ -1220,6 +1298,7 @@ static Suite *namei_suite(void)
 	tcase_add_test(tc, test_collisions);
 	tcase_add_test(tc, test_persistence);
 	tcase_add_test(tc, test_enospc_inodes);
+	tcase_add_test(tc, test_generation_reuse);
 	tcase_add_test(tc, test_orphans);
 	tcase_add_test(tc, test_read_only);
 	tcase_add_test(tc, test_enospc_meta);
