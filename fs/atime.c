@@ -15,9 +15,16 @@
  * (mfs_inode_write takes it off the list), at the periodic commit, sync and
  * unmount (mfs_atime_flush), at fsync of the file, and when its last
  * reference goes (mfs_iput writes it while the inode is still cached).  A
- * crash loses what was not written: a read never starts a transaction, and
- * the common case -- an atime already newer than mtime and ctime and less
- * than a day old -- costs a shared inode lock and a few comparisons.
+ * crash loses what was not written: a read never starts a transaction.
+ *
+ * The common case -- relatime, an atime already newer than mtime and ctime
+ * and less than a day old -- takes no lock: ip->atime_quiet_until says until
+ * when accesses move nothing (atime + 24 h then; forever for a directory
+ * under nodiratime; 0 for strictatime), and a read of the coarse clock and
+ * one comparison decide.  It is computed under ip->lock from the times it
+ * depends on, and every change of those times is written with
+ * mfs_inode_write under ip->lock for writing, which resets it (through
+ * mfs_atime_clean): a stale bound is never seen after the change.
  *
  * Invariants: an inode is on the list exactly while ip->atime_dirty is set;
  * both change under ip->lock (for writing) and fs->atime_lock together.  An
@@ -29,6 +36,7 @@
  * Lock order: ip->lock -> handle -> fs->atime_lock (a leaf).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,6 +83,17 @@ static void __atime_list_del(struct mfs *fs, struct mfs_ino *ip)
 	ip->atime_prev = ip->atime_next = NULL;
 }
 
+/* Until when accesses to @di move nothing, as far as its times tell (ip->lock held). */
+static int64_t quiet_until(unsigned flags, const struct mfs_inode *di)
+{
+	if ((flags & MFS_ATIME_NODIRATIME) && S_ISDIR(di->mode))
+		return INT64_MAX;
+	if ((flags & MFS_ATIME_STRICT) || di->atime_ns <= di->mtime_ns ||
+	    di->atime_ns <= di->ctime_ns || di->atime_ns > INT64_MAX - MFS_RELATIME_NS)
+		return 0;
+	return di->atime_ns + MFS_RELATIME_NS;
+}
+
 void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 {
 	unsigned flags = fs->atime_flags;
@@ -90,8 +109,13 @@ void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 	 */
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (now < atomic_load_explicit(&ip->atime_quiet_until, memory_order_acquire))
+		return;
 	pthread_rwlock_rdlock(&ip->lock);
 	need = mfs_atime_needs_update(flags, &ip->di, now);
+	if (!need) /* under the lock: a writer's reset comes after it */
+		atomic_store_explicit(&ip->atime_quiet_until, quiet_until(flags, &ip->di),
+		                      memory_order_release);
 	pthread_rwlock_unlock(&ip->lock);
 	if (!need)
 		return;
@@ -101,6 +125,8 @@ void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 	/* unlinked: nobody will see it again; mode 0: freed under us */
 	if (!ip->unlinked && ip->di.mode && mfs_atime_needs_update(flags, &ip->di, now)) {
 		ip->di.atime_ns = now;
+		atomic_store_explicit(&ip->atime_quiet_until, quiet_until(flags, &ip->di),
+		                      memory_order_release);
 		if (!atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed)) {
 			pthread_mutex_lock(&fs->atime_lock);
 			atomic_store_explicit(&ip->atime_dirty, true, memory_order_relaxed);
@@ -114,6 +140,8 @@ void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 
 void mfs_atime_clean(struct mfs *fs, struct mfs_ino *ip)
 {
+	/* its times may have changed: the next access looks again */
+	atomic_store_explicit(&ip->atime_quiet_until, 0, memory_order_release);
 	if (!atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&fs->atime_lock);

@@ -34,7 +34,7 @@ bool mfs_atime_needs_update(unsigned flags, const struct mfs_inode *di, int64_t 
 /*
  * @ip's inode goes to the running transaction (mfs_inode_write, under
  * ip->lock for writing), or it lost its last link: its atime needs no
- * write of its own any more.
+ * write of its own any more, and its times may have changed.
  */
 void mfs_atime_clean(struct mfs *fs, struct mfs_ino *ip);
 

@@ -54,6 +54,8 @@ struct mfs_ino {
 	struct mfs_ino *hnext;
 	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
 	_Atomic bool atime_dirty;
+	/* an access before this time moves no atime; 0 when the inode is written (atime.c) */
+	_Atomic int64_t atime_quiet_until;
 	struct mfs_ino *atime_prev, *atime_next; /* fs->atime_lock */
 };
 

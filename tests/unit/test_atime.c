@@ -5,7 +5,8 @@
  * lazy write-back -- an access starts no transaction, a crash loses its
  * atime, and it reaches the device with the inode's next write, the last
  * reference, fsync, the flush of the periodic commit and sync, and unmount;
- * an unlinked inode leaves the list.
+ * an unlinked inode leaves the list; the lock-free bound of the common case
+ * is reset by every change of the inode's times.
  */
 #include <check.h>
 #include <stdio.h>
@@ -174,6 +175,32 @@ START_TEST(test_lazy)
 }
 END_TEST
 
+/* The lock-free "nothing moves until" bound goes with any change of the times. */
+START_TEST(test_quiet_bound)
+{
+	uint64_t ino = mkfile("f");
+	struct mfs_ino *ip;
+	int64_t a;
+
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	mfs_file_accessed(fs, ip); /* atime <= mtime: moves */
+	a = atime_of(ino);
+	mfs_file_accessed(fs, ip); /* newer than mtime and ctime: the bound is set */
+	ck_assert_int_gt(atomic_load(&ip->atime_quiet_until), a);
+	ck_assert_int_eq(atime_of(ino), a);
+	/* a write moves mtime: the next access moves atime again */
+	ck_assert_int_eq(mfs_write(fs, ino, "x", 1, 0), 1);
+	ck_assert_int_eq(atomic_load(&ip->atime_quiet_until), 0);
+	mfs_file_accessed(fs, ip);
+	ck_assert_int_gt(atime_of(ino), a);
+	/* so does a utimes into the past (it moves ctime too) */
+	set_old(ino);
+	mfs_file_accessed(fs, ip);
+	ck_assert_int_gt(atime_of(ino), OLD);
+	mfs_iput(fs, ip);
+}
+END_TEST
+
 /* fsync, the flush (periodic commit, sync), unmount and any write of the inode take it. */
 START_TEST(test_writeback)
 {
@@ -294,6 +321,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_policy);
 	tcase_add_test(tc, test_lazy);
+	tcase_add_test(tc, test_quiet_bound);
 	tcase_add_test(tc, test_writeback);
 	tcase_add_test(tc, test_modes);
 	suite_add_tcase(s, tc);
