@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "daemon_atime.h"
 #include "daemon_cred.h"
 #include "daemon_export.h"
 #include "daemon_io.h"
@@ -127,6 +128,7 @@ static const struct fuse_custom_io mfsd_fuse_io = {
 /* Options of -o. */
 struct mfsd_opts {
 	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
+	unsigned atime; /* MFS_ATIME_* */
 	enum blk_backend_type backend;
 	const char *badblocks;
 	unsigned threads;
@@ -755,7 +757,8 @@ static void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 	int ret;
 
-	(void)fi;
+	/* before the reply: a stat right after the read must see the new atime */
+	mfsd_accessed(D(req)->fs, ((struct mfsd_file *)(uintptr_t)fi->fh)->ip, fi->flags);
 	ret = mfs_read_direct(D(req)->fs, ino, size, off, reply_direct, req);
 	if (ret != -EOPNOTSUPP) {
 		if (ret)
@@ -949,9 +952,10 @@ static void mfsd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
 	struct dirbuf db = {.req = req, .size = size};
+	struct mfsd_file *f = (struct mfsd_file *)(uintptr_t)fi->fh;
 	int ret = -ENOMEM;
 
-	(void)fi;
+	mfsd_accessed(D(req)->fs, f->ip, f->flags);
 	db.buf = malloc(size ? size : 1);
 	if (!db.buf)
 		goto fail;
@@ -1024,10 +1028,11 @@ static void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
 	struct mfsd *d = D(req);
 	struct plusbuf pb = {.req = req, .size = size};
 	size_t i, used = 0;
+	struct mfsd_file *f = (struct mfsd_file *)(uintptr_t)fi->fh;
 	char *buf = NULL;
 	int ret;
 
-	(void)fi;
+	mfsd_accessed(d->fs, f->ip, f->flags);
 	ret = mfs_readdir(d->fs, ino, (uint64_t)off, collect_plus, &pb);
 	if (!ret)
 		ret = pb.err;
@@ -1571,6 +1576,7 @@ static void *commit_main(void *arg)
 		if (d->commit_stop)
 			break;
 		pthread_mutex_unlock(&d->commit_lock);
+		mfs_atime_flush(d->fs); /* lazy atimes join the commit (failures are logged) */
 		ret = mfs_txn_commit(d->fs);
 		if (ret && ret != last_err)
 			logmsg(LOG_ERR, "periodic journal commit failed: %s", strerror(-ret));
@@ -1624,16 +1630,15 @@ static void usage(FILE *f)
 	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
 	           "            timeout=SECONDS, debug,\n"
 	           "            default_permissions (always on), and the generic flags\n"
-	           "            nosuid, suid, nodev, dev, noexec, exec, noatime, nodiratime,\n"
-	           "            atime, relatime, sync, async, dirsync\n"
+	           "            atime, relatime, strictatime, noatime, nodiratime, diratime,\n"
+	           "            nosuid, suid, nodev, dev, noexec, exec, sync, async, dirsync\n"
 	           "  -h        this help; -V  version\n"
 	           "See mendfs(8).\n");
 }
 
 /* Generic mount flags handed to the kernel through libfuse. */
 static const char *const kernel_flags[] = {
-        "nosuid",  "suid",       "nodev", "dev",   "noexec",  "exec",
-        "noatime", "nodiratime", "sync",  "async", "dirsync", NULL,
+        "nosuid", "suid", "nodev", "dev", "noexec", "exec", "sync", "async", "dirsync", NULL,
 };
 
 static int kopt_add(struct mfsd_opts *o, const char *opt)
@@ -1678,8 +1683,13 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			o->allow_other = true;
 		} else if (!strcmp(opt, "default_permissions") && !val) {
 			/* always on */
-		} else if ((!strcmp(opt, "atime") || !strcmp(opt, "relatime")) && !val) {
-			/* the kernel's default for FUSE mounts */
+		} else if (!val && mfsd_atime_opt(opt, &o->atime)) {
+			/* the daemon applies it; libfuse passes (no)atime on to mount(2) */
+			if ((!strcmp(opt, "atime") || !strcmp(opt, "noatime")) &&
+			    kopt_add(o, opt)) {
+				logmsg(LOG_ERR, "too many mount options");
+				return -1;
+			}
 		} else if (!strcmp(opt, "debug") && !val) {
 			o->debug = true;
 		} else if (!strcmp(opt, "poison_inject") && !val) {
@@ -1950,6 +1960,7 @@ int main(int argc, char **argv)
 	mo.backend = o.backend;
 	mo.badblocks = o.badblocks;
 	mo.exclusive = true;
+	mo.atime = o.atime;
 	ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
 	/* locked by a daemon that was unmounted and is still exiting: wait for it */
 	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendfs"))
@@ -1978,9 +1989,13 @@ int main(int argc, char **argv)
 		logmsg(LOG_ERR, "%s: path too long", device);
 		goto unmount;
 	}
-	snprintf(fuse_opts, sizeof(fuse_opts), "default_permissions,subtype=mendfs,fsname=%s%s%s%s",
-	         fsname, o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "",
-	         o.kernel_opts);
+	if ((size_t)snprintf(fuse_opts, sizeof(fuse_opts),
+	                     "default_permissions,subtype=mendfs,fsname=%s%s%s%s", fsname,
+	                     o.allow_other ? ",allow_other" : "", d->read_only ? ",ro" : "",
+	                     o.kernel_opts) >= sizeof(fuse_opts)) {
+		logmsg(LOG_ERR, "%s: mount options too long", device);
+		goto unmount;
+	}
 	if (fuse_opt_add_arg(&args, argv[0]) || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, fuse_opts) || (o.debug && fuse_opt_add_arg(&args, "-d"))) {
 		logmsg(LOG_ERR, "out of memory");
@@ -1999,6 +2014,9 @@ int main(int argc, char **argv)
 		logmsg(LOG_ERR, "cannot mount %s on %s", device, mnt);
 		goto handlers;
 	}
+	if ((ret = mfsd_atime_show(mnt, o.atime)))
+		logmsg(LOG_WARNING, "%s: strictatime/nodiratime not shown in the mount flags: %s",
+		       mnt, strerror(-ret));
 	/* our reads and writes of /dev/fuse, for HANDLE_KILLPRIV_V2 (daemon_io.h) */
 	mfsd_io_want_killpriv_v2(!d->read_only);
 	if (fuse_session_custom_io(d->se, &mfsd_fuse_io, fuse_session_fd(d->se))) {

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "atime.h"
 #include "mfs_int.h"
 
 #define ICACHE_BUCKETS 65536u
@@ -280,6 +281,7 @@ int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	mfs_txn_dirty(txn, b);
 	pthread_mutex_unlock(&b->lock);
 	mfs_buf_put(b);
+	mfs_atime_clean(fs, ip); /* a lazy atime goes with it */
 	return 0;
 }
 
@@ -499,7 +501,19 @@ void mfs_iput(struct mfs *fs, struct mfs_ino *ip)
 
 	if (!ip)
 		return;
+again:
 	pthread_mutex_lock(&fs->icache_lock);
+	if (atomic_load(&ip->ref) == 1 &&
+	    atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed)) {
+		/*
+		 * The last reference of an inode with a lazy atime (never an
+		 * unlinked one): write it while the inode is still cached, so
+		 * that nobody loads the older copy from the device meanwhile.
+		 */
+		pthread_mutex_unlock(&fs->icache_lock);
+		mfs_atime_write(fs, ip);
+		goto again;
+	}
 	last = atomic_fetch_sub(&ip->ref, 1) == 1;
 	unlinked = ip->unlinked;
 	if (last && !unlinked)

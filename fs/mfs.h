@@ -31,6 +31,7 @@
 #include "mendfs/format.h"
 
 struct mfs_txn;
+struct mfs_ino;
 
 /* --- checksums (super.c) --------------------------------------------------- */
 
@@ -106,6 +107,12 @@ struct mfs {
 	pthread_mutex_t rename_lock; /* serialises renames (cycle checks) */
 	pthread_mutex_t super_lock;  /* in-memory sb fields changed outside transactions */
 	char *device;
+
+	/* access times (atime.c): the policy, and the inodes whose new atime is in memory only */
+	unsigned atime_flags; /* MFS_ATIME_* (atime.h) */
+	pthread_mutex_t atime_lock;
+	struct mfs_ino *atime_head, *atime_tail; /* atime_lock */
+	size_t atime_nr;                         /* atime_lock */
 
 	struct mfs_stats stats;
 };

@@ -42,6 +42,7 @@ struct mfs_mount_opts {
 	bool exclusive;                /* lock the device against a second mount (daemon: true) */
 	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */
 	bool recount;
+	unsigned atime; /* MFS_ATIME_* of atime.h; 0: relatime */
 };
 
 struct mfs_ino {
@@ -51,6 +52,11 @@ struct mfs_ino {
 	_Atomic int ref;       /* in-memory references (mfs_iget/mfs_iput) */
 	bool unlinked;         /* nlink reached 0: freed at the last mfs_iput */
 	struct mfs_ino *hnext;
+	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
+	_Atomic bool atime_dirty;
+	/* an access before this time moves no atime; 0 when the inode is written (atime.c) */
+	_Atomic int64_t atime_quiet_until;
+	struct mfs_ino *atime_prev, *atime_next; /* fs->atime_lock */
 };
 
 /*

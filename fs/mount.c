@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atime.h"
 #include "mfs_int.h"
 
 #define MFS_DEFAULT_CACHE_BLOCKS 32768u
@@ -260,6 +261,7 @@ static void teardown(struct mfs *fs)
 		blk_dev_close(fs->dev);
 	pthread_mutex_destroy(&fs->rename_lock);
 	pthread_mutex_destroy(&fs->super_lock);
+	pthread_mutex_destroy(&fs->atime_lock);
 	free(fs->device);
 	free(fs);
 }
@@ -283,6 +285,8 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		return -ENOMEM;
 	pthread_mutex_init(&fs->rename_lock, NULL);
 	pthread_mutex_init(&fs->super_lock, NULL);
+	pthread_mutex_init(&fs->atime_lock, NULL);
+	fs->atime_flags = opts->atime;
 	fs->device = strdup(device);
 	if (!fs->device) {
 		teardown(fs);
@@ -389,7 +393,9 @@ int mfs_unmount(struct mfs *fs)
 	if (!fs)
 		return 0;
 	if (!fs->read_only) {
-		ret = mfs_txn_commit(fs);
+		ret = mfs_atime_flush(fs);
+		r = mfs_txn_commit(fs);
+		ret = ret ? ret : r;
 		r = mfs_checkpoint(fs);
 		ret = ret ? ret : r;
 		/* clean only when the journal is empty and everything is in place */
@@ -411,9 +417,13 @@ void mfs_crash(struct mfs *fs)
 
 int mfs_sync(struct mfs *fs)
 {
+	int ret, r;
+
 	if (fs->read_only)
 		return 0;
-	return mfs_txn_commit(fs);
+	ret = mfs_atime_flush(fs);
+	r = mfs_txn_commit(fs);
+	return ret ? ret : r;
 }
 
 int mfs_statfs(struct mfs *fs, struct statvfs *st)

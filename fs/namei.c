@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "acl.h"
+#include "atime.h"
 #include "mfs_int.h"
 
 #define NAME_MAX_LEN 255u
@@ -354,6 +355,7 @@ static int drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, in
 	ip->di.ctime_ns = now;
 	if (ip->di.nlink == 0) {
 		ip->unlinked = true;
+		mfs_atime_clean(fs, ip); /* nobody will read it through a name again */
 		mfs_space_unlinked(fs);
 		pthread_mutex_lock(&fs->icache_lock);
 		alone = atomic_load(&ip->ref) == 1;
