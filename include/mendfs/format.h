@@ -41,8 +41,8 @@
 #define MFS_FEATURE_RO_COMPAT_METADATA_DUP (1u << 0) /* every metadata block has a twin */
 #define MFS_FEATURE_RO_COMPAT_SUPP         MFS_FEATURE_RO_COMPAT_METADATA_DUP
 /* xattr values too large for a tree leaf are in MFS_T_XATTR_VALUE blocks */
-#define MFS_FEATURE_INCOMPAT_XATTR_BLOCKS  (1u << 0)
-#define MFS_FEATURE_INCOMPAT_SUPP          MFS_FEATURE_INCOMPAT_XATTR_BLOCKS
+#define MFS_FEATURE_INCOMPAT_XATTR_BLOCKS (1u << 0)
+#define MFS_FEATURE_INCOMPAT_SUPP         MFS_FEATURE_INCOMPAT_XATTR_BLOCKS
 
 /* Superblock state */
 #define MFS_STATE_CLEAN 1u /* unmounted cleanly: the journal is empty */
