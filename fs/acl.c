@@ -8,6 +8,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 
@@ -221,53 +222,84 @@ static int acl_corrupt(const struct mfs_ino *ip, const char *name)
 	return -EUCLEAN;
 }
 
+/*
+ * The ACL @name of @ip, of up to XATTR_SIZE_MAX bytes: *aclp gets a buffer of
+ * its own (free it), *np its size.  Returns 0, -ENODATA or -errno.
+ */
+static int acl_get(struct mfs *fs, struct mfs_ino *ip, const char *name, uint8_t **aclp, size_t *np)
+{
+	ssize_t n = mfs_xattr_get_locked(fs, ip, name, NULL, 0);
+	uint8_t *acl;
+
+	if (n < 0)
+		return (int)n;
+	acl = malloc(n ? (size_t)n : 1);
+	if (!acl)
+		return -ENOMEM;
+	/* the inode lock is held: the size cannot change in between */
+	n = mfs_xattr_get_locked(fs, ip, name, acl, (size_t)n);
+	if (n < 0) {
+		free(acl);
+		return (int)n;
+	}
+	*aclp = acl;
+	*np = (size_t)n;
+	return 0;
+}
+
 int mfs_acl_inherit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *dp, struct mfs_ino *ip,
                     mode_t umask)
 {
-	uint8_t acl[MFS_BT_MAX_VALUE];
 	uint32_t mode = le32toh(ip->di.mode);
-	ssize_t n;
+	uint8_t *acl = NULL;
+	size_t n = 0;
 	int ret = 0;
 
 	if (S_ISLNK(mode))
 		return 0;
-	n = mfs_xattr_get_locked(fs, dp, MFS_ACL_DEFAULT, acl, sizeof(acl));
-	if (n == -ENODATA) {
+	ret = acl_get(fs, dp, MFS_ACL_DEFAULT, &acl, &n);
+	if (ret == -ENODATA) {
 		ip->di.mode = htole32(mode & ~((uint32_t)umask & 0777u));
 		return 0;
 	}
-	if (n < 0)
-		return (int)n;
-	if (mfs_acl_valid(acl, (size_t)n))
+	if (ret)
+		return ret;
+	if (mfs_acl_valid(acl, n)) {
+		free(acl);
 		return acl_corrupt(dp, MFS_ACL_DEFAULT);
+	}
 	if (S_ISDIR(mode))
-		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_DEFAULT, acl, (size_t)n,
-		                           XATTR_CREATE);
-	if (!ret && mfs_acl_create_masq(acl, (size_t)n, &mode))
-		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_ACCESS, acl, (size_t)n,
-		                           XATTR_CREATE);
+		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_DEFAULT, acl, n, XATTR_CREATE);
+	if (!ret && mfs_acl_create_masq(acl, n, &mode))
+		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_ACCESS, acl, n, XATTR_CREATE);
 	if (!ret)
 		ip->di.mode = htole32(mode);
+	free(acl);
 	return ret;
 }
 
 int mfs_acl_update_chmod(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 {
-	uint8_t acl[MFS_BT_MAX_VALUE];
 	uint32_t mode = le32toh(ip->di.mode);
-	ssize_t n;
+	uint8_t *acl = NULL;
+	size_t n = 0;
+	int ret;
 
 	if (S_ISLNK(mode))
 		return 0;
-	n = mfs_xattr_get_locked(fs, ip, MFS_ACL_ACCESS, acl, sizeof(acl));
-	if (n == -ENODATA)
+	ret = acl_get(fs, ip, MFS_ACL_ACCESS, &acl, &n);
+	if (ret == -ENODATA)
 		return 0;
-	if (n < 0)
-		return (int)n;
-	if (mfs_acl_valid(acl, (size_t)n))
-		return acl_corrupt(ip, MFS_ACL_ACCESS);
-	mfs_acl_chmod(acl, (size_t)n, mode);
-	return mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_ACCESS, acl, (size_t)n, XATTR_REPLACE);
+	if (ret)
+		return ret;
+	if (mfs_acl_valid(acl, n))
+		ret = acl_corrupt(ip, MFS_ACL_ACCESS);
+	if (!ret) {
+		mfs_acl_chmod(acl, n, mode);
+		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_ACCESS, acl, n, XATTR_REPLACE);
+	}
+	free(acl);
+	return ret;
 }
 
 int mfs_acl_set(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int type,

@@ -70,6 +70,12 @@ int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
                          const void *value, size_t size, int flags);
 int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
                             const char *name);
+/*
+ * The blocks of @ip's out-of-line xattr values (FORMAT.md §7.5), every
+ * reference checked: *blocks (malloc'ed, the caller frees it) gets *nr block
+ * numbers.  Caller holds ip->lock.  Returns 0 or -errno.
+ */
+int mfs_xattr_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t **blocks, size_t *nr);
 
 /* --- mount.c ----------------------------------------------------------------------- */
 

@@ -10,11 +10,17 @@
  * A set writes the new record inline when it fits the free inline space
  * (after removing the old record), else in the tree.
  *
+ * A record too large for a tree value (4 + name + value > MFS_BT_MAX_VALUE)
+ * keeps its value out of line (xattr_blocks.c: metadata blocks named by a
+ * reference in the record, MFS_XATTR_F_BLOCKS); the blocks of a value are
+ * freed in the transaction that replaces or removes it, or frees the inode.
+ *
  * Limits, following Linux and ext4: names are "user.", "trusted.",
  * "security." or "system." plus at least one byte (other prefixes
  * -EOPNOTSUPP, an empty suffix -EINVAL), 1..255 bytes in all (-ERANGE
- * otherwise); a value above XATTR_SIZE_MAX (65536) is -E2BIG, one that does
- * not fit a B+tree value (4 + name + value > MFS_BT_MAX_VALUE) is -ENOSPC.
+ * otherwise); a value above XATTR_SIZE_MAX (65536) is -E2BIG.  Without the
+ * xattr_blocks feature (a filesystem made before it) a value that does not
+ * fit a tree value is -ENOSPC.
  *
  * system.posix_acl_access and system.posix_acl_default are POSIX ACLs: their
  * values are validated and they keep the mode in step (acl.c).
@@ -32,19 +38,22 @@
 
 #include "acl.h"
 #include "mfs_int.h"
+#include "xattr_blocks.h"
 
 #define XATTR_NAME_MAX_LEN 255u
-#define XATTR_VALUE_MAX    65536u /* XATTR_SIZE_MAX */
+#define XATTR_VALUE_MAX    MFS_XATTR_SIZE_MAX
 #define XHDR               ((unsigned)sizeof(struct mfs_xattr))
 #define INLINE_CAP         ((unsigned)sizeof(((struct mfs_inode *)0)->inline_xattr))
 
 /* Where a found attribute lives. */
 struct xloc {
 	bool inline_;
-	unsigned off; /* inline: record offset */
-	unsigned len; /* inline: record length */
-	uint64_t key; /* tree: its key */
-	uint16_t value_len;
+	unsigned off;       /* inline: record offset */
+	unsigned len;       /* inline: record length */
+	uint64_t key;       /* tree: its key */
+	uint16_t value_len; /* bytes after the name in the record */
+	bool ext;           /* tree: the value is out of line (the record holds a reference) */
+	uint32_t size;      /* the value's size */
 };
 
 /* Fields of a struct mfs_xattr record at any alignment. */
@@ -59,6 +68,27 @@ static unsigned rec_value_len(const uint8_t *rec)
 
 	memcpy(&v, rec + 2, sizeof(v));
 	return le16toh(v);
+}
+
+static unsigned rec_flags(const uint8_t *rec)
+{
+	return rec[1];
+}
+
+/* The value size a tree record stands for (its reference's, when out of line). */
+static uint32_t rec_size(const uint8_t *rec)
+{
+	uint32_t v;
+
+	if (!(rec_flags(rec) & MFS_XATTR_F_BLOCKS))
+		return rec_value_len(rec);
+	memcpy(&v, rec + XHDR + rec_name_len(rec), sizeof(v));
+	return le32toh(v);
+}
+
+static bool has_blocks(const struct mfs *fs)
+{
+	return fs->sb.feature_incompat & MFS_FEATURE_INCOMPAT_XATTR_BLOCKS;
 }
 
 static struct mfs_btree xtree(const struct mfs_ino *ip)
@@ -132,7 +162,7 @@ static int inline_walk(const struct mfs_ino *ip, inline_fn *fn, void *arg)
 		if (used - off < XHDR)
 			return -EUCLEAN;
 		len = XHDR + rec_name_len(area + off) + rec_value_len(area + off);
-		if (rec_name_len(area + off) == 0 || len > used - off)
+		if (rec_name_len(area + off) == 0 || rec_flags(area + off) || len > used - off)
 			return -EUCLEAN;
 		ret = fn(arg, area + off, off, len);
 		if (ret)
@@ -163,8 +193,22 @@ static int inline_find_fn(void *arg, const uint8_t *rec, unsigned off, unsigned 
 	a->loc->off = off;
 	a->loc->len = len;
 	a->loc->value_len = rec_value_len(rec);
+	a->loc->ext = false;
+	a->loc->size = rec_value_len(rec);
 	a->found = true;
 	return 1;
+}
+
+/* A tree record's framing: lengths add up, known flags, a reference long enough. */
+static bool tree_rec_ok(const uint8_t *rec, uint16_t len)
+{
+	if (len < XHDR || rec_name_len(rec) == 0 ||
+	    XHDR + rec_name_len(rec) + rec_value_len(rec) != len)
+		return false;
+	if (rec_flags(rec) & ~MFS_XATTR_F_BLOCKS)
+		return false;
+	return !(rec_flags(rec) & MFS_XATTR_F_BLOCKS) ||
+	       rec_value_len(rec) >= sizeof(struct mfs_xattr_ref);
 }
 
 static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
@@ -176,7 +220,7 @@ static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 		return 1;
 	if ((uint32_t)(key & 0xffff) == a->next_free)
 		a->next_free++;
-	if (len < XHDR || XHDR + rec_name_len(rec) + rec_value_len(rec) != len) {
+	if (!tree_rec_ok(rec, len)) {
 		a->bad = true;
 		return 1;
 	}
@@ -186,6 +230,8 @@ static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 	a->loc->inline_ = false;
 	a->loc->key = key;
 	a->loc->value_len = rec_value_len(rec);
+	a->loc->ext = rec_flags(rec) & MFS_XATTR_F_BLOCKS;
+	a->loc->size = rec_size(rec);
 	if (a->val)
 		memcpy(a->val, val, len);
 	a->found = true;
@@ -244,15 +290,15 @@ static void inline_remove(struct mfs_inode *di, unsigned off, unsigned len)
 }
 
 static void fill_record(uint8_t *rec, const char *name, size_t name_len, const void *value,
-                        size_t size)
+                        size_t size, unsigned flags)
 {
 	uint16_t vl = htole16((uint16_t)size);
 
 	rec[0] = (uint8_t)name_len; /* struct mfs_xattr, written bytewise: rec may be unaligned */
-	rec[1] = 0;
+	rec[1] = (uint8_t)flags;
 	memcpy(rec + 2, &vl, sizeof(vl));
 	memcpy(rec + XHDR, name, name_len);
-	if (size)
+	if (value && size) /* no value: already in place (an out-of-line value's reference) */
 		memcpy(rec + XHDR + name_len, value, size);
 }
 
@@ -266,7 +312,8 @@ static void touch_ctime(struct mfs_ino *ip)
 }
 
 /* The checks of a set: 0 or -errno; *name_len gets the name's length. */
-static int set_check(const char *name, const void *value, size_t size, size_t *name_len)
+static int set_check(struct mfs *fs, const char *name, const void *value, size_t size,
+                     size_t *name_len)
 {
 	int ret = check_name(name, name_len);
 
@@ -276,7 +323,7 @@ static int set_check(const char *name, const void *value, size_t size, size_t *n
 		return -E2BIG;
 	if (size && !value)
 		return -EINVAL;
-	if (XHDR + *name_len + size > MFS_BT_MAX_VALUE)
+	if (XHDR + *name_len + size > MFS_BT_MAX_VALUE && !has_blocks(fs))
 		return -ENOSPC;
 	return 0;
 }
@@ -284,20 +331,22 @@ static int set_check(const char *name, const void *value, size_t size, size_t *n
 int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const char *name,
                          const void *value, size_t size, int flags)
 {
-	uint8_t rec[MFS_BT_MAX_VALUE];
+	uint8_t rec[MFS_BT_MAX_VALUE], old[MFS_BT_MAX_VALUE];
+	struct mfs_xval xv = {0};
 	struct mfs_inode newdi;
 	struct mfs_btree bt;
 	struct xloc loc;
 	uint64_t slot = 0;
 	size_t name_len = 0, reclen;
-	bool exists;
+	uint32_t old_size;
+	unsigned old_nr = 0;
+	bool exists, ext;
 	int ret;
 
-	ret = set_check(name, value, size, &name_len);
+	ret = set_check(fs, name, value, size, &name_len);
 	if (ret)
 		return ret;
-	reclen = XHDR + name_len + size;
-	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, &slot);
+	ret = xattr_find(fs, ip, name, name_len, &loc, old, &slot);
 	if (ret && ret != -ENODATA)
 		return ret;
 	exists = ret == 0;
@@ -305,14 +354,32 @@ int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
 		return -EEXIST;
 	if (!exists && (flags & XATTR_REPLACE))
 		return -ENODATA;
+	/* the old value's blocks are freed with its record: check them before anything changes */
+	if (exists && loc.ext) {
+		ret = mfs_xref_check(fs, ip->ino, old + XHDR + name_len, loc.value_len, &old_size,
+		                     &old_nr);
+		if (ret)
+			return ret;
+	}
+
+	ext = XHDR + name_len + size > MFS_BT_MAX_VALUE;
+	if (ext) {
+		ret = mfs_xval_prepare(fs, txn, ip->ino, value, size, rec + XHDR + name_len, &xv);
+		if (ret)
+			return ret;
+		fill_record(rec, name, name_len, NULL, mfs_xref_len(size), MFS_XATTR_F_BLOCKS);
+		reclen = XHDR + name_len + mfs_xref_len(size);
+	} else {
+		fill_record(rec, name, name_len, value, size, 0);
+		reclen = XHDR + name_len + size;
+	}
 
 	/* build the new inode image; the tree changes first, the inode copy last */
 	newdi = ip->di;
 	if (exists && loc.inline_)
 		inline_remove(&newdi, loc.off, loc.len);
-	fill_record(rec, name, name_len, value, size);
 	bt = xtree(ip);
-	if (reclen <= INLINE_CAP - le16toh(newdi.inline_xattr_len)) {
+	if (!ext && reclen <= INLINE_CAP - le16toh(newdi.inline_xattr_len)) {
 		unsigned used = le16toh(newdi.inline_xattr_len);
 
 		memcpy(newdi.inline_xattr + used, rec, reclen);
@@ -325,13 +392,16 @@ int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
 	} else {
 		ret = mfs_bt_insert(fs, txn, &bt, slot, rec, (uint16_t)reclen);
 	}
+	mfs_xval_finish(fs, txn, &xv, ret == 0);
 	newdi.xattr_root = htole64(bt.root);
 	newdi.xattr_depth = htole16(bt.depth);
-	if (!ret)
-		ip->di = newdi;
-	else
+	if (ret) {
 		xtree_store(ip, &bt); /* a failed tree op leaves the tree as it was */
-	return ret;
+		return ret;
+	}
+	ip->di = newdi;
+	/* a failure here leaves the old blocks allocated to nothing: fsck frees them */
+	return old_nr ? mfs_xval_free(fs, txn, old + XHDR + name_len, old_nr) : 0;
 }
 
 int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
@@ -344,7 +414,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	bool tree = false;
 	int ret, err, type;
 
-	ret = set_check(name, value, size, &name_len);
+	ret = set_check(fs, name, value, size, &name_len);
 	if (ret)
 		return ret;
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE | MFS_XATTR_KILL_SGID))
@@ -401,9 +471,11 @@ ssize_t mfs_xattr_get_locked(struct mfs *fs, struct mfs_ino *ip, const char *nam
 	if (ret)
 		return ret;
 	if (size == 0 || !value)
-		return loc.value_len; /* a size query */
-	if (size < loc.value_len)
+		return loc.size; /* a size query */
+	if (size < loc.size)
 		return -ERANGE;
+	if (loc.ext)
+		return mfs_xval_read(fs, ip->ino, rec + XHDR + name_len, loc.value_len, value);
 	if (loc.inline_)
 		memcpy(value, ip->di.inline_xattr + loc.off + XHDR + name_len, loc.value_len);
 	else
@@ -461,8 +533,7 @@ static int list_tree_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 	const uint8_t *rec = val;
 
 	(void)key;
-	if (len < XHDR || rec_name_len(rec) == 0 ||
-	    XHDR + rec_name_len(rec) + rec_value_len(rec) != len) {
+	if (!tree_rec_ok(rec, len)) {
 		a->bad = true;
 		return 1;
 	}
@@ -497,24 +568,34 @@ ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
 int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
                             const char *name)
 {
+	uint8_t rec[MFS_BT_MAX_VALUE];
 	struct mfs_btree bt;
 	struct xloc loc;
 	size_t name_len = 0;
+	uint32_t size;
+	unsigned nr = 0;
 	int ret;
 
 	ret = check_name(name, &name_len);
 	if (ret)
 		return ret == -EINVAL ? -ENODATA : ret;
-	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, NULL);
+	ret = xattr_find(fs, ip, name, name_len, &loc, rec, NULL);
 	if (ret)
 		return ret;
 	if (loc.inline_) {
 		inline_remove(&ip->di, loc.off, loc.len);
 		return 0;
 	}
+	if (loc.ext) {
+		ret = mfs_xref_check(fs, ip->ino, rec + XHDR + name_len, loc.value_len, &size, &nr);
+		if (ret)
+			return ret;
+	}
 	bt = xtree(ip);
 	ret = mfs_bt_delete(fs, txn, &bt, loc.key);
 	xtree_store(ip, &bt);
+	if (!ret && nr)
+		ret = mfs_xval_free(fs, txn, rec + XHDR + name_len, nr);
 	return ret;
 }
 
@@ -555,15 +636,92 @@ unlock:
 	return ret;
 }
 
+/* Every block of the out-of-line values of a tree, checked, in a growing array. */
+struct blocks_arg {
+	struct mfs *fs;
+	uint64_t ino;
+	uint64_t *v;
+	size_t nr, cap;
+};
+
+static int blocks_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct blocks_arg *a = arg;
+	const uint8_t *rec = val;
+	uint32_t size;
+	unsigned nr, i;
+	int ret;
+
+	(void)key;
+	if (!tree_rec_ok(rec, len))
+		return -EUCLEAN;
+	if (!(rec_flags(rec) & MFS_XATTR_F_BLOCKS))
+		return 0;
+	ret = mfs_xref_check(a->fs, a->ino, rec + XHDR + rec_name_len(rec), rec_value_len(rec),
+	                     &size, &nr);
+	if (ret)
+		return ret;
+	if (a->nr + nr > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		uint64_t *v;
+
+		while (cap < a->nr + nr)
+			cap *= 2;
+		v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	for (i = 0; i < nr; i++)
+		a->v[a->nr++] = mfs_xref_block(rec + XHDR + rec_name_len(rec), i);
+	return 0;
+}
+
+int mfs_xattr_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t **blocks, size_t *nr)
+{
+	struct blocks_arg a = {.fs = fs, .ino = ip->ino};
+	struct mfs_btree bt = xtree(ip);
+	int ret = 0;
+
+	if (bt.root)
+		ret = mfs_bt_iterate(fs, &bt, 0, blocks_fn, &a);
+	if (ret) {
+		free(a.v);
+		return ret;
+	}
+	*blocks = a.v;
+	*nr = a.nr;
+	return 0;
+}
+
 int mfs_xattr_release(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 {
 	struct mfs_btree bt = xtree(ip);
+	uint64_t *blocks = NULL;
+	size_t nr = 0, i;
 	int ret;
 
-	ret = mfs_bt_destroy(fs, txn, &bt);
+	/* every reference checked before anything is freed: a corrupt tree frees nothing */
+	ret = mfs_xattr_blocks(fs, ip, &blocks, &nr);
 	if (ret)
 		return ret;
+	ret = mfs_bt_destroy(fs, txn, &bt);
+	if (ret) {
+		free(blocks);
+		return ret;
+	}
 	xtree_store(ip, &bt);
+	for (i = 0; i < nr; i++) {
+		int r = mfs_free_meta(fs, txn, blocks[i]);
+
+		mfs_meta_forget(fs, blocks[i]);
+		if (r && !ret)
+			ret = r;
+	}
+	free(blocks);
+	if (ret)
+		return ret;
 	memset(ip->di.inline_xattr, 0, sizeof(ip->di.inline_xattr));
 	ip->di.inline_xattr_len = 0;
 	return 0;

@@ -37,9 +37,9 @@ static void walk_problem(struct walk *w, bool fix)
 	w->fix = w->fix || fix;
 }
 
-static const char *own_kind(uint64_t own)
+const char *fsck_own_kind(uint64_t own)
 {
-	static const char *const k[] = {"", "extent tree", "directory", "xattr tree"};
+	static const char *const k[] = {"xattr value", "extent tree", "directory", "xattr tree"};
 
 	if (own == OWN_FIXED)
 		return "fixed metadata";
@@ -80,7 +80,7 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 
 		walk_problem(w, fix_problem(ctx, PR_META_DUP,
 		                            "%s: block %llu is also claimed by the %s of %s %llu",
-		                            w->what, (unsigned long long)blk, own_kind(o),
+		                            w->what, (unsigned long long)blk, fsck_own_kind(o),
 		                            OWN_IS_INODE(o) ? "inode" : "owner",
 		                            (unsigned long long)(OWN_IS_INODE(o) ? o >> 2 : 0)));
 		return;

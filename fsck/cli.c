@@ -67,6 +67,9 @@ static void round_reset(struct fsck_ctx *ctx)
 	for (size_t i = 0; i < ctx->nmeta_damage; i++)
 		free(ctx->meta_damage[i]);
 	free(ctx->meta_damage);
+	free(ctx->xdamage);
+	ctx->xdamage = NULL;
+	ctx->nxdamage = ctx->cap_xdamage = 0;
 	for (size_t i = 0; i < ctx->nfree_damage; i++)
 		free(ctx->free_damage[i]);
 	free(ctx->free_damage);

@@ -9,7 +9,8 @@
  *    with -y changes them: zero-init in place, poison cleared, the loss
  *    recorded in the file's trusted.mendfs.lost xattr);
  *  - metadata: the structure and whether its twin is intact (the lines come
- *    from fsck_meta_read, which also repairs from the twin);
+ *    from fsck_meta_read, which also repairs from the twin); a block of an
+ *    out-of-line xattr value also names its file, by path;
  *  - the journal: rewritten from its twin once replay no longer needs it
  *    (F0006);
  *  - free space: quarantined (pass 5), or free metadata blocks, which the
@@ -230,6 +231,17 @@ int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 	size_t i, j, n = 0;
 
 	scan_layout(ctx, replay_pending);
+	/* xattr value blocks: the file they belong to, by path (known now, after pass 3) */
+	for (i = 0; i < ctx->nxdamage; i++) {
+		char *path = fsck_path(ctx, ctx->xdamage[i].ino), *line = NULL;
+		char **old = &ctx->meta_damage[ctx->xdamage[i].off];
+
+		if (path && asprintf(&line, "%s: %s", path, *old) >= 0) {
+			free(*old);
+			*old = line;
+		}
+		free(path);
+	}
 	if (!ctx->ndamage)
 		return 0;
 	qsort(ctx->damage, ctx->ndamage, sizeof(*ctx->damage), range_cmp);

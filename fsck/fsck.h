@@ -7,6 +7,7 @@
  *   pass1_inodes.c   inode table, inodes, extent maps, xattrs, directory trees
  *                    (every metadata block verified, twins compared, blocks
  *                    claimed once)
+ *   pass1_xattr.c    xattr tree entries and out-of-line values
  *   pass2_dirs.c     directory entries against the inodes they name, parents
  *   pass3_connect.c  reachability from the root, loops, /lost+found
  *   pass4_links.c    link counts
@@ -70,6 +71,7 @@ enum pr_code {
 	PR_EXTENT_DUP,
 	PR_TREE_BAD,
 	PR_XATTR_BAD,
+	PR_XATTR_VALUE,
 	PR_DIRENT_BAD,
 	PR_DIRENT_INO,
 	PR_DIRENT_TYPE,
@@ -113,11 +115,12 @@ const struct pr_desc *pr_desc(enum pr_code code);
 /* --- the checker ------------------------------------------------------------------- */
 
 /* What owns a block of the meta zone (meta_owner[]). */
-#define OWN_NONE             0ull
-#define OWN_FIXED            1ull                              /* bitmaps, inode table */
-#define OWN_QUARANTINE       2ull                              /* quarantine tree node */
-#define OWN_ORPHAN           3ull                              /* orphan tree node */
-#define OWN_INODE(ino, kind) (((uint64_t)(ino) << 2) | (kind)) /* kind 1 ext, 2 dir, 3 xattr */
+#define OWN_NONE       0ull
+#define OWN_FIXED      1ull /* bitmaps, inode table */
+#define OWN_QUARANTINE 2ull /* quarantine tree node */
+#define OWN_ORPHAN     3ull /* orphan tree node */
+/* kind 0 xattr value block, 1 extent tree, 2 directory tree, 3 xattr tree */
+#define OWN_INODE(ino, kind) (((uint64_t)(ino) << 2) | (kind))
 #define OWN_IS_INODE(o)      ((o) >= 4)
 /* Data zone owners (data_owner()): an inode number, or */
 #define DOWN_QUARANTINE UINT64_MAX
@@ -270,6 +273,8 @@ struct fsck_ctx {
 	size_t ndamage, cap_damage;
 	char **meta_damage; /* lines */
 	size_t nmeta_damage, cap_meta_damage;
+	struct fsck_range *xdamage; /* lines of xattr value blocks: ino, off = line index */
+	size_t nxdamage, cap_xdamage;
 	char **free_damage;
 	size_t nfree_damage, cap_free_damage;
 	bool zeroed_any;
@@ -361,6 +366,8 @@ int fsck_bt_walk(struct fsck_ctx *ctx, uint64_t root, unsigned depth, uint16_t k
 void fsck_rebuild_free(struct fsck_rebuild *rb);
 int fsck_keep_ent(struct fsck_rebuild *rb, uint64_t key, const uint8_t *val, uint16_t len);
 void fsck_queue_rebuild(struct fsck_ctx *ctx, struct fsck_rebuild *rb);
+/* What a meta_owner[] value names ("extent tree", "xattr value", ...). */
+const char *fsck_own_kind(uint64_t own);
 
 /* --- passes -------------------------------------------------------------------------- */
 
@@ -369,6 +376,9 @@ int pass0_roots(struct fsck_ctx *ctx);
 int pass0_roots_store(struct fsck_ctx *ctx);
 void fsck_ovl_free(struct fsck_ctx *ctx);
 int pass1_inodes(struct fsck_ctx *ctx);
+/* The xattr tree entry callback of pass 1 (pass1_xattr.c); @arg points to the inode number. */
+int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
+                       uint16_t len);
 int pass2_dirs(struct fsck_ctx *ctx);
 int pass3_connect(struct fsck_ctx *ctx);
 void fsck_queue_dir_rebuilds(struct fsck_ctx *ctx);

@@ -12,9 +12,9 @@
  *    not overlapping in lblk, no block claimed twice (both owners named,
  *    F0109); `blocks` = the sum of the lengths (F0106).  Extents on poison
  *    become damaged ranges (damage.c) from the map alone.
- *  - Xattrs (inline records and tree entries) and directory trees: every
- *    node checked by the walker, every entry parsed; directory entries are
- *    collected for passes 2-4.
+ *  - Xattrs (inline records; tree entries and out-of-line values in
+ *    pass1_xattr.c) and directory trees: every node checked by the walker,
+ *    every entry parsed; directory entries are collected for passes 2-4.
  *  - The orphan tree (§10), once every inode is known.
  */
 #include <errno.h>
@@ -227,25 +227,6 @@ static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext
 	return changed;
 }
 
-static int xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
-                         uint16_t len)
-{
-	uint64_t ino = *(uint64_t *)arg;
-	unsigned nl = len >= XHDR ? val[0] : 0,
-	         vl = len >= XHDR ? (unsigned)(val[2] | val[3] << 8) : 0;
-
-	if (len < XHDR || nl == 0 || XHDR + nl + vl != len ||
-	    (key & KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
-		bool fix =
-		        fix_problem(ctx, PR_XATTR_BAD,
-		                    "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "
-		                    "its key does not match its name",
-		                    (unsigned long long)ino, (unsigned long long)key, len);
-		return fix ? ENT_DROP : ENT_BAD;
-	}
-	return ENT_OK;
-}
-
 static int dir_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len)
 {
@@ -423,7 +404,7 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			if (used - off < XHDR)
 				break;
 			len = XHDR + r[0] + (unsigned)(r[2] | r[3] << 8);
-			if (r[0] == 0 || len > used - off)
+			if (r[0] == 0 || r[1] != 0 || len > used - off) /* inline: no flags */
 				break;
 			off += len;
 		}
@@ -543,7 +524,7 @@ xattrs:
 
 		snprintf(what, sizeof(what), "xattr tree of inode %llu", (unsigned long long)ino);
 		r = fsck_bt_walk(ctx, di->xattr_root, di->xattr_depth, MFS_TREE_XATTR, ino,
-		                 OWN_INODE(ino, 3), what, xattr_tree_fn, &ino, &keep);
+		                 OWN_INODE(ino, 3), what, fsck_xattr_tree_fn, &ino, &keep);
 		if (r == WALK_FIX)
 			fsck_queue_rebuild(ctx, &keep);
 		else

@@ -59,6 +59,8 @@ static const struct pr_desc pr_table[PR_MAX] = {
                          "rebuild the tree from its readable entries"},
         [PR_XATTR_BAD] = {PR_XATTR_BAD, "F0111", "PR_XATTR_BAD", 0,
                           "remove the malformed xattr(s)"},
+        [PR_XATTR_VALUE] = {PR_XATTR_VALUE, "F0112", "PR_XATTR_VALUE", 0,
+                            "remove the xattr; its blocks that nothing else uses are freed"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},

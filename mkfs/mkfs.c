@@ -545,7 +545,7 @@ static void fill_super(struct mfs_superblock *sb, const struct mkfs_layout *l,
 	sb->block_size = htole32(MFS_BLOCK_SIZE);
 	sb->feature_compat = htole32(0);
 	sb->feature_ro_compat = htole32(MFS_FEATURE_RO_COMPAT_METADATA_DUP);
-	sb->feature_incompat = htole32(0);
+	sb->feature_incompat = htole32(MFS_FEATURE_INCOMPAT_XATTR_BLOCKS);
 	sb->state = htole32(MFS_STATE_CLEAN);
 	memcpy(sb->uuid, rnd, 16);
 	sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0f) | 0x40); /* version 4 */

@@ -40,7 +40,9 @@
 #define MFS_FEATURE_COMPAT_SUPP            0u
 #define MFS_FEATURE_RO_COMPAT_METADATA_DUP (1u << 0) /* every metadata block has a twin */
 #define MFS_FEATURE_RO_COMPAT_SUPP         MFS_FEATURE_RO_COMPAT_METADATA_DUP
-#define MFS_FEATURE_INCOMPAT_SUPP          0u
+/* xattr values too large for a tree leaf are in MFS_T_XATTR_VALUE blocks */
+#define MFS_FEATURE_INCOMPAT_XATTR_BLOCKS (1u << 0)
+#define MFS_FEATURE_INCOMPAT_SUPP         MFS_FEATURE_INCOMPAT_XATTR_BLOCKS
 
 /* Superblock state */
 #define MFS_STATE_CLEAN 1u /* unmounted cleanly: the journal is empty */
@@ -56,6 +58,7 @@ enum mfs_block_type {
 	MFS_T_BTREE_LEAF = 5,   /* B+tree leaf */
 	MFS_T_JOURNAL_DESC = 6, /* journal descriptor */
 	MFS_T_JOURNAL_COMMIT = 7,
+	MFS_T_XATTR_VALUE = 8, /* a piece of an out-of-line xattr value (xattr_blocks) */
 	MFS_T_MAX
 };
 
@@ -238,10 +241,34 @@ struct mfs_dirent {
 
 struct mfs_xattr {
 	uint8_t name_len;
-	uint8_t __pad;
+	uint8_t flags; /* MFS_XATTR_F_* */
 	uint16_t value_len;
-	uint8_t data[]; /* name then value */
+	uint8_t data[]; /* name then value (MFS_XATTR_F_BLOCKS: a struct mfs_xattr_ref) */
 };
+
+/*
+ * An xattr value stored out of line (feature xattr_blocks): in a tree record
+ * with MFS_XATTR_F_BLOCKS, the record's value is this reference, value_len =
+ * sizeof(struct mfs_xattr_ref) + 8 * nr_blocks.  Block i is a metadata block
+ * of type MFS_T_XATTR_VALUE (owner = the inode, nr_items = its value bytes)
+ * holding value bytes [i * MFS_XATTR_BLOCK_BYTES, ...) after its header.
+ */
+#define MFS_XATTR_F_BLOCKS    0x01u
+#define MFS_XATTR_BLOCK_BYTES (MFS_BLOCK_SIZE - sizeof(struct mfs_meta_hdr)) /* 4048 */
+#define MFS_XATTR_SIZE_MAX    65536u /* Linux XATTR_SIZE_MAX */
+#define MFS_XATTR_REF_BLOCKS                                                                       \
+	((MFS_XATTR_SIZE_MAX + MFS_XATTR_BLOCK_BYTES - 1) / MFS_XATTR_BLOCK_BYTES) /* 17 */
+struct mfs_xattr_ref {
+	uint32_t size;      /* value bytes */
+	uint16_t nr_blocks; /* ceil(size / MFS_XATTR_BLOCK_BYTES) */
+	uint16_t __pad;
+	uint64_t csum;     /* XXH3-64 of the value bytes, seeded with csum_seed */
+	uint64_t blocks[]; /* nr_blocks primary locations in the meta zone */
+};
+_Static_assert(sizeof(struct mfs_xattr_ref) == 16, "mfs_xattr_ref is 16 bytes");
+_Static_assert(4 + 255 + sizeof(struct mfs_xattr_ref) + 8 * MFS_XATTR_REF_BLOCKS <=
+                       MFS_BT_MAX_VALUE,
+               "a reference to the largest value fits a leaf value");
 
 /*
  * Journal: descriptor, the images of the blocks it lists, commit.  A

@@ -11,7 +11,9 @@
  *     the mount's own superblock write), so base + log is exactly what the
  *     device saw.  No mount option was needed.
  *  2. A seeded workload (creates, mkdirs, symlinks, hard links, random writes
- *     and overwrites, truncates, hole punches, xattrs, renames of files and
+ *     and overwrites, truncates, hole punches, xattrs (a third of them large
+ *     values, 1 KiB to 64 KiB out of line, set, replaced or removed),
+ *     renames of files and
  *     directories, unlinks, rmdirs, batches of long names that split and merge
  *     directory trees, unlinks of files held open (orphans), fsyncs of single
  *     files, syncs of the whole fs, and the final unmount) runs against an
@@ -49,7 +51,9 @@
  *    the blocks used; the inode bitmap holds exactly the reachable inodes;
  *    the orphan tree is empty (mount processed it); the meta zone holds
  *    the B+tree blocks of every reachable inode (each used once, right level
- *    and kind) plus the fixed part, exactly as the meta bitmap says;
+ *    and kind) and the blocks of its out-of-line xattr values (of their type,
+ *    used once) plus the fixed part, exactly as the meta bitmap says; every
+ *    large xattr value reads back whole (one value as set, never a mix);
  *  - durability: for every file, take its last fsync (or sync, or the final
  *    unmount) that returned at log length F <= c.  If no operation that
  *    changes the file's content or frees it (write, truncate, unlinking its
@@ -274,9 +278,10 @@ struct mfile {
 	size_t size, cap;
 	unsigned nlinks;
 	bool live;
-	bool batch;        /* one of the long-name batch: picked less for data operations */
-	bool frag;         /* made fragmented by op 24, not freed by op 25 yet */
-	struct snap *snap; /* content at the last fsync/sync if unchanged since, else NULL */
+	bool batch;         /* one of the long-name batch: picked less for data operations */
+	bool frag;          /* made fragmented by op 24, not freed by op 25 yet */
+	uint32_t xlarge[2]; /* sizes of its out-of-line xattrs user.L0, user.L1 (0: none) */
+	struct snap *snap;  /* content at the last fsync/sync if unchanged since, else NULL */
 };
 
 struct mdir {
@@ -298,6 +303,7 @@ struct mentry {
 struct op {
 	size_t lstart, lend; /* log length before and after */
 	unsigned kind;
+	unsigned xlarge; /* a large xattr op: 1 set, 2 remove */
 	char desc[400];
 };
 
@@ -529,6 +535,91 @@ static void file_unlinked(int f, size_t lstart)
 		file_mod(f, lstart, 0, 0, true);
 		file_changed(f, lstart);
 	}
+}
+
+/*
+ * A large xattr value: 8 bytes of seed, 4 of length, then a stream from the
+ * seed, so that a value read back at a crash point proves itself whole (never
+ * pieces of two values, never a torn block).
+ */
+static void xval_fill(uint8_t *v, uint32_t len, uint64_t seed)
+{
+	uint64_t st = seed;
+
+	memcpy(v, &seed, 8);
+	memcpy(v + 8, &len, 4);
+	for (uint32_t i = 12; i < len; i++)
+		v[i] = (uint8_t)rng_next(&st);
+}
+
+static bool xval_ok(const uint8_t *v, uint32_t len)
+{
+	static uint8_t want[65536];
+	uint64_t seed;
+	uint32_t l;
+
+	if (len < 12)
+		return false;
+	memcpy(&seed, v, 8);
+	memcpy(&l, v + 8, 4);
+	if (l != len)
+		return false;
+	xval_fill(want, len, seed);
+	return !memcmp(want, v, len);
+}
+
+#define XLARGE_BLOCKS 120 /* out-of-line value blocks the live files keep below (meta zone) */
+
+/*
+ * Set (XATTR_SIZE_MAX at most; a new value or a replacement) or remove an
+ * out-of-line xattr of file @f, or of a file that has one (case 20), then
+ * fsync: the commit carrying it falls inside the op.
+ */
+static bool xattr_large_op(int f)
+{
+	static uint8_t val[65536];
+	struct op *op = &ops[nops - 1];
+	unsigned which = rnd(2), blocks = 0, g, start = rnd(nfiles);
+	uint32_t len = rnd(2) ? 1025 + rnd(8000) : 1025 + rnd(65536 - 1025 + 1);
+	bool remove = false;
+	struct mfile *mf;
+	char name[16];
+
+	for (g = 0; g < nfiles; g++)
+		if (files[g].live)
+			blocks += (files[g].xlarge[0] + 4047) / 4048 +
+			          (files[g].xlarge[1] + 4047) / 4048;
+	if (rnd(2) == 0 || blocks + 17 > XLARGE_BLOCKS)
+		for (g = 0; g < nfiles; g++) {
+			unsigned h = (start + g) % nfiles;
+
+			if (files[h].live && files[h].xlarge[which]) {
+				f = (int)h;
+				remove = true;
+				break;
+			}
+		}
+	if (!remove && blocks + 17 > XLARGE_BLOCKS)
+		return false;
+	mf = &files[f];
+	snprintf(name, sizeof(name), "user.L%u", which);
+	if (remove) {
+		CHK(mfs_removexattr(wfs, mf->ino, name), "removexattr large");
+		CHK(mfs_fsync(wfs, mf->ino, false), "fsync");
+		snprintf(op->desc, sizeof(op->desc), "removexattr %s (%u bytes) on ino %" PRIu64,
+		         name, mf->xlarge[which], mf->ino);
+		mf->xlarge[which] = 0;
+		op->xlarge = 2;
+		return true;
+	}
+	xval_fill(val, len, rng_next(&wl_rng));
+	CHK(mfs_setxattr(wfs, mf->ino, name, val, len, 0), "setxattr large");
+	CHK(mfs_fsync(wfs, mf->ino, false), "fsync");
+	snprintf(op->desc, sizeof(op->desc), "setxattr %s (%u bytes, was %u) on ino %" PRIu64, name,
+	         len, mf->xlarge[which], mf->ino);
+	mf->xlarge[which] = len;
+	op->xlarge = 1;
+	return true;
 }
 
 /* One workload operation.  Returns false when it did nothing (picked again). */
@@ -784,6 +875,8 @@ static bool do_op(unsigned kind, size_t lstart)
 
 		if ((f = pick_file()) < 0)
 			return false;
+		if (rnd(2) == 0)
+			return xattr_large_op(f);
 		for (i = 0; i < len; i++)
 			val[i] = (uint8_t)rnd(256);
 		snprintf(name, sizeof(name), "user.x%u", rnd(8));
@@ -986,6 +1079,7 @@ static void run_workload(void)
 		op = &ops[nops++];
 		op->lstart = lstart;
 		op->desc[0] = 0;
+		op->xlarge = 0;
 		/* a fragmented file now and then, most of it freed a few ops later */
 		if (i % P.frag_every == P.frag_every / 4 && do_op(24, lstart))
 			kind = 24;
@@ -1382,6 +1476,60 @@ static int meta_tree(struct walk *w, uint64_t blk, unsigned level, uint16_t kind
 	return ret;
 }
 
+static unsigned long long xlarge_values; /* out-of-line xattr values read back whole */
+
+/*
+ * The out-of-line xattr values of @ino: their blocks in the meta zone, of
+ * their type and used once; every value user.L* reads back whole (xval_ok).
+ */
+static int check_xattr_values(struct walk *w, uint64_t ino)
+{
+	static uint8_t val[65536];
+	char list[4096], name[16];
+	uint64_t *blocks = NULL;
+	struct mfs_ino *ip;
+	size_t nr = 0, i;
+	ssize_t n, len;
+	int ret;
+
+	ret = mfs_iget(w->fs, ino, &ip);
+	if (ret)
+		return fail("iget %" PRIu64 ": %s", ino, strerror(-ret));
+	pthread_rwlock_rdlock(&ip->lock);
+	ret = mfs_xattr_blocks(w->fs, ip, &blocks, &nr);
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(w->fs, ip);
+	if (ret)
+		return fail("xattr value blocks of ino %" PRIu64 ": %s", ino, strerror(-ret));
+	for (i = 0; !ret && i < nr; i++) {
+		struct mfs_buf *b;
+
+		ret = meta_mark(w, blocks[i], 1, ino, "xattr value");
+		if (!ret && (ret = mfs_meta_read(w->fs, blocks[i], MFS_T_XATTR_VALUE, &b)) != 0)
+			ret = fail("xattr value block %" PRIu64 " of ino %" PRIu64 ": %s",
+			           blocks[i], ino, strerror(-ret));
+		else if (!ret)
+			mfs_buf_put(b);
+	}
+	free(blocks);
+	if (ret)
+		return ret;
+	n = mfs_listxattr(w->fs, ino, list, sizeof(list));
+	if (n < 0)
+		return fail("listxattr ino %" PRIu64 ": %s", ino, strerror((int)-n));
+	for (i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "user.L%zu", i);
+		if (!memmem(list, (size_t)n, name, strlen(name) + 1))
+			continue;
+		len = mfs_getxattr(w->fs, ino, name, val, sizeof(val));
+		if (len < 0 || !xval_ok(val, (uint32_t)len))
+			return fail("xattr %s of ino %" PRIu64 ": %s", name, ino,
+			            len < 0 ? strerror((int)-len) : "not a whole value");
+		xlarge_values++;
+	}
+	return 0;
+}
+
 /* The B+trees of every reachable inode, and the fixed part of the meta zone. */
 static int check_meta_zone(struct walk *w)
 {
@@ -1419,6 +1567,8 @@ static int check_meta_zone(struct walk *w)
 		if (!ret && di.xattr_root)
 			ret = meta_tree(w, di.xattr_root, di.xattr_depth, MFS_TREE_XATTR, ino,
 			                "xattr tree");
+		if (!ret && di.xattr_root)
+			ret = check_xattr_values(w, ino);
 	}
 	/* the orphan tree keeps its (empty) root leaf once it has one */
 	if (!ret && sb->orphan_root)
@@ -1665,6 +1815,7 @@ static uint8_t *map;  /* the working image, shared with the mounts (pmem backend
 static uint8_t *want; /* the expected pre-mount image of the current prefix */
 static uint8_t *base; /* the image when the tap was attached */
 static unsigned long long checked, failures, restored_blocks, frag_points, free_points;
+static unsigned long long xset_points, xrm_points; /* inside large xattr sets and removes */
 static unsigned long long orphan_freed_points, orphan_trunc_points;
 
 /* Copy back the blocks of the working image that differ from @want. */
@@ -1709,6 +1860,8 @@ static void check_point(size_t c, const char *where, size_t last_idx)
 		if (ops[i].lstart <= last_idx && last_idx < ops[i].lend) {
 			frag_points += ops[i].kind == 24 || ops[i].kind == 25;
 			free_points += ops[i].kind == 25;
+			xset_points += ops[i].xlarge == 1;
+			xrm_points += ops[i].xlarge == 2;
 			break;
 		}
 	ret = mfs_mount(img, &o, &fs, err, sizeof(err));
@@ -1989,6 +2142,21 @@ int main(int argc, char **argv)
 	printf("crash points whose mount finished orphans: %llu freeing an inode, %llu completing "
 	       "a truncate\n",
 	       orphan_freed_points, orphan_trunc_points);
+	{
+		unsigned xs = 0, xr = 0;
+
+		for (unsigned i = 0; i < nops; i++) {
+			xs += ops[i].xlarge == 1;
+			xr += ops[i].xlarge == 2;
+		}
+		printf("large xattrs (out of line): %u sets, %u removes; crash points inside them: "
+		       "%llu, %llu; values read back whole: %llu\n",
+		       xs, xr, xset_points, xrm_points, xlarge_values);
+		if (strict && (!xs || !xr || !xset_points || !xrm_points || !xlarge_values)) {
+			printf("FAIL: the workload made no crash point inside large xattr ops\n");
+			failures++;
+		}
+	}
 	if (known_points)
 		printf("crash points showing the KNOWN BUG (blocks reused before their free "
 		       "commits, "

@@ -12,6 +12,7 @@
  *   fsck-img file IMG PATH SIZE    a new file of SIZE bytes (any name bytes: the JSON tests)
  *   fsck-img sector IMG PATH LBLK  first device sector of file block LBLK
  *   fsck-img getxattr IMG PATH NAME
+ *   fsck-img xblock IMG PATH I     block I of PATH's out-of-line xattr values, and its twin
  *   fsck-img free-sector IMG       a sector of a free data block
  *   fsck-img cmp IMG A B LEN       exit 0 when the first LEN bytes of A and B are equal
  *   fsck-img many IMG N            N files in directories of 1000 (the speed figure)
@@ -139,6 +140,7 @@ static int cmd_populate(void)
 {
 	struct mfs *fs = mnt(false);
 	uint64_t ino[8], frag, other, hard, victim;
+	static char large[20000];
 	char name[64], big[200];
 	struct stat st;
 	int ret;
@@ -179,6 +181,13 @@ static int cmd_populate(void)
 		ret = mfs_setxattr(fs, ino[1], "user.big", big, sizeof(big), 0);
 	if (!ret)
 		ret = mfs_setxattr(fs, ino[2], "user.big", big, sizeof(big), 0);
+	/* out-of-line values: 5 blocks on hello.txt, 3 on data.bin */
+	for (uint64_t i = 0; i < sizeof(large); i++)
+		large[i] = (char)pat(9, i);
+	if (!ret)
+		ret = mfs_setxattr(fs, ino[0], "user.large", large, sizeof(large), 0);
+	if (!ret)
+		ret = mfs_setxattr(fs, ino[1], "user.large", large, 9000, 0);
 	if (ret)
 		die("setxattr %s", "", ret);
 
@@ -313,6 +322,19 @@ next:;
 		if (!ino || mfs_getxattr(fs, ino, "user.big", v, sizeof(v)) != 200) {
 			fprintf(stderr, "verify: xattr user.big of /dir/sub/data.bin is wrong\n");
 			bad++;
+		}
+		if (!skipped("large", nskip, skip)) {
+			static char l[20000];
+			ssize_t n;
+
+			ino = lookup_path(fs, "/hello.txt");
+			n = ino ? mfs_getxattr(fs, ino, "user.large", l, sizeof(l)) : -ENOENT;
+			for (ssize_t i = 0; i < n && n == (ssize_t)sizeof(l); i++)
+				n = l[i] == (char)pat(9, (uint64_t)i) ? n : -EBADMSG;
+			if (n != (ssize_t)sizeof(l)) {
+				fprintf(stderr, "verify: xattr user.large of /hello.txt: %zd\n", n);
+				bad++;
+			}
 		}
 	}
 	mfs_unmount(fs);
@@ -472,6 +494,26 @@ static void poison_file(const char *line)
 	fclose(f);
 }
 
+/* Block @i of @path's out-of-line xattr values. */
+static uint64_t xblock(const char *path, unsigned i)
+{
+	struct mfs *fs = mnt(true);
+	uint64_t *v = NULL, b = 0;
+	struct mfs_ino *ip;
+	size_t n = 0;
+
+	if (mfs_iget(fs, lookup_path(fs, path), &ip) == 0) {
+		if (mfs_xattr_blocks(fs, ip, &v, &n) == 0 && i < n)
+			b = v[i];
+		mfs_iput(fs, ip);
+	}
+	free(v);
+	mfs_unmount(fs);
+	if (!b)
+		die("no xattr value block in %s", path, 0);
+	return b;
+}
+
 static int cmd_corrupt(const char *cs)
 {
 	struct raw r;
@@ -484,6 +526,7 @@ static int cmd_corrupt(const char *cs)
 	uint64_t frag = path_ino("/dir/frag.bin"), other = path_ino("/dir/other.bin");
 	uint64_t dir = path_ino("/dir"), sub = path_ino("/dir/sub"), lonely = path_ino("/lonely");
 	uint64_t many = path_ino("/many");
+	uint64_t xb = xblock("/hello.txt", 0);
 
 	raw_open(&r);
 	if (!strcmp(cs, "sb-primary")) { /* F0001 */
@@ -575,6 +618,35 @@ static int cmd_corrupt(const char *cs)
 	} else if (!strcmp(cs, "xattr-bad")) { /* F0111 */
 		di = raw_inode(&r, hello, &blk);
 		di->inline_xattr[0] = 0; /* name_len 0 */
+		raw_write(&r, blk, true, 2);
+	} else if (!strncmp(cs, "xattr-value-", 12)) { /* F0112: hello's user.large */
+		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
+
+		raw_read(&r, xb);
+		if (!strcmp(cs, "xattr-value-csum")) /* a valid block, a wrong value */
+			r.buf[1000] ^= 1;
+		else if (!strcmp(cs, "xattr-value-owner"))
+			h->owner = lonely;
+		else if (!strcmp(cs, "xattr-value-lost")) /* both copies fail their checksum */
+			r.buf[1000] ^= 1;
+		else
+			die("unknown case %s", cs, 0);
+		raw_write(&r, xb, strcmp(cs, "xattr-value-lost") != 0, 2);
+	} else if (!strcmp(cs, "xattr-shared")) { /* F0112: data.bin's value names hello's block */
+		uint64_t leaf = first_leaf(&r, raw_inode(&r, data, &blk)->xattr_root, 0);
+
+		for (unsigned i = 0; i < ((struct mfs_meta_hdr *)r.buf)->nr_items; i++) {
+			struct mfs_bt_slot *s = (struct mfs_bt_slot *)(r.buf + 48) + i;
+			uint8_t *rec = r.buf + s->off;
+
+			if (rec[1] &
+			    MFS_XATTR_F_BLOCKS) /* the first block after the 16-byte ref header */
+				memcpy(rec + 4 + rec[0] + 16, &xb, 8);
+		}
+		raw_write(&r, leaf, true, 2);
+	} else if (!strcmp(cs, "xattr-leak")) { /* F0502: data.bin's xattr tree dropped */
+		di = raw_inode(&r, data, &blk);
+		di->xattr_root = 0;
 		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "dirent-bad")) { /* F0201: a name no longer matching its key */
 		struct mfs_bt_slot *s = find_dirent(&r, dir, "victim2", &blk);
@@ -914,6 +986,15 @@ int main(int argc, char **argv)
 		return cmd_sector(argv[3], strtoull(argv[4], NULL, 0));
 	if (!strcmp(argv[1], "getxattr") && argc == 5)
 		return cmd_getxattr(argv[3], argv[4]);
+	if (!strcmp(argv[1], "xblock") && argc == 5) { /* prints the block and its twin */
+		struct raw r;
+		uint64_t b = xblock(argv[3], (unsigned)atoi(argv[4]));
+
+		raw_open(&r);
+		printf("%llu %llu\n", (unsigned long long)b, (unsigned long long)twin_of(&r, b));
+		raw_close(&r);
+		return 0;
+	}
 	if (!strcmp(argv[1], "cmp") && argc == 6)
 		return cmd_cmp(argv[3], argv[4], strtoul(argv[5], NULL, 0));
 	if (!strcmp(argv[1], "many") && argc == 4)

@@ -132,6 +132,11 @@ group_cases() {
 	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
 	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
+	run_case xattr-value-csum xattr-value-csum F0112,F0502 large
+	run_case xattr-value-owner xattr-value-owner F0112,F0502 large
+	run_case xattr-value-lost xattr-value-lost F0112,F0502 large
+	run_case xattr-shared xattr-shared F0112,F0502
+	run_case xattr-leak xattr-leak F0502 xattr
 	run_case dirent-bad dirent-bad F0201,F0302,F0303 /dir/victim2
 	run_case dirent-ino dirent-ino F0202,F0302 /dir/victim2
 	run_case dirent-type dirent-type F0203
@@ -240,6 +245,30 @@ EOF
 	grep -q "^$s3 " "$T/p.img.badblocks" && fail "poison: quarantined free block still poisoned"
 	out=$("$FSCK_MENDFS" -n "$T/p.img" 2>&1)
 	grep -q 'free space: data blocks' <<<"$out" && fail "poison: free space still listed: $out"
+	# an out-of-line xattr value block: the report names the file; one copy is repaired
+	# from the other, both copies lost remove the xattr (F0112)
+	fresh xv
+	read -r b t <<<"$("$FSCK_IMG" xblock "$T/xv.img" /hello.txt 1)"
+	printf '%s 1\n' $((b * 8 + 2)) >>"$T/xv.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/xv.img" 2>&1); rc=$?
+	[ $rc -eq 4 ] || fail "poison: xattr value block: fsck -n exited $rc, expected 4"
+	grep -q "metadata: /hello.txt: xattr user.large of inode [0-9]*, value block 2 of 5 (block $b): primary copy (block $b) poisoned; the other copy is intact" <<<"$out" ||
+		fail "poison: xattr value block not reported with its file: $out"
+	out=$("$FSCK_MENDFS" -y "$T/xv.img" 2>&1); rc=$?
+	[ $rc -eq 1 ] || fail "poison: xattr value block: fsck -y exited $rc, expected 1: $out"
+	"$FSCK_IMG" verify "$T/xv.img" || fail "poison: xattr value not intact after the twin repair"
+	printf '%s 1\n%s 1\n' $((b * 8 + 2)) $((t * 8 + 5)) >>"$T/xv.img.badblocks"
+	out=$("$FSCK_MENDFS" -n "$T/xv.img" 2>&1)
+	grep -q "metadata: /hello.txt: xattr user.large .*(block $b): twin copy (block $t) poisoned; the other copy is bad too" <<<"$out" ||
+		fail "poison: lost xattr value block not reported with its file: $out"
+	out=$("$FSCK_MENDFS" -y "$T/xv.img" 2>&1); rc=$?
+	[ $rc -eq 1 ] || fail "poison: xattr value lost: fsck -y exited $rc, expected 1: $out"
+	grep -q 'F0112.*xattr user.large: value block .* lost' <<<"$out" ||
+		fail "poison: lost xattr value block: no F0112: $out"
+	out=$("$FSCK_MENDFS" -y "$T/xv.img" 2>&1); rc=$?
+	[ $rc -eq 0 ] || fail "poison: fsck after the lost xattr value exited $rc, expected 0: $out"
+	"$FSCK_IMG" verify "$T/xv.img" large || fail "poison: files not intact after the xattr loss"
+	echo "ok: poison xattr value block"
 	# F0601 is the damaged data problem (checked above through its report)
 	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in path_hex
 	fresh names

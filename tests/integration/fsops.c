@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,8 +215,33 @@ static void basic_xattrs(void)
 	/* beyond the inode's inline area, into the xattr tree (values up to ~1 KiB) */
 	CHECK(setxattr("xf", "user.big", big, sizeof(big), 0) == 0, "big xattr");
 	memset(huge, 'h', sizeof(huge));
-	CHECK(setxattr("xf", "user.huge", huge, sizeof(huge), 0) < 0 && errno == ENOSPC,
-	      "value above the tree's record size");
+	/* beyond a tree record: out of line, up to XATTR_SIZE_MAX */
+	CHECK(setxattr("xf", "user.huge", huge, sizeof(huge), 0) == 0, "value out of line");
+	CHECK(getxattr("xf", "user.huge", NULL, 0) == (ssize_t)sizeof(huge), "huge size");
+	CHECK(removexattr("xf", "user.huge") == 0, "remove huge");
+	{
+		static char max[65537], got[65536];
+
+		for (size_t i = 0; i < sizeof(max); i++)
+			max[i] = (char)(i * 7 + 1);
+		CHECK(setxattr("xf", "user.max", max, 65536, 0) == 0, "65536-byte xattr");
+		CHECK(getxattr("xf", "user.max", NULL, 0) == 65536, "size query of 65536");
+		CHECK(getxattr("xf", "user.max", got, 65535) < 0 && errno == ERANGE, "ERANGE 64K");
+		CHECK(getxattr("xf", "user.max", got, sizeof(got)) == 65536 &&
+		              !memcmp(got, max, sizeof(got)),
+		      "65536-byte value");
+		CHECK(setxattr("xf", "user.max", max, sizeof(max), 0) < 0 && errno == E2BIG,
+		      "past XATTR_SIZE_MAX");
+		/* large -> small -> large */
+		CHECK(setxattr("xf", "user.max", "s", 1, XATTR_REPLACE) == 0, "large to small");
+		CHECK(getxattr("xf", "user.max", got, sizeof(got)) == 1 && got[0] == 's', "small");
+		CHECK(setxattr("xf", "user.max", max + 1, 30000, XATTR_REPLACE) == 0,
+		      "small to large");
+		CHECK(getxattr("xf", "user.max", got, sizeof(got)) == 30000 &&
+		              !memcmp(got, max + 1, 30000),
+		      "large again");
+		CHECK(removexattr("xf", "user.max") == 0, "remove large");
+	}
 	n = getxattr("xf", "user.one", buf, sizeof(buf));
 	CHECK(n == 1 && buf[0] == '1', "getxattr");
 	CHECK(getxattr("xf", "user.big", NULL, 0) == (ssize_t)sizeof(big), "getxattr size");
@@ -359,6 +385,69 @@ static void basic_copy_range(void)
 	CHECK(unlink("cin") == 0 && unlink("cout") == 0, "cleanup copy");
 }
 
+#define XNAMES 500 /* names of 25 bytes: a list of 13 KiB */
+#define XACL   300 /* named users in keep/xl's access ACL */
+
+/* keep/xl: a 65536-byte value, XNAMES names and an ACL of XACL + 4 entries. */
+static void populate_xattrs(void)
+{
+	static char max[65536], acl[4 + 8 * (XACL + 4)];
+	char *e = acl + 4, name[32];
+	unsigned i;
+
+	for (i = 0; i < sizeof(max); i++)
+		max[i] = (char)(i * 11 + 3);
+	put_file("keep/xl", "", 0);
+	CHECK(setxattr("keep/xl", "user.max", max, sizeof(max), 0) == 0, "keep/xl user.max");
+	for (i = 0; i < XNAMES; i++) {
+		snprintf(name, sizeof(name), "user.name-%05u-abcdefghi", i);
+		CHECK(setxattr("keep/xl", name, "v", 1, 0) == 0, "keep/xl %s", name);
+	}
+	/* Linux's posix_acl_xattr: version 2, then (u16 tag, u16 perm, u32 id) entries */
+#define ENT(tag, perm, id)                                                                         \
+	do {                                                                                       \
+		uint16_t t_ = (tag), p_ = (perm);                                                  \
+		uint32_t i_ = (id);                                                                \
+		memcpy(e, &t_, 2);                                                                 \
+		memcpy(e + 2, &p_, 2);                                                             \
+		memcpy(e + 4, &i_, 4);                                                             \
+		e += 8;                                                                            \
+	} while (0)
+	acl[0] = 2;
+	ENT(0x01, 6, ~0u);
+	for (i = 0; i < XACL; i++)
+		ENT(0x02, 4, 2000 + i);
+	ENT(0x04, 4, ~0u);
+	ENT(0x10, 6, ~0u);
+	ENT(0x20, 0, ~0u);
+#undef ENT
+	CHECK(setxattr("keep/xl", "system.posix_acl_access", acl, sizeof(acl), 0) == 0,
+	      "ACL of %u entries", XACL + 4);
+}
+
+static void verify_xattrs(void)
+{
+	static char max[65536], got[65536], list[65536];
+	ssize_t n, off;
+	unsigned names = 0;
+
+	for (size_t i = 0; i < sizeof(max); i++)
+		max[i] = (char)(i * 11 + 3);
+	CHECK(getxattr("keep/xl", "user.max", NULL, 0) == 65536, "keep/xl user.max size");
+	CHECK(getxattr("keep/xl", "user.max", got, sizeof(got)) == 65536 &&
+	              !memcmp(got, max, sizeof(max)),
+	      "keep/xl user.max after remount");
+	n = llistxattr("keep/xl", NULL, 0);
+	CHECK(n > 4096, "llistxattr size %zd", n);
+	CHECK(llistxattr("keep/xl", list, (size_t)n - 1) < 0 && errno == ERANGE, "list ERANGE");
+	CHECK(llistxattr("keep/xl", list, sizeof(list)) == n, "llistxattr");
+	for (off = 0; off < n; off += (ssize_t)strlen(list + off) + 1)
+		names += !strncmp(list + off, "user.name-", 10);
+	CHECK(names == XNAMES, "%u names listed", names);
+	CHECK(getxattr("keep/xl", "system.posix_acl_access", NULL, 0) == 4 + 8 * (XACL + 4),
+	      "ACL of %u entries after remount", XACL + 4);
+}
+
 static void populate(void)
 {
 	char big[300000];
@@ -371,6 +460,7 @@ static void populate(void)
 	put_file("keep/big", big, sizeof(big));
 	CHECK(symlink("small", "keep/link") == 0, "symlink keep/link");
 	CHECK(setxattr("keep/small", "user.k", "v1", 2, 0) == 0, "xattr keep/small");
+	populate_xattrs();
 }
 
 static void verify(void)
@@ -391,6 +481,7 @@ static void verify(void)
 	      "keep/link");
 	CHECK(getxattr("keep/small", "user.k", v, sizeof(v)) == 2 && !memcmp(v, "v1", 2),
 	      "keep xattr");
+	verify_xattrs();
 }
 
 static void fsynced(void)

@@ -158,7 +158,7 @@ static void check_fs(const char *path, uint64_t size, struct mfs_superblock *sb)
 	ck_assert_uint_eq(sb->state, MFS_STATE_CLEAN);
 	ck_assert_uint_eq(sb->version, MFS_FORMAT_VERSION);
 	ck_assert_uint_eq(sb->feature_ro_compat, MFS_FEATURE_RO_COMPAT_METADATA_DUP);
-	ck_assert_uint_eq(sb->feature_incompat, 0);
+	ck_assert_uint_eq(sb->feature_incompat, MFS_FEATURE_INCOMPAT_XATTR_BLOCKS);
 	ck_assert_uint_eq(sb->root_ino, MFS_ROOT_INO);
 
 	/* sizing rules */

@@ -5,7 +5,9 @@
  * B+tree (many attributes), XATTR_CREATE/XATTR_REPLACE, size queries and
  * -ERANGE, namespaces, name and value limits, remove, list contents, moves
  * between inline and tree on resize, release with the inode, persistence
- * across remounts.
+ * across remounts; values up to XATTR_SIZE_MAX out of line (their metadata
+ * blocks counted, freed on replace, remove and unlink), hundreds of names,
+ * large ACLs, and the 1 KiB limit of a filesystem without xattr_blocks.
  */
 #include <check.h>
 #include <endian.h>
@@ -18,6 +20,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "mfs_ops.h"
 #include "mkfs_run.h"
 
@@ -92,7 +95,7 @@ static struct mfs_inode dinode(uint64_t ino)
 
 static void check_value(uint64_t ino, const char *name, const void *val, size_t len)
 {
-	char buf[2048];
+	static char buf[70000];
 	ssize_t n;
 
 	n = mfs_getxattr(fs, ino, name, NULL, 0);
@@ -280,11 +283,175 @@ START_TEST(test_value_limits)
 	value_of(big, sizeof(big), 9);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, max, 0), 0);
 	check_value(ino, name, big, max);
-	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, max + 1, 0), -ENOSPC);
-	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 65536, 0), -ENOSPC);
+	/* past a tree value: out of line, up to XATTR_SIZE_MAX */
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, max + 1, 0), 0);
+	check_value(ino, name, big, max + 1);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 65536, 0), 0);
+	check_value(ino, name, big, 65536);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 65537, 0), -E2BIG);
-	/* the failed sets left the old value */
-	check_value(ino, name, big, max);
+	/* the failed set left the old value */
+	check_value(ino, name, big, 65536);
+}
+END_TEST
+
+static uint64_t free_meta(void)
+{
+	ck_assert_int_eq(mfs_sync(fs), 0);
+	return le64toh(fs->sb.free_meta);
+}
+
+START_TEST(test_large_values)
+{
+	static char big[65536], buf[65536];
+	uint64_t base0 = free_meta(), ino = create("f"), base, used;
+	const char *name = "user.large";
+
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.small", "s", 1, 0), 0);
+	base = free_meta();
+	value_of(big, sizeof(big), 5);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, sizeof(big), XATTR_CREATE), 0);
+	/* 17 value blocks of 4048 bytes and the tree's root leaf */
+	used = base - free_meta();
+	ck_assert_uint_eq(used, 17 + 1);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, name, NULL, 0), 65536);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, name, buf, 65535), -ERANGE);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), sizeof("user.small") + strlen(name) + 1);
+	remount();
+	check_value(ino, name, big, sizeof(big));
+	check_value(ino, "user.small", "s", 1);
+	/* large -> small (inline) -> large -> another size: the old blocks go each time */
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, "x", 1, XATTR_REPLACE), 0);
+	ck_assert_uint_eq(free_meta(), base);
+	check_value(ino, name, "x", 1);
+	value_of(big, sizeof(big), 6);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 5000, XATTR_REPLACE), 0);
+	ck_assert_uint_eq(base - free_meta(), 2 + 1);
+	check_value(ino, name, big, 5000);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 40000, 0), 0);
+	ck_assert_uint_eq(base - free_meta(), 10 + 1);
+	remount();
+	check_value(ino, name, big, 40000);
+	ck_assert_int_eq(mfs_removexattr(fs, ino, name), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, name, NULL, 0), -ENODATA);
+	ck_assert_uint_eq(free_meta(), base);
+	/* unlink frees the value blocks with the inode */
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.l1", big, 65536, 0), 0);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.l2", big, 9000, 0), 0);
+	ck_assert_uint_lt(free_meta(), base - 20);
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
+	remount();
+	ck_assert_uint_eq(free_meta(), base0); /* the root directory's tree went too */
+}
+END_TEST
+
+START_TEST(test_many_names)
+{
+	static char big[20000];
+	uint64_t base = free_meta(), ino = create("f");
+	char name[64], *list;
+	ssize_t n;
+	unsigned i;
+
+	/* 500 names of 25+ bytes (a list of over 13 KiB), every 50th with a large value */
+	for (i = 0; i < 500; i++) {
+		size_t len = i % 50 ? 8 : 6000 + i;
+
+		snprintf(name, sizeof(name), "user.many-names-%05u-xyz", i);
+		value_of(big, len, i);
+		ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, len, XATTR_CREATE), 0);
+	}
+	remount();
+	n = mfs_listxattr(fs, ino, NULL, 0);
+	ck_assert_int_eq(n, 500 * (strlen("user.many-names-00000-xyz") + 1));
+	list = malloc((size_t)n);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, (size_t)n - 1), -ERANGE);
+	ck_assert_int_eq(mfs_listxattr(fs, ino, list, (size_t)n), n);
+	for (i = 0; i < 500; i++) {
+		size_t len = i % 50 ? 8 : 6000 + i;
+
+		snprintf(name, sizeof(name), "user.many-names-%05u-xyz", i);
+		ck_assert(listed(list, (size_t)n, name));
+		value_of(big, len, i);
+		check_value(ino, name, big, len);
+	}
+	free(list);
+	ck_assert_uint_eq(fs->sb.orphan_root, 0);
+	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
+	remount();
+	/* freed through the orphan list, which keeps its (empty) root leaf */
+	ck_assert_uint_ne(fs->sb.orphan_root, 0);
+	ck_assert_uint_eq(free_meta() + 1, base);
+}
+END_TEST
+
+/* An access ACL of @n named users (plus the owner, group, mask and other entries). */
+static size_t big_acl(uint8_t *v, unsigned n)
+{
+	uint8_t *e = v + MFS_ACL_HDR_SIZE;
+	unsigned i;
+
+	memset(v, 0, MFS_ACL_HDR_SIZE);
+	v[0] = MFS_ACL_VERSION;
+#define ENT(tag, perm, id)                                                                         \
+	do {                                                                                       \
+		uint32_t id_ = (id);                                                               \
+		e[0] = (tag);                                                                      \
+		e[1] = 0;                                                                          \
+		e[2] = (perm);                                                                     \
+		e[3] = 0;                                                                          \
+		memcpy(e + 4, &id_, 4);                                                            \
+		e += MFS_ACL_ENTRY_SIZE;                                                           \
+	} while (0)
+	ENT(MFS_ACL_USER_OBJ, 6, MFS_ACL_UNDEFINED_ID);
+	for (i = 0; i < n; i++)
+		ENT(MFS_ACL_USER, i % 8, 1000 + i);
+	ENT(MFS_ACL_GROUP_OBJ, 4, MFS_ACL_UNDEFINED_ID);
+	ENT(MFS_ACL_MASK, 7, MFS_ACL_UNDEFINED_ID);
+	ENT(MFS_ACL_OTHER, 0, MFS_ACL_UNDEFINED_ID);
+#undef ENT
+	return (size_t)(e - v);
+}
+
+START_TEST(test_large_acl)
+{
+	static uint8_t acl[65536], got[65536];
+	uint64_t ino = create("f");
+	size_t n = big_acl(acl, 4000); /* 32036 bytes */
+	struct stat st = {.st_mode = 0640}, out;
+	uint64_t d;
+
+	ck_assert_int_eq(mfs_setxattr(fs, ino, MFS_ACL_ACCESS, acl, n, 0), 0);
+	remount();
+	ck_assert_int_eq(mfs_getxattr(fs, ino, MFS_ACL_ACCESS, got, sizeof(got)), n);
+	ck_assert(!memcmp(got, acl, n));
+	/* chmod rewrites the large ACL's mask */
+	ck_assert_int_eq(mfs_setattr(fs, ino, &st, MFS_SET_MODE, &out), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, ino, MFS_ACL_ACCESS, got, sizeof(got)), n);
+	ck_assert_uint_eq(got[n - 2 * MFS_ACL_ENTRY_SIZE + 2], 4); /* mask = group bits */
+	/* a large default ACL is inherited by a new directory (default and access) */
+	ck_assert_int_eq(mfs_mkdir(fs, MFS_ROOT_INO, "d", 0755, 0, 0, &out), 0);
+	d = out.st_ino;
+	ck_assert_int_eq(mfs_setxattr(fs, d, MFS_ACL_DEFAULT, acl, n, 0), 0);
+	ck_assert_int_eq(mfs_mkdir(fs, d, "sub", 0777, 0, 0, &out), 0);
+	ck_assert_int_eq(mfs_getxattr(fs, out.st_ino, MFS_ACL_DEFAULT, got, sizeof(got)), n);
+	ck_assert(!memcmp(got, acl, n));
+	ck_assert_int_eq(mfs_getxattr(fs, out.st_ino, MFS_ACL_ACCESS, NULL, 0), n);
+}
+END_TEST
+
+START_TEST(test_no_feature)
+{
+	static char big[2000];
+	uint64_t ino;
+
+	/* a filesystem made before xattr_blocks keeps values within a tree value */
+	fs->sb.feature_incompat &= ~MFS_FEATURE_INCOMPAT_XATTR_BLOCKS;
+	ck_assert_int_eq(mfs_super_write(fs), 0);
+	remount();
+	ck_assert_uint_eq(fs->sb.feature_incompat & MFS_FEATURE_INCOMPAT_XATTR_BLOCKS, 0);
+	ino = create("f");
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.v", big, sizeof(big), 0), -ENOSPC);
+	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.v", big, 1000, 0), 0);
 }
 END_TEST
 
@@ -371,6 +538,10 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_value_limits);
+	tcase_add_test(tc, test_large_values);
+	tcase_add_test(tc, test_many_names);
+	tcase_add_test(tc, test_large_acl);
+	tcase_add_test(tc, test_no_feature);
 	tcase_add_test(tc, test_remove);
 	tcase_add_test(tc, test_persist_and_release);
 	suite_add_tcase(s, tc);
