@@ -1915,9 +1915,13 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 		return ret;
 	mfs_iput(fs, ip);
 	if (fs->read_only)
-		return 0;
+		return mfs_fs_errno(fs);
 	ret = mfs_txn_commit(fs);
-	if (!ret)
+	if (!ret) {
 		ret = blk_flush(fs->dev);
+		/* writes since the last flush may be lost, and whose is unknown: never report 0 again */
+		if (ret)
+			mfs_fs_error(fs, ret, "flush");
+	}
 	return ret;
 }

@@ -42,6 +42,12 @@ struct mfs_mount_opts {
 	bool exclusive;                /* lock the device against a second mount (daemon: true) */
 	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */
 	bool recount;
+	/*
+	 * Test knob (-o fault_inject): fail device operation fault_nth (1-based;
+	 * 0: count only), with fault_dying every one from it on (blk_dev_set_fault).
+	 */
+	bool fault_inject, fault_dying;
+	uint64_t fault_nth;
 };
 
 struct mfs_ino {
