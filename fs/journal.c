@@ -31,12 +31,14 @@
  * order, flushes, and persists journal_seq/journal_tail in the superblock.
  * A transaction larger than the whole journal is refused with -ENOSPC before
  * anything is written: its buffers are invalidated (re-read from the device)
- * and the journal is aborted (later handles and commits fail with -EIO): the
+ * and the journal is aborted, the filesystem read-only (fserror.c: later
+ * handles fail with -EROFS, commits with -EIO): the
  * layers above (cached inodes, allocator state, tree roots) already hold the
  * refused changes and cannot be rolled back, so going on would commit later
  * changes on top of a state the device never had.  Operations whose metadata
  * grows with a file run in bounded steps (mfs_txn_begin_step) and never get
- * there.  An I/O error while committing aborts the journal the same way.
+ * there.  An I/O error while committing or checkpointing aborts the journal
+ * the same way (mfs_fs_error).
  *
  * Locking: j->commit_mutex serialises commit, checkpoint and the journal
  * space (jhead, jtail, used, the checkpoint list); it is taken before

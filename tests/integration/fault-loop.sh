@@ -53,7 +53,7 @@ DPID=""
 
 cleanup() {
 	set +e
-	if mountpoint -q "$MNT" 2>/dev/null; then
+	if is_mounted; then
 		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
 	fi
 	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
@@ -78,15 +78,27 @@ bad() {
 	return 0
 }
 
+# Waits without a process per poll: the loop runs 300+ points.
+mkfifo "$WORK/nap"
+exec {NAPFD}<>"$WORK/nap" # never written: reads time out
+nap() { read -r -t "$1" -u "$NAPFD" || true; }
+is_mounted() {
+	local line
+	while read -r line; do
+		[[ $line == *" $MNT "* ]] && return 0
+	done </proc/self/mountinfo
+	return 1
+}
+
 # start OPTS: start the daemon; 0 once mounted, 1 if it exited first (or hung: killed)
 start() {
 	local i
 	"$MENDFS" -f -o "commit=0$1" "$IMG" "$MNT" 2>>"$LOG" &
 	DPID=$!
-	for ((i = 0; i < 400; i++)); do
-		mountpoint -q "$MNT" && return 0
+	for ((i = 0; i < 2000; i++)); do
+		is_mounted && return 0
 		kill -0 "$DPID" 2>/dev/null || return 1
-		sleep 0.01
+		nap 0.002
 	done
 	echo "fault-loop: not mounted after 4 s" >>"$LOG"
 	stop_daemon
@@ -95,18 +107,18 @@ start() {
 
 # stop_daemon: unmount if mounted and reap the daemon (bounded); sets $dstatus
 stop_daemon() {
-	local i
+	local i s
 	dstatus=0
-	if mountpoint -q "$MNT"; then
+	if is_mounted; then
 		if ! timeout 20 umount "$MNT" 2>>"$LOG"; then
 			echo "fault-loop: umount hung or failed" >>"$LOG"
 			umount -l "$MNT" 2>/dev/null
 			dstatus=hang
 		fi
 	fi
-	for ((i = 0; i < 2000; i++)); do
+	for ((i = 0; i < 10000; i++)); do
 		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.01
+		nap 0.002
 	done
 	if kill -0 "$DPID" 2>/dev/null; then
 		echo "fault-loop: the daemon did not exit within 20 s" >>"$LOG"
@@ -161,7 +173,7 @@ point() {
 	fi
 }
 
-"$MKFS_MENDFS" -q -f -N 1024 "$TPL" 32M >"$WORK/mkfs.log" 2>&1 ||
+"$MKFS_MENDFS" -q -f -N 1024 "$TPL" 16M >"$WORK/mkfs.log" 2>&1 ||
 	{ cat "$WORK/mkfs.log" >&2; exit 1; }
 
 if [ -n "${FAULT_LOOP_ONLY:-}" ]; then

@@ -27,8 +27,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define NFILES 4
-#define MAXLEN (3 * 4096 + 123)
+#define NFILES 5
+#define MAXLEN (NFILES * 4096 + 123)
 
 struct entry {
 	char name[2][64]; /* possible names (name[1] empty: one) */
@@ -184,8 +184,9 @@ static int run(const char *manifest)
 		return 1;
 	}
 	for (i = 0; i < n; i++)
-		fprintf(f, "%s %s %u %u %s %d\n", e[i].name[0], e[i].name[1][0] ? e[i].name[1] : "-",
-		        e[i].seed, e[i].len, e[i].xattr[0] ? e[i].xattr : "-", e[i].gone_ok);
+		fprintf(f, "%s %s %u %u %s %d\n", e[i].name[0],
+		        e[i].name[1][0] ? e[i].name[1] : "-", e[i].seed, e[i].len,
+		        e[i].xattr[0] ? e[i].xattr : "-", e[i].gone_ok);
 	if (fclose(f)) {
 		perror(manifest);
 		return 1;
@@ -245,8 +246,9 @@ static int verify(const char *manifest)
 
 		if (a < 0 || b < 0 || a + b > 1 || (a + b == 0 && !gone_ok)) {
 			if (a >= 0 && b >= 0)
-				fprintf(stderr, "faultload: %s%s%s: %s\n", n0, b || a ? " and " : "",
-				        b || a ? n1 : "", a + b ? "both exist" : "missing");
+				fprintf(stderr, "faultload: %s%s%s: %s\n", n0,
+				        b || a ? " and " : "", b || a ? n1 : "",
+				        a + b ? "both exist" : "missing");
 			ret = 1;
 		}
 		files++;
