@@ -1919,7 +1919,7 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 	ret = mfs_txn_commit(fs);
 	if (!ret) {
 		ret = blk_flush(fs->dev);
-		/* writes since the last flush may be lost, and whose is unknown: never report 0 again */
+		/* writes since the last flush may be lost, whose is unknown: fail from now on */
 		if (ret)
 			mfs_fs_error(fs, ret, "flush");
 	}

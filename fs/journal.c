@@ -601,7 +601,8 @@ write:
 	if (!ret)
 		ret = commit_write(fs, r, head, ndesc, j->cbuf);
 	if (ret) {
-		fprintf(stderr, "mendfs: commit of transaction %llu failed\n", (unsigned long long)id);
+		fprintf(stderr, "mendfs: commit of transaction %llu failed\n",
+		        (unsigned long long)id);
 		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
 		mfs_alloc_commit_end(fs, freed, false);
 		mfs_fs_error(fs, ret, "journal commit");
