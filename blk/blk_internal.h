@@ -36,8 +36,9 @@
 #define BLK_PLUG_FLUSH_SIZE    (128u * 1024) /* flush when the last request is this big */
 
 /* rq->rq_flags */
-#define RQF_ELV     (1u << 0) /* a scheduler owns ordering: set when it is attached */
-#define RQF_NOMERGE (1u << 1) /* nothing may merge into this request */
+#define RQF_ELV        (1u << 0) /* a scheduler owns ordering: set when it is attached */
+#define RQF_NOMERGE    (1u << 1) /* nothing may merge into this request */
+#define RQF_FAULT_SEEN (1u << 2) /* counted by the fault injector (fault.c) */
 
 /*
  * A request: one tag, a chain of contiguous bios.  The first cache line holds

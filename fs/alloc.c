@@ -614,7 +614,8 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 	if (ret) {
 		free(pz[0]);
 		free(pz[1]);
-		if (ret == -ENOMEM || strict)
+		/* a read that turned the filesystem read-only (fserror.c) is its caller's EIO */
+		if (ret == -ENOMEM || strict || mfs_fs_errno(fs))
 			return ret;
 		pthread_mutex_lock(&fs->alloc_lock);
 		if (m->loaded[k] == G_UNLOADED) {
@@ -887,7 +888,8 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 	ret = mfs_meta_read(fs, sb64(fs->sb.data_bitmap_start) + g, MFS_T_BITMAP, &b);
 	if (ret) {
 		free(pz);
-		if (ret == -ENOMEM)
+		/* as in bm_block_load: not an ENOSPC later */
+		if (ret == -ENOMEM || mfs_fs_errno(fs))
 			return ret;
 		/* unreadable: nothing is allocated from it (frees into it fail the same way) */
 		pthread_mutex_lock(&fs->alloc_lock);

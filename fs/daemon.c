@@ -129,6 +129,8 @@ static const struct fuse_custom_io mfsd_fuse_io = {
 struct mfsd_opts {
 	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
 	unsigned atime; /* MFS_ATIME_* */
+	bool fault_inject, fault_dying; /* -o fault_inject=N[+] (a test knob) */
+	uint64_t fault_nth;
 	enum blk_backend_type backend;
 	const char *badblocks;
 	unsigned threads;
@@ -1709,6 +1711,12 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 				logmsg(LOG_ERR, "backend=%s: expected pmem, uring or auto", val);
 				return -1;
 			}
+		} else if (!strcmp(opt, "fault_inject") && val) {
+			o->fault_inject = !mfsd_parse_fault(val, &o->fault_nth, &o->fault_dying);
+			if (!o->fault_inject) {
+				logmsg(LOG_ERR, "fault_inject=%s: expected N, N+ or 0", val);
+				return -1;
+			}
 		} else if (!strcmp(opt, "badblocks") && val && *val) {
 			o->badblocks = val;
 		} else if (!strcmp(opt, "threads") && val) {
@@ -1961,6 +1969,9 @@ int main(int argc, char **argv)
 	mo.badblocks = o.badblocks;
 	mo.exclusive = true;
 	mo.atime = o.atime;
+	mo.fault_inject = o.fault_inject;
+	mo.fault_nth = o.fault_nth;
+	mo.fault_dying = o.fault_dying;
 	ret = mfs_mount(device, &mo, &d->fs, err, sizeof(err));
 	/* locked by a daemon that was unmounted and is still exiting: wait for it */
 	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendfs"))

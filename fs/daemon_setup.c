@@ -281,3 +281,21 @@ out:
 	free(key);
 	return ret;
 }
+
+int mfsd_parse_fault(const char *val, uint64_t *nth, bool *dying)
+{
+	char *end;
+	unsigned long long n;
+
+	if (*val < '0' || *val > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(val, &end, 10);
+	if (errno)
+		return -1;
+	*dying = *end == '+';
+	if ((*end && (*end != '+' || end[1])) || (*dying && !n))
+		return -1;
+	*nth = n;
+	return 0;
+}

@@ -9,7 +9,9 @@
 #ifndef MENDFS_DAEMON_SETUP_H
 #define MENDFS_DAEMON_SETUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * @path as an absolute path: @path itself if absolute, else the working
@@ -21,6 +23,13 @@ char *mfsd_abs_path(const char *path);
 
 /* The directory a file @path (absolute) would be created in exists: 0, or -errno. */
 int mfsd_parent_dir_exists(const char *path);
+
+/*
+ * The value of -o fault_inject (a test knob, mendfs(8)): "N" fails device
+ * operation N once, "N+" every operation from N on, "0" only counts.
+ * Returns 0, or -1 if it is anything else.
+ */
+int mfsd_parse_fault(const char *val, uint64_t *nth, bool *dying);
 
 /* @s for a libfuse -o list: ',' and '\' escaped with '\'.  Returns 0, or -1 if too long. */
 int mfsd_opt_escape(const char *s, char *out, size_t len);

@@ -1918,9 +1918,13 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 		mfs_atime_write(fs, ip); /* a failure drops the atime, not the fsync */
 	mfs_iput(fs, ip);
 	if (fs->read_only)
-		return 0;
+		return mfs_fs_errno(fs);
 	ret = mfs_txn_commit(fs);
-	if (!ret)
+	if (!ret) {
 		ret = blk_flush(fs->dev);
+		/* writes since the last flush may be lost, whose is unknown: fail from now on */
+		if (ret)
+			mfs_fs_error(fs, ret, "flush");
+	}
 	return ret;
 }

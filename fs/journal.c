@@ -31,12 +31,14 @@
  * order, flushes, and persists journal_seq/journal_tail in the superblock.
  * A transaction larger than the whole journal is refused with -ENOSPC before
  * anything is written: its buffers are invalidated (re-read from the device)
- * and the journal is aborted (later handles and commits fail with -EIO): the
+ * and the journal is aborted, the filesystem read-only (fserror.c: later
+ * handles fail with -EROFS, commits with -EIO): the
  * layers above (cached inodes, allocator state, tree roots) already hold the
  * refused changes and cannot be rolled back, so going on would commit later
  * changes on top of a state the device never had.  Operations whose metadata
  * grows with a file run in bounded steps (mfs_txn_begin_step) and never get
- * there.  An I/O error while committing aborts the journal the same way.
+ * there.  An I/O error while committing or checkpointing aborts the journal
+ * the same way (mfs_fs_error).
  *
  * Locking: j->commit_mutex serialises commit, checkpoint and the journal
  * space (jhead, jtail, used, the checkpoint list); it is taken before
@@ -146,6 +148,18 @@ static int jwrite(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nbl
 
 /* --- handles ------------------------------------------------------------------ */
 
+__thread unsigned mfs_txn_depth;
+
+void mfs_journal_abort(struct mfs *fs, int err)
+{
+	struct mfs_journal *j = J(fs);
+
+	pthread_mutex_lock(&fs->txn_lock);
+	if (!j->aborted)
+		j->aborted = err;
+	pthread_mutex_unlock(&fs->txn_lock);
+}
+
 int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 {
 	struct mfs_txn *t;
@@ -155,7 +169,7 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 		return -EROFS;
 	pthread_mutex_lock(&fs->txn_lock);
 	if (J(fs)->aborted) {
-		ret = J(fs)->aborted;
+		ret = -EROFS; /* read-only after an error (fserror.c) */
 		goto out;
 	}
 	while (fs->running && fs->running->locked)
@@ -172,6 +186,7 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 		fs->running = t;
 	}
 	t->updates++;
+	mfs_txn_depth++;
 	*txnp = t;
 out:
 	pthread_mutex_unlock(&fs->txn_lock);
@@ -246,6 +261,7 @@ int mfs_txn_end(struct mfs_txn *txn)
 	struct mfs *fs = txn->fs;
 	bool big;
 
+	mfs_txn_depth--;
 	pthread_mutex_lock(&fs->txn_lock);
 	if (--txn->updates == 0)
 		pthread_cond_broadcast(&fs->txn_cond);
@@ -338,9 +354,11 @@ int mfs_checkpoint(struct mfs *fs)
 	int ret;
 
 	if (fs->read_only)
-		return 0;
+		return mfs_fs_errno(fs);
 	pthread_mutex_lock(&J(fs)->commit_mutex);
 	ret = __checkpoint(fs);
+	if (ret)
+		mfs_fs_error(fs, ret, "checkpoint");
 	pthread_mutex_unlock(&J(fs)->commit_mutex);
 	return ret;
 }
@@ -481,10 +499,11 @@ int mfs_txn_commit(struct mfs *fs)
 	struct mfs_txn *t;
 	struct jrec *r = NULL;
 	void *freed = NULL;
+	const char *what;
 	int ret = 0;
 
 	if (fs->read_only)
-		return 0;
+		return mfs_fs_errno(fs); /* -EIO after an error: nothing more becomes durable */
 	pthread_mutex_lock(&j->commit_mutex);
 	pthread_mutex_lock(&fs->txn_lock);
 	t = fs->running;
@@ -501,16 +520,16 @@ int mfs_txn_commit(struct mfs *fs)
 	if (n == 0)
 		goto done_txn;
 	if (j->aborted) {
-		ret = j->aborted;
+		ret = -EIO;
 		__txn_discard(t);
 		goto done_txn;
 	}
 	if (fs->commit_fail_after && --fs->commit_fail_after == 0) {
 		/* test knob: fail as an I/O error before writing anything */
-		fprintf(stderr, "mendfs: commit failed (injected): journal aborted\n");
-		ret = j->aborted = -EIO;
+		ret = -EIO;
+		what = "commit (injected failure)";
 		__txn_discard(t);
-		goto done_txn;
+		goto done_txn_error;
 	}
 	ndesc = (n + JTAGS - 1) / JTAGS;
 	total = ndesc + n + 1;
@@ -522,20 +541,16 @@ int mfs_txn_commit(struct mfs *fs)
 		        (unsigned long long)n, (unsigned long long)fs->sb.journal_len);
 		ret = __checkpoint(fs); /* so that re-reads see everything committed */
 		__txn_discard(t);
-		fprintf(stderr,
-		        "mendfs: journal aborted: the refused changes are in memory only\n");
-		j->aborted = -EIO;
 		ret = ret ? ret : -ENOSPC;
-		goto done_txn;
+		what = "a transaction larger than the journal was refused";
+		goto done_txn_error;
 	}
 	if (j->used + total > fs->sb.journal_len) {
 		ret = __checkpoint(fs);
 		if (ret) {
-			fprintf(stderr, "mendfs: checkpoint failed (%s): journal aborted\n",
-			        strerror(-ret));
-			j->aborted = ret;
+			what = "checkpoint";
 			__txn_discard(t);
-			goto done_txn;
+			goto done_txn_error;
 		}
 	}
 	r = calloc(1, sizeof(*r));
@@ -570,17 +585,28 @@ done_txn:
 		mfs_alloc_commit_end(fs, freed, false);
 		goto out;
 	}
+	goto write;
+done_txn_error:
+	/* the refused changes are in memory only: nothing more may commit on top of them */
+	pthread_cond_broadcast(&fs->txn_cond);
+	pthread_mutex_unlock(&fs->txn_lock);
+	txn_free(t);
+	mfs_alloc_commit_end(fs, freed, false);
+	mfs_fs_error(fs, ret, what);
+	goto out;
+write:
 
 	/* the I/O, from the copies: new handles already run */
 	ret = build_commit(fs, r, head, ndesc, j->cbuf);
 	if (!ret)
 		ret = commit_write(fs, r, head, ndesc, j->cbuf);
 	if (ret) {
-		fprintf(stderr, "mendfs: commit of transaction %llu failed (%s): journal aborted\n",
-		        (unsigned long long)id, strerror(-ret));
-		j->aborted = ret;
+		fprintf(stderr, "mendfs: commit of transaction %llu failed\n",
+		        (unsigned long long)id);
 		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
 		mfs_alloc_commit_end(fs, freed, false);
+		mfs_fs_error(fs, ret, "journal commit");
+		ret = -EIO;
 		goto out;
 	}
 	mfs_alloc_commit_end(fs, freed, true);

@@ -339,6 +339,9 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 	pthread_mutex_unlock(&b->lock);
 	if (ret) {
 		mfs_buf_put(b);
+		/* inside a handle the operation may be half done in memory: stop (fserror.c) */
+		if (ret == -EIO && mfs_txn_depth && !fs->read_only)
+			mfs_fs_error(fs, ret, "metadata read in a transaction");
 		return ret;
 	}
 	*bp = b;

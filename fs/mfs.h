@@ -64,6 +64,7 @@ struct mfs {
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
 	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
+	_Atomic int error; /* -EIO once an I/O error turned it read-only (fserror.c) */
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
 
@@ -116,6 +117,19 @@ struct mfs {
 
 	struct mfs_stats stats;
 };
+
+/* --- I/O errors (fserror.c) ------------------------------------------------------ */
+
+/*
+ * An I/O error (@err, logged with @what) the filesystem cannot go on from:
+ * abort the journal and turn read-only (see fserror.c).  Once only.
+ */
+void mfs_fs_error(struct mfs *fs, int err, const char *what);
+/* The error fsync and sync report: fs->error, or 0. */
+static inline int mfs_fs_errno(struct mfs *fs)
+{
+	return atomic_load(&fs->error);
+}
 
 /* --- superblock (super.c) ------------------------------------------------------- */
 
@@ -222,6 +236,10 @@ int mfs_checkpoint(struct mfs *fs);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);
+/* Refuse every later handle and commit (mfs_fs_error). */
+void mfs_journal_abort(struct mfs *fs, int err);
+/* Transaction handles the calling thread holds open (mfs_meta_read: is an operation half done?). */
+extern __thread unsigned mfs_txn_depth;
 /*
  * Replay committed transactions from sb->journal_seq/journal_tail onto the
  * device (both copies), advance the superblock.  Returns the number of

@@ -43,6 +43,12 @@ struct mfs_mount_opts {
 	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */
 	bool recount;
 	unsigned atime; /* MFS_ATIME_* of atime.h; 0: relatime */
+	/*
+	 * Test knob (-o fault_inject): fail device operation fault_nth (1-based;
+	 * 0: count only), with fault_dying every one from it on (blk_dev_set_fault).
+	 */
+	bool fault_inject, fault_dying;
+	uint64_t fault_nth;
 };
 
 struct mfs_ino {

@@ -302,6 +302,13 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		merr(err, errlen, "%s", msg[0] ? msg : strerror(-ret));
 		goto fail;
 	}
+	if (opts->fault_inject) {
+		ret = blk_dev_set_fault(fs->dev, opts->fault_nth, opts->fault_dying);
+		if (ret) {
+			merr(err, errlen, "%s: fault injection: %s", device, strerror(-ret));
+			goto fail;
+		}
+	}
 	ret = mfs_super_read(fs->dev, &fs->sb, &force_ro, &other_bad, msg, sizeof(msg));
 	if (ret) {
 		merr(err, errlen, "%s: %s", device, msg);
@@ -396,15 +403,23 @@ int mfs_unmount(struct mfs *fs)
 		ret = mfs_atime_flush(fs);
 		r = mfs_txn_commit(fs);
 		ret = ret ? ret : r;
-		r = mfs_checkpoint(fs);
-		ret = ret ? ret : r;
-		/* clean only when the journal is empty and everything is in place */
 		if (!ret)
+			ret = mfs_checkpoint(fs);
+		/* clean only when the journal is empty and everything is in place */
+		if (!ret) {
 			fs->sb.state = (fs->sb.state & MFS_STATE_ERROR) | MFS_STATE_CLEAN;
-		r = mfs_super_write(fs);
-		ret = ret ? ret : r;
+			ret = mfs_super_write(fs);
+		}
 		if (ret)
 			fprintf(stderr, "mendfs: unmount of %s: %s\n", fs->device, strerror(-ret));
+	}
+	if (mfs_fs_errno(fs)) {
+		/* read-only after an I/O error: nothing was written, replay restores the rest */
+		ret = mfs_fs_errno(fs);
+		fprintf(stderr,
+		        "mendfs: unmount of %s: read-only after an I/O error, nothing written: "
+		        "the next mount replays the journal\n",
+		        fs->device);
 	}
 	teardown(fs);
 	return ret;
@@ -420,7 +435,7 @@ int mfs_sync(struct mfs *fs)
 	int ret, r;
 
 	if (fs->read_only)
-		return 0;
+		return mfs_fs_errno(fs);
 	ret = mfs_atime_flush(fs);
 	r = mfs_txn_commit(fs);
 	return ret ? ret : r;

@@ -271,6 +271,19 @@ void blk_dev_set_qos(struct blk_dev *dev, const struct blk_qos_ops *ops, void *p
 int blk_dev_set_write_tap(struct blk_dev *dev, void (*fn)(void *priv, const struct blk_bio *bio),
                           void *priv);
 
+/*
+ * Fault injection (tests only, blk/fault.c): count the device's operations
+ * (requests handed to the backend: reads, writes, write-zeroes, flushes) and
+ * fail operation @nth (1-based) with -EIO, or with @dying every operation
+ * from @nth on, without touching the media; @nth 0 only counts.  Attach
+ * while the device is idle, not with a write tap (-EBUSY).  Closing the
+ * device prints the counts on stderr.  Detached (the default), it costs
+ * nothing.  Returns 0 or -errno.
+ */
+int blk_dev_set_fault(struct blk_dev *dev, uint64_t nth, bool dying);
+/* Operations counted and failed so far; -ENOENT without an injector. */
+int blk_dev_fault_counts(struct blk_dev *dev, uint64_t *ops, uint64_t *failed);
+
 /* Statistics, summed over threads and queues when read. */
 struct blk_stats {
 	uint64_t ios[BLK_OP_MAX];   /* bios submitted per op */

@@ -509,7 +509,8 @@ START_TEST(test_txn_too_large_refused)
 		mfs_buf_put(b);
 	}
 	ck_assert_int_eq(mfs_txn_end(txn), -ENOSPC);
-	ck_assert_int_eq(mfs_txn_commit(&t.fs), 0); /* nothing left */
+	/* the filesystem is read-only now: commits (fsync, sync) report the error */
+	ck_assert_int_eq(mfs_txn_commit(&t.fs), -EIO);
 	/* nothing reached the device; the cache re-reads the device's content */
 	for (i = 0; i < 20; i++) {
 		ck_assert(on_disk_is(&t, blk[i], i));
@@ -519,11 +520,13 @@ START_TEST(test_txn_too_large_refused)
 	}
 	ck_assert_int_eq(replay(&t, true), 0);
 	/*
-	 * The journal is aborted: the layers above hold the refused changes in
-	 * memory, so nothing more may be committed on top of them.
+	 * The journal is aborted and the filesystem read-only: the layers
+	 * above hold the refused changes in memory, so nothing more may be
+	 * committed on top of them.
 	 */
-	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), -EIO);
-	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 1, &txn), -EIO);
+	ck_assert(t.fs.read_only);
+	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), -EROFS);
+	ck_assert_int_eq(mfs_txn_begin_step(&t.fs, 1, &txn), -EROFS);
 	tfs_umount(&t);
 	for (i = 0; i < 20; i++)
 		ck_assert(on_disk_is(&t, blk[i], i));

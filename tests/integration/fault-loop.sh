@@ -1,0 +1,212 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# fault-loop.sh: I/O error handling, tested the way SQLite tests its I/O
+# layer.  A workload (mount; $FAULTLOAD run: create, write, fsync, setxattr,
+# rename, unlink; unmount) first runs once with -o fault_inject=0, which
+# counts its device operations K (requests the engine hands to the backend:
+# reads, writes, write-zeroes, flushes; the daemon prints the count when it
+# closes the device).  Then for N = 1..K, in two modes: operation N fails
+# with EIO (fault_inject=N), and every operation from N on fails, a device
+# that dies (fault_inject=N+).  Each run, on a fresh copy of an image made
+# once by mkfs.mendfs (on tmpfs):
+#
+#   - the daemon must neither hang (every step is under a timeout) nor crash
+#     (exit status 0 or 1, no sanitizer report or assertion in its log);
+#     a mount that fails (a fault while mounting) is allowed;
+#   - every failing call of the workload fails with EIO or EROFS
+#     (faultload.c);
+#   - after the run, fsck.mendfs -n finds nothing wrong, but what a crash
+#     at that point would leave and the next mount repairs: committed
+#     transactions to replay (F0004: a filesystem that turned read-only
+#     left its journal as it was) and superblock copies that differ (F0002:
+#     a superblock write failed between its two copies); the check replays
+#     the journal in memory, so the state after replay is checked too;
+#   - mounted again without faults, every file whose fsync succeeded is
+#     intact ($FAULTLOAD verify), and fsck.mendfs -n is still clean after
+#     that mount's replay and unmount.
+#
+# Prints "fault points: N" (runs made).  $FAULT_LOOP_MAX caps K (a quick
+# look); $FAULT_LOOP_ONLY="MODE N" runs one point (MODE once or dying) and
+# keeps its files in $FAULT_LOOP_KEEP if set.  Exit 0 pass, 1 fail, 77 skip
+# (not root, no /dev/fuse; fail with MENDFS_TEST_STRICT=1).
+set -eu
+
+for v in MENDFS MKFS_MENDFS FSCK_MENDFS FAULTLOAD; do
+	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
+done
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "skip: needs root and /dev/fuse"
+	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && exit 1
+	exit 77
+fi
+
+base=/dev/shm
+[ -d "$base" ] && [ -w "$base" ] || base=/tmp
+WORK=$(mktemp -d "$base/mendfs-fl.XXXXXX")
+TPL=$WORK/template
+IMG=$WORK/img
+MNT=$WORK/m
+LOG=$WORK/log
+mkdir -p "$MNT"
+DPID=""
+
+cleanup() {
+	set +e
+	if is_mounted; then
+		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+		kill -9 "$DPID" 2>/dev/null
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+failures=0
+failed_points=""
+# bad POINT WHY: one failed point (details of the first few)
+bad() {
+	failures=$((failures + 1))
+	failed_points="$failed_points [$1]"
+	if [ "$failures" -le 5 ]; then
+		echo "FAIL (fault-loop) at $1: $2" >&2
+		[ -s "$LOG" ] && tail -15 "$LOG" | sed 's/^/  daemon: /' >&2
+		[ -s "$WORK/out" ] && tail -5 "$WORK/out" | sed 's/^/  workload: /' >&2
+	fi
+	return 0
+}
+
+# Waits without a process per poll: the loop runs 300+ points.
+mkfifo "$WORK/nap"
+exec {NAPFD}<>"$WORK/nap" # never written: reads time out
+nap() { read -r -t "$1" -u "$NAPFD" || true; }
+is_mounted() {
+	local line
+	while read -r line; do
+		[[ $line == *" $MNT "* ]] && return 0
+	done </proc/self/mountinfo
+	return 1
+}
+
+# start OPTS: start the daemon; 0 once mounted, 1 if it exited first (or hung: killed)
+start() {
+	local i
+	"$MENDFS" -f -o "commit=0$1" "$IMG" "$MNT" 2>>"$LOG" &
+	DPID=$!
+	for ((i = 0; i < 2000; i++)); do
+		is_mounted && return 0
+		kill -0 "$DPID" 2>/dev/null || return 1
+		nap 0.002
+	done
+	echo "fault-loop: not mounted after 4 s" >>"$LOG"
+	stop_daemon
+	return 1
+}
+
+# stop_daemon: unmount if mounted and reap the daemon (bounded); sets $dstatus
+stop_daemon() {
+	local i s
+	dstatus=0
+	if is_mounted; then
+		if ! timeout 20 umount "$MNT" 2>>"$LOG"; then
+			echo "fault-loop: umount hung or failed" >>"$LOG"
+			umount -l "$MNT" 2>/dev/null
+			dstatus=hang
+		fi
+	fi
+	for ((i = 0; i < 10000; i++)); do
+		kill -0 "$DPID" 2>/dev/null || break
+		nap 0.002
+	done
+	if kill -0 "$DPID" 2>/dev/null; then
+		echo "fault-loop: the daemon did not exit within 20 s" >>"$LOG"
+		kill -9 "$DPID" 2>/dev/null
+		dstatus=hang
+	fi
+	wait "$DPID" 2>/dev/null && s=0 || s=$?
+	[ "$dstatus" = hang ] || dstatus=$s
+	DPID=""
+}
+
+daemon_ok() {
+	[ "$dstatus" = 0 ] || [ "$dstatus" = 1 ] || return 1
+	! grep -qE 'Sanitizer|runtime error|Assertion .* failed|double free|corrupted' "$LOG"
+}
+
+# point MODE N: one run; MODE once or dying
+point() {
+	local what="$1 $2" opt mounted=1 rc
+	[ "$1" = dying ] && opt=",fault_inject=$2+" || opt=",fault_inject=$2"
+	cp "$TPL" "$IMG"
+	: >"$LOG"
+	: >"$WORK/out"
+	: >"$WORK/manifest"
+	start "$opt" || mounted=0
+	if [ $mounted = 1 ]; then
+		timeout 30 "$FAULTLOAD" run "$MNT" "$WORK/manifest" >"$WORK/out" 2>&1 && rc=0 || rc=$?
+		case $rc in
+		0) ;;
+		124) bad "$what" "the workload hung"; stop_daemon; return ;;
+		*) bad "$what" "the workload failed (status $rc)" ;;
+		esac
+	fi
+	stop_daemon
+	daemon_ok || { bad "$what" "daemon crashed or hung (status $dstatus)"; return; }
+	timeout 60 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 && rc=0 || rc=$?
+	if [ $rc != 0 ] && { [ $rc != 4 ] || grep -E '^F[0-9]{4}' "$WORK/fsck" |
+		grep -qvE '^F000[24]:'; }; then
+		cat "$WORK/fsck" >>"$LOG"
+		bad "$what" "fsck.mendfs -n after the faults (status $rc)"
+		return
+	fi
+	: >"$LOG"
+	start "" || { bad "$what" "remount without faults failed"; stop_daemon; return; }
+	timeout 30 "$FAULTLOAD" verify "$MNT" "$WORK/manifest" >"$WORK/out" 2>&1 ||
+		bad "$what" "fsync'ed files damaged"
+	stop_daemon
+	[ "$dstatus" = 0 ] || { bad "$what" "clean remount: daemon status $dstatus"; return; }
+	if ! timeout 60 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1; then
+		cat "$WORK/fsck" >>"$LOG"
+		bad "$what" "fsck.mendfs -n after the remount"
+	fi
+}
+
+"$MKFS_MENDFS" -q -f -N 1024 "$TPL" 16M >"$WORK/mkfs.log" 2>&1 ||
+	{ cat "$WORK/mkfs.log" >&2; exit 1; }
+
+if [ -n "${FAULT_LOOP_ONLY:-}" ]; then
+	point $FAULT_LOOP_ONLY
+	[ -n "${FAULT_LOOP_KEEP:-}" ] && cp -r "$WORK/." "$FAULT_LOOP_KEEP/"
+	[ "$failures" = 0 ] && echo "fault point $FAULT_LOOP_ONLY: ok"
+	[ "$failures" = 0 ]
+	exit
+fi
+
+# the dry run: no fault, count the operations
+cp "$TPL" "$IMG"
+: >"$LOG"
+start ",fault_inject=0" || { cat "$LOG" >&2; echo "FAIL: mount without faults" >&2; exit 1; }
+"$FAULTLOAD" run "$MNT" "$WORK/manifest" >"$WORK/out" 2>&1 ||
+	{ cat "$WORK/out" >&2; echo "FAIL: the workload without faults" >&2; exit 1; }
+stop_daemon
+[ "$dstatus" = 0 ] || { cat "$LOG" >&2; echo "FAIL: daemon status $dstatus without faults" >&2; exit 1; }
+K=$(sed -n 's/^mendblk: fault injection: \([0-9]*\) operations.*/\1/p' "$LOG")
+[ -n "$K" ] && [ "$K" -gt 0 ] || { cat "$LOG" >&2; echo "FAIL: no operation count" >&2; exit 1; }
+echo "workload: $K device operations"
+[ -n "${FAULT_LOOP_MAX:-}" ] && [ "$K" -gt "$FAULT_LOOP_MAX" ] && K=$FAULT_LOOP_MAX
+
+points=0
+for mode in once dying; do
+	for ((n = 1; n <= K; n++)); do
+		point "$mode" "$n"
+		points=$((points + 1))
+	done
+done
+echo "fault points: $points"
+if [ "$failures" -gt 0 ]; then
+	echo "FAIL (fault-loop): $failures of $points points:$failed_points" >&2
+	exit 1
+fi
+echo "fault-loop: all $points points passed"
