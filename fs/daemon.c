@@ -128,7 +128,7 @@ static const struct fuse_custom_io mfsd_fuse_io = {
 /* Options of -o. */
 struct mfsd_opts {
 	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
-	unsigned atime; /* MFS_ATIME_* */
+	unsigned atime;                 /* MFS_ATIME_* */
 	bool fault_inject, fault_dying; /* -o fault_inject=N[+] (a test knob) */
 	uint64_t fault_nth;
 	enum blk_backend_type backend;
