@@ -1630,7 +1630,7 @@ static void usage(FILE *f)
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
 	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
-	           "            timeout=SECONDS, debug,\n"
+	           "            timeout=SECONDS, debug, fault_inject=N|N+|0 (testing),\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            atime, relatime, strictatime, noatime, nodiratime, diratime,\n"
 	           "            nosuid, suid, nodev, dev, noexec, exec, sync, async, dirsync\n"
