@@ -5,7 +5,7 @@
 # Not part of the test suite; needs root, /dev/fuse, fio and perf.
 #
 #   tests/bench/daemon-cpu.sh [options]
-#     --build DIR     meson build tree with fs/mendfs and mkfs/mkfs.mendfs (default build)
+#     --build DIR     meson build tree with fs/fuse/mendfs and mkfs/mkfs.mendfs (default build)
 #     --rw RW         fio --rw: read, write, randread, randwrite (default read)
 #     --bs BS         fio --bs (default 1M)
 #     --size SIZE     file size (default 1G; the image is 3 times as large)
@@ -63,7 +63,7 @@ cleanup() {
 trap cleanup EXIT
 
 mount_it() {
-	"$BUILD/fs/mendfs" -f ${OPTS:+-o "$OPTS"} "$IMG" "$MNT" 2>"$WORK/log" &
+	"$BUILD/fs/fuse/mendfs" -f ${OPTS:+-o "$OPTS"} "$IMG" "$MNT" 2>"$WORK/log" &
 	DPID=$!
 	for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 	mountpoint -q "$MNT" || { cat "$WORK/log" >&2; exit 1; }

@@ -23,7 +23,7 @@
 #   and inode caches dropped before stat), in files per second.
 #
 # Usage: tests/bench/fs-figures.sh [options]
-#   --build DIR        meson build tree with fs/mendfs and mkfs/mkfs.mendfs
+#   --build DIR        meson build tree with fs/fuse/mendfs and mkfs/mkfs.mendfs
 #                      (default: build-fsbench beside tests/; it is re-built with
 #                      ninja if it exists, else the setup command is printed).
 #                      The commit printed is that of the tree DIR was set up from.
@@ -122,7 +122,7 @@ fi
 # the source tree the build was set up from (for the commit shown)
 BSRC=$(sed -n 's/.*"source": *"\([^"]*\)".*/\1/p' "$BUILD/meson-info/meson-info.json" 2>/dev/null || true)
 [ -d "$BSRC" ] || BSRC=$SRCROOT
-MENDFS=$BUILD/fs/mendfs
+MENDFS=$BUILD/fs/fuse/mendfs
 MKFS_MENDFS=$BUILD/mkfs/mkfs.mendfs
 if [ ! -x "$MENDFS" ] || [ ! -x "$MKFS_MENDFS" ]; then
 	die "no mendfs build in $BUILD; make one with:

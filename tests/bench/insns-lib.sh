@@ -22,7 +22,7 @@ trap insns_cleanup EXIT
 # insns_bin BUILD PROGRAM: the path of mendfs or mkfs.mendfs in a build tree
 insns_bin() {
 	local p
-	for p in "$1/fs/$2" "$1/fs/fuse/$2" "$1/mkfs/$2"; do
+	for p in "$1/fs/fuse/$2" "$1/fs/$2" "$1/mkfs/$2"; do
 		[ -x "$p" ] && { echo "$p"; return; }
 	done
 	echo "${0##*/}: no $2 in $1" >&2

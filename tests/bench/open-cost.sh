@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -ge 1 ] || set -- "$BUILD/fs/mendfs"
+[ $# -ge 1 ] || set -- "$BUILD/fs/fuse/mendfs"
 MKFS=$BUILD/mkfs/mkfs.mendfs
 LOOP=$BUILD/tests/bench/open-loop
 W=$(mktemp -d /tmp/mendfs-open.XXXXXX)

@@ -22,7 +22,7 @@ OFF=${2:?usage}
 ROUNDS=${3:-5}
 SECS=${4:-5}
 for b in "$ON" "$OFF"; do
-	[ -x "$b/fs/mendfs" ] && [ -x "$b/mkfs/mkfs.mendfs" ] || { echo "$b: no fs/mendfs" >&2; exit 1; }
+	[ -x "$b/fs/fuse/mendfs" ] && [ -x "$b/mkfs/mkfs.mendfs" ] || { echo "$b: no fs/fuse/mendfs" >&2; exit 1; }
 done
 grep -q "poison_checks.*true" <(meson introspect "$ON" --buildoptions | tr '{' '\n' | grep '"name": "poison_checks"') ||
 	{ echo "$ON is not poison_checks=true" >&2; exit 1; }
@@ -42,7 +42,7 @@ trap cleanup EXIT
 
 "$ON/mkfs/mkfs.mendfs" -q "$W/img" 1G
 mount_with() {
-	taskset -c 0 "$1/fs/mendfs" -f -o threads=1 "$W/img" "$MNT" 2>>"$W/log" &
+	taskset -c 0 "$1/fs/fuse/mendfs" -f -o threads=1 "$W/img" "$MNT" 2>>"$W/log" &
 	DPID=$!
 	for ((i = 0; i < 100; i++)); do mountpoint -q "$MNT" && return; sleep 0.1; done
 	echo "mount failed" >&2

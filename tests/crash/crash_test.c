@@ -1648,7 +1648,7 @@ static int check_structure(struct mfs *fs, uint8_t **kind_out)
  * them in place before the free committed; after a crash before that commit
  * the first file still mapped the blocks and read the other file's data
  * (default seed, prefix k=76: op 48 truncated ino 8, op 49 wrote ino 14 into
- * the freed block 6145).  Fixed in fs/alloc.c: freed data blocks return to the
+ * the freed block 6145).  Fixed in fs/core/alloc.c: freed data blocks return to the
  * allocator only when the freeing transaction's commit is durable.  A byte of
  * a changed file found in none of its versions now always fails the run
  * (--strict is kept as a no-op for old command lines).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/acl.c: the ACL xattr format (what is valid, what is not),
+ * Unit tests of fs/core/acl.c: the ACL xattr format (what is valid, what is not),
  * the mode an ACL gives, chmod and the mask, the masking of a new inode's
  * default ACL; then, on an image made by the real mkfs.mendfs, the ACLs of
  * inodes: setxattr sets the mode (an ACL equal to a mode is not stored),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the allocators (fs/alloc.c) on an image made by the built
+ * Unit tests of the allocators (fs/core/alloc.c) on an image made by the built
  * mkfs.mendfs ($MKFS_MENDFS, else beside the test binary), opened the way the
  * daemon does: superblock, buffer cache, journal, allocators.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/atime.c on a real mkfs.mendfs image ($MKFS_MENDFS): the
+ * Unit tests of fs/core/atime.c on a real mkfs.mendfs image ($MKFS_MENDFS): the
  * policy (relatime's three rules, strictatime, noatime, nodiratime), and the
  * lazy write-back -- an access starts no transaction, a crash loses its
  * atime, and it reaches the device with the inode's next write, the last

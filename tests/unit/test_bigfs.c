@@ -2,7 +2,7 @@
 /*
  * A big sparse filesystem (16 TiB by default: $BIGFS_SIZE; in $BIGFS_DIR, else
  * /dev/shm when it exists, else /tmp) mounted through mfs_mount(): the data
- * bitmap is read lazily, one group (bitmap block) at a time (fs/alloc.c).
+ * bitmap is read lazily, one group (bitmap block) at a time (fs/core/alloc.c).
  *
  * Allocation at goals in groups far beyond the first; a free into a group
  * that is not loaded, not handed out before its commit even when the group is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the B+trees (fs/btree.c).
+ * Unit tests of the B+trees (fs/core/btree.c).
  *
  * Most tests run on an in-memory mock of the metadata layer (blocks in a hash
  * table, a meta allocator counting live blocks, a transaction that checks the
@@ -18,10 +18,10 @@
  * mkfs.mendfs) a random workload is checked the same way, across commits,
  * checkpoint and a remount.
  *
- * Build: meson (the mock is built in: fs/btree.c is included with its layer
+ * Build: meson (the mock is built in: fs/core/btree.c is included with its layer
  * calls renamed to the mock's, and the real tests use libmendfs-core), or by
  * hand against the mock only:
- *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/btree.c \
+ *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/core/btree.c \
  *       -Iinclude -Ifs -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
  * BTREE_KEYS=n sets the size of the scale test (default 1000000), BTREE_FUZZ=n
  * the fuzzer's rounds (default 300).
@@ -73,7 +73,7 @@
 
 #ifdef MFS_BTREE_MOCK
 #define MOCK(name)   mfs_##name
-#define MOCK_LINKAGE /* the real names, linked with fs/btree.c */
+#define MOCK_LINKAGE /* the real names, linked with fs/core/btree.c */
 #else
 #define MOCK(name)   mock_##name
 #define MOCK_LINKAGE static

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_devlock: the device lock seen from outside (fs/devlock.c): mountinfo
+ * test_devlock: the device lock seen from outside (fs/core/devlock.c): mountinfo
  * parsing (escapes, optional fields, malformed lines), the lock probe and
  * the holder from /proc/locks, and mfs_dev_wait_exiting: no wait for a free
  * device, a wait announced on stderr that ends when the holder lets go, and

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/file.c on images made by the real mkfs.mendfs
+ * Unit tests of fs/core/file.c on images made by the real mkfs.mendfs
  * ($MKFS_MENDFS), mounted with mfs_mount: random writes/reads/truncates/
  * fallocates against a reference buffer (fsx-like), holes, inline -> tree
  * extent maps, contiguity of sequential writes, a write at 5 TiB, truncate

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/journal.c and blk/tap.c: commit then replay applies
+ * Unit tests of fs/core/journal.c and blk/tap.c: commit then replay applies
  * exactly; replay is idempotent; a transaction torn after every journal block
  * write (recorded with the write tap, images rebuilt from prefixes) is applied
  * whole or not at all while earlier ones always are; wrap-around over many

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the JSON output shared by mendctl and fsck.mendfs
- * (fs/mfs_json.c): the UTF-8 validator against a reference decoder (every
+ * (fs/json/mfs_json.c): the UTF-8 validator against a reference decoder (every
  * 1-, 2- and 3-byte string, 4-byte strings over every lead and second byte),
  * overlongs, surrogates and code points past U+10FFFF rejected; the U+FFFD
  * replacement of invalid bytes; names kept byte for byte (KEY_hex when not

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/super.c and fs/meta.c: block checksums (every kind of
+ * Unit tests of fs/core/super.c and fs/core/meta.c: block checksums (every kind of
  * corruption is caught), the superblock (newest valid copy, features,
  * geometry, clear messages), and the metadata buffer cache (twin fallback and
  * healing of corrupt and poisoned copies, both copies bad, threads, eviction).

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of mount, the inode cache and the namespace operations
- * (fs/mount.c, fs/inode.c, fs/namei.c) on images made by the built
+ * (fs/core/mount.c, fs/core/inode.c, fs/core/namei.c) on images made by the built
  * mkfs.mendfs ($MKFS_MENDFS) and mounted with mfs_mount().
  *
  * Every operation and its errors; hard-link counts; rename of files and

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the zero-copy read (mfs_read_direct, fs/file.c) on an image
+ * Unit tests of the zero-copy read (mfs_read_direct, fs/core/file.c) on an image
  * made by the real mkfs.mendfs ($MKFS_MENDFS) and mounted with mfs_mount on
  * the pmem backend: the bytes it hands out equal mfs_read's for random ranges
  * over data, holes, unwritten extents and EOF; data pieces are addresses in

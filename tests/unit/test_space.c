@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/space.c (ENOSPC only when the space is truly gone) on a
+ * Unit tests of fs/core/space.c (ENOSPC only when the space is truly gone) on a
  * 64 MiB image made by the real mkfs.mendfs ($MKFS_MENDFS), mounted with
  * mfs_mount (no commit timer: frees stay pending until something commits):
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the bounded, restartable frees of fs/file.c and fs/inode.c
+ * Unit tests of the bounded, restartable frees of fs/core/file.c and fs/core/inode.c
  * (docs/DESIGN.md §3 "Bounded transactions"), on a real mkfs.mendfs image
  * ($MKFS_MENDFS, 52 GiB sparse) with a 1 MiB journal (-J 1M: 256 blocks).
  *
@@ -169,7 +169,7 @@ static unsigned count_extents(uint64_t ino, uint64_t nblk)
 	return n;
 }
 
-/* Where the allocator starts a file's first block (fs/file.c alloc_goal). */
+/* Where the allocator starts a file's first block (fs/core/file.c alloc_goal). */
 static uint64_t first_goal(uint64_t ino)
 {
 	uint64_t slots = fs->sb.data_len / 256;

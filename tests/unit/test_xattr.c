@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fs/xattr.c on images made by the real mkfs.mendfs
+ * Unit tests of fs/core/xattr.c on images made by the real mkfs.mendfs
  * ($MKFS_MENDFS), mounted with mfs_mount: inline attributes then the xattr
  * B+tree (many attributes), XATTR_CREATE/XATTR_REPLACE, size queries and
  * -ERANGE, namespaces, name and value limits, remove, list contents, moves

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals shared by mount.c, inode.c, namei.c, xattr.c and acl.c (not part
- * of the core API of fs/mfs_ops.h): inode cache setup, inode allocation and
+ * of the core API of fs/core/mfs_ops.h): inode cache setup, inode allocation and
  * freeing, xattrs of locked inodes, the orphan tree, and the journaled copy
  * of the superblock's tree roots.
  */

@@ -18,7 +18,7 @@
  * front of it.
  *
  * Locking: fs->icache_lock protects the hash and every transition of ref to
- * or from zero; ip->lock (see fs/mfs_ops.h) protects ip->di and the inode's
+ * or from zero; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
  * trees.  icache_lock is a leaf: nothing is read or locked while it is held.
  */
 #include <errno.h>

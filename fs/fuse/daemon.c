@@ -3,7 +3,7 @@
  * mendfs: the FUSE daemon.  `mendfs [-f] [-o OPTS] DEVICE MOUNTPOINT` mounts
  * the filesystem on DEVICE with the libfuse3 low-level API and serves it with
  * a multithreaded session loop.  Every handler maps one request to one call of
- * the core API (fs/mfs_ops.h) and replies exactly once, through a single error
+ * the core API (fs/core/mfs_ops.h) and replies exactly once, through a single error
  * exit, as libfuse's example/passthrough_ll.c does.
  *
  * Node ids are inode numbers (FUSE_ROOT_ID == MFS_ROOT_INO == 1).  The kernel
@@ -41,7 +41,7 @@
  * (daemon_io.c) for HANDLE_KILLPRIV_V2, which libfuse 3.14 does not offer.
  *
  * Permissions are the kernel's (default_permissions), POSIX ACLs included
- * (FUSE_CAP_POSIX_ACL; the core keeps them, fs/acl.h).  The daemon's share
+ * (FUSE_CAP_POSIX_ACL; the core keeps them, fs/core/acl.h).  The daemon's share
  * is to clear setuid/setgid as ext4 does when the kernel asks (the
  * "setuid and setgid" section; the caller's groups and CAP_FSETID come from
  * daemon_cred.c) and to pass the creator's umask to the core (DONT_MASK).

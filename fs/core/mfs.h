@@ -102,7 +102,7 @@ struct mfs {
 	uint64_t space_freed;      /* frees finished, ever */
 	pthread_cond_t space_cond; /* broadcast when one finishes */
 
-	/* inodes and namespace (inode.c, namei.c: see fs/mfs_ops.h) */
+	/* inodes and namespace (inode.c, namei.c: see fs/core/mfs_ops.h) */
 	pthread_mutex_t icache_lock;
 	void *icache;                /* inode.c private */
 	pthread_mutex_t rename_lock; /* serialises renames (cycle checks) */

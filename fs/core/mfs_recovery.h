@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recovery operations of the filesystem core (fs/recovery.c), behind the
+ * Recovery operations of the filesystem core (fs/core/recovery.c), behind the
  * MENDFS_IOC_* ioctls of include/mendfs/ioctl.h: recovery read, poison map,
  * block map and zero-init, file-relative, each under the inode's lock.
  * Every function returns 0 (or a byte count) or -errno.

@@ -2,7 +2,7 @@
 /*
  * The filesystem core API: mount, in-memory inodes, and the namespace and file
  * operations that the FUSE daemon calls one-to-one (and that mkfs/fsck tests
- * use directly).  Built on fs/mfs.h.
+ * use directly).  Built on fs/core/mfs.h.
  *
  *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_statfs, orphan processing
  *   inode.c   inode cache: mfs_iget / mfs_iput, mfs_inode_write, allocation and eviction
@@ -19,7 +19,7 @@
  * on-disk copy and its trees (extents, directory entries, xattrs).  Operations
  * that touch several inodes lock them in inode-number order.  A rename takes
  * fs->rename_lock first (it serialises the cycle check).  Lock order:
- * rename_lock -> inode locks (ascending ino) -> the layers of fs/mfs.h.
+ * rename_lock -> inode locks (ascending ino) -> the layers of fs/core/mfs.h.
  * Reads and writes of file data take only their inode's lock (shared for reads
  * and for writes into already-allocated blocks... see file.c): there is no
  * global lock on the read/write path.
