@@ -320,7 +320,6 @@ int fsck_meta_write(struct fsck_ctx *ctx, uint64_t blk, void *buf)
 int fsck_sb_write(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *sb = &ctx->sb, *img;
-	struct timespec ts;
 	int64_t now;
 	int ret;
 
@@ -333,8 +332,7 @@ int fsck_sb_write(struct fsck_ctx *ctx)
 		sb->orphan_root = ctx->o_root;
 		sb->orphan_depth = ctx->o_depth;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	now = mfs_now_ns();
 	sb->write_time_ns = now > sb->write_time_ns ? now : sb->write_time_ns + 1;
 	sb->hdr.blocknr = 0;
 	mfs_block_seal(sb, sb->csum_seed);

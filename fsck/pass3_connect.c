@@ -17,14 +17,6 @@
 
 #include "fsck.h"
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Mark everything under @top reachable (iterative, through keeper entries). */
 static int mark_tree(struct fsck_ctx *ctx, uint64_t top)
 {
@@ -66,7 +58,7 @@ static int mark_tree(struct fsck_ctx *ctx, uint64_t top)
 static int root_recreate(struct fsck_ctx *ctx)
 {
 	struct mfs_inode di;
-	int64_t now = now_ns();
+	int64_t now = mfs_now_ns();
 	int ret = fsck_inode_read(ctx, MFS_ROOT_INO, &di);
 	uint64_t gen = ret ? 0 : di.generation;
 

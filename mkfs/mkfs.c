@@ -491,14 +491,6 @@ static int write_bitmap(struct blk_dev *dev, const struct mkfs_layout *l, uint64
 	return 0;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t seed,
                              uint8_t *buf, int64_t now, uint64_t generation)
 {
@@ -741,7 +733,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		goto out;
 	}
 	seed = rnd[2];
-	now = now_ns();
+	now = mfs_now_ns();
 
 	/* Invalidate the old superblocks first: a crash in between leaves no half-made fs. */
 	memset(buf, 0, MFS_BLOCK_SIZE);

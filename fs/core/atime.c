@@ -108,7 +108,7 @@ void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 	 * as the 24-hour rule needs; an atime that moves takes the fine one.
 	 */
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	now = mfs_ts_ns(&ts);
 	if (now < atomic_load_explicit(&ip->atime_quiet_until, memory_order_acquire))
 		return;
 	pthread_rwlock_rdlock(&ip->lock);

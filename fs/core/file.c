@@ -94,14 +94,6 @@ struct fx {
 	uint32_t flags;
 };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* --- inode fields (the on-disk copy is little-endian) -------------------------------- */
 
 static uint64_t di_size(const struct mfs_ino *ip)
@@ -121,7 +113,7 @@ static void di_add_blocks(struct mfs_ino *ip, int64_t d)
 
 static void di_touch(struct mfs_ino *ip, bool mtime)
 {
-	int64_t t = (int64_t)htole64((uint64_t)now_ns());
+	int64_t t = (int64_t)htole64((uint64_t)mfs_now_ns());
 
 	ip->di.ctime_ns = t;
 	if (mtime)

@@ -47,14 +47,6 @@ static inline unsigned ihash(uint64_t ino)
 	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (ICACHE_BUCKETS - 1);
 }
 
-int64_t mfs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int mfs_icache_init(struct mfs *fs)
 {
 	struct mfs_icache *ic = calloc(1, sizeof(*ic));

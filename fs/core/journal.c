@@ -91,28 +91,6 @@ static inline struct mfs_journal *J(struct mfs *fs)
 	return fs->journal;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void jerr(char *err, size_t errlen, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void jerr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Journal blocks a transaction of @n images takes: descriptors, images, commit. */
 static uint64_t txn_blocks(uint64_t n)
 {
@@ -468,7 +446,7 @@ static int build_commit(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 	c->hdr.gen = r->id;
 	c->nr_blocks = r->n;
 	c->txn_csum = XXH3_64bits_withSeed(tags, (size_t)r->n * sizeof(*tags), fs->seed);
-	c->commit_time_ns = now_ns();
+	c->commit_time_ns = mfs_now_ns();
 	mfs_block_seal(c, fs->seed);
 	free(tags);
 	return 0;
@@ -810,10 +788,10 @@ static int replay_parse(struct mfs *fs, uint64_t off, uint64_t id, uint64_t room
 
 			if (tag->blocknr < sb->meta_start ||
 			    tag->blocknr - sb->meta_start >= sb->meta_len) {
-				jerr(err, errlen,
-				     "journal transaction %llu targets block %llu outside the "
-				     "metadata zone: not replayed",
-				     (unsigned long long)id, (unsigned long long)tag->blocknr);
+				mfs_errf(err, errlen,
+				         "journal transaction %llu targets block %llu outside the "
+				         "metadata zone: not replayed",
+				         (unsigned long long)id, (unsigned long long)tag->blocknr);
 				return 0;
 			}
 			rt->tags[rt->n + i] = *tag;
@@ -849,8 +827,8 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 		err[0] = '\0';
 	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
 	if (jlen < 3 || off >= jlen) {
-		jerr(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
-		     (unsigned long long)off, (unsigned long long)jlen);
+		mfs_errf(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
+		         (unsigned long long)off, (unsigned long long)jlen);
 		return -EUCLEAN;
 	}
 	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
@@ -864,11 +842,12 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 				ret = write_block_both(&fs, rt.tags[i].blocknr,
 				                       rt.imgs + i * MFS_BLOCK_SIZE, 1);
 				if (ret) {
-					jerr(err, errlen,
-					     "journal replay: writing block %llu of transaction "
-					     "%llu failed: %s",
-					     (unsigned long long)rt.tags[i].blocknr,
-					     (unsigned long long)id, strerror(-ret));
+					mfs_errf(
+					        err, errlen,
+					        "journal replay: writing block %llu of transaction "
+					        "%llu failed: %s",
+					        (unsigned long long)rt.tags[i].blocknr,
+					        (unsigned long long)id, strerror(-ret));
 					goto out;
 				}
 			}
@@ -881,10 +860,11 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 	if (ret < 0)
 		goto out;
 	if (media && err && errlen && !err[0])
-		jerr(err, errlen,
-		     "journal replay stopped at transaction %llu (offset %llu): media errors in "
-		     "the journal",
-		     (unsigned long long)id, (unsigned long long)off);
+		mfs_errf(
+		        err, errlen,
+		        "journal replay stopped at transaction %llu (offset %llu): media errors in "
+		        "the journal",
+		        (unsigned long long)id, (unsigned long long)off);
 	ret = 0;
 	if (!dry_run && count > 0) {
 		ret = blk_flush(dev);
@@ -896,8 +876,8 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 		fs.sb.journal_tail = off;
 		ret = mfs_super_write(&fs);
 		if (ret) {
-			jerr(err, errlen, "journal replay: writing the superblock failed: %s",
-			     strerror(-ret));
+			mfs_errf(err, errlen, "journal replay: writing the superblock failed: %s",
+			         strerror(-ret));
 			goto out;
 		}
 		*sb = fs.sb;

@@ -25,13 +25,35 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "mendfs/blk.h"
 #include "mendfs/format.h"
 
 struct mfs_txn;
 struct mfs_ino;
+
+/* --- small helpers (util.c) ------------------------------------------------ */
+
+/* Format an error message into @err (@errlen bytes); nothing if @err is NULL. */
+void mfs_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A timespec as the format's nanoseconds since the epoch. */
+static inline int64_t mfs_ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* The wall clock in nanoseconds (inode times, superblock times). */
+static inline int64_t mfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return mfs_ts_ns(&ts);
+}
 
 /* --- checksums (super.c) --------------------------------------------------- */
 

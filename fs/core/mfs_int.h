@@ -37,7 +37,6 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 bool mfs_inode_free_is_small(const struct mfs_ino *ip);
 /* Load inode @ino without caching it (orphan processing at mount). */
 int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
-int64_t mfs_now_ns(void);
 
 /* --- file.c ------------------------------------------------------------------------ */
 

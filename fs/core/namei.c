@@ -500,13 +500,13 @@ int mfs_setattr(struct mfs *fs, uint64_t ino, const struct stat *attr, unsigned 
 	if (valid & MFS_SET_ATIME_NOW)
 		di->atime_ns = now;
 	else if (valid & MFS_SET_ATIME)
-		di->atime_ns = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+		di->atime_ns = mfs_ts_ns(&attr->st_atim);
 	if (valid & MFS_SET_MTIME_NOW)
 		di->mtime_ns = now;
 	else if (valid & MFS_SET_MTIME)
-		di->mtime_ns = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+		di->mtime_ns = mfs_ts_ns(&attr->st_mtim);
 	if (valid & MFS_SET_CTIME)
-		di->ctime_ns = (int64_t)attr->st_ctim.tv_sec * 1000000000 + attr->st_ctim.tv_nsec;
+		di->ctime_ns = mfs_ts_ns(&attr->st_ctim);
 	else
 		di->ctime_ns = now;
 	ret = mfs_inode_write(fs, txn, ip);

@@ -335,12 +335,10 @@ static int zero_dev_range(struct mfs *fs, uint64_t pos, uint64_t len, unsigned g
 static int touch(struct mfs *fs, struct mfs_ino *ip)
 {
 	struct mfs_txn *txn;
-	struct timespec ts;
 	int64_t t;
 	int ret, err;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	t = (int64_t)htole64((uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
+	t = mfs_now_ns();
 	ret = mfs_txn_begin(fs, &txn);
 	if (ret)
 		return ret;

@@ -304,11 +304,7 @@ static void fill_record(uint8_t *rec, const char *name, size_t name_len, const v
 
 static void touch_ctime(struct mfs_ino *ip)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ip->di.ctime_ns =
-	        (int64_t)htole64((uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
+	ip->di.ctime_ns = mfs_now_ns();
 }
 
 /* The checks of a set: 0 or -errno; *name_len gets the name's length. */
