@@ -6,7 +6,7 @@
  * data path, with one exception: on a page-cache mapping (an image file) a
  * store of 64 KiB or more is a pwrite(2) (see pmem_store).
  *
- * Durability follows the mapping's store granularity (ARCHITECTURE §3):
+ * Durability follows the mapping's store granularity (docs/DESIGN.md):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
  *    (flushes issued, not waited for) and each batch drains once before its
  *    requests complete, so a completed write is durable;

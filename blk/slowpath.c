@@ -3,7 +3,7 @@
  * The poison slow path: a request that meets poison (the dispatch filter saw
  * it intersect the table, or the backend faulted on it) is executed here,
  * synchronously, bio by bio, through the backend's byte-addressed read_sync /
- * write_sync, and each bio ends with its own status (ARCHITECTURE §4):
+ * write_sync, and each bio ends with its own status (docs/RECOVERY.md):
  *
  *  - read: the clean bytes before the first poisoned sector, then
  *    BLK_STS_MEDIA naming that sector; never a byte of a poisoned sector.

@@ -2,7 +2,7 @@
 /*
  * fsck_main(): the whole of fsck.mendfs (main.c only calls it, the fuzz
  * target runs it in-process).  It checks and repairs a mendfs filesystem and report every file
- * damaged by media poison (ARCHITECTURE.md §5, docs/man/fsck.mendfs.8).
+ * damaged by media poison (docs/man/fsck.mendfs.8).
  *
  *   fsck.mendfs [-n|-p|-y] [-f] [-C FD] [--json] [--zero-damaged] DEVICE
  *

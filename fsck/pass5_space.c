@@ -220,7 +220,7 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 		}
 	}
 	/*
-	 * --zero-damaged clears quarantined blocks too (ARCHITECTURE §4: never
+	 * --zero-damaged clears quarantined blocks too (docs/RECOVERY.md: never
 	 * allocated again until cleared): a whole-block write of zeros clears
 	 * their poison, then the entry is released.
 	 */

@@ -36,7 +36,7 @@
  * most CHUNK_BLOCKS (and of map changes whose worst case fits a step's
  * limit), one handle each, to bound the transaction.
  *
- * Recovery contract (ARCHITECTURE §4, sector granularity): a partial-block
+ * Recovery contract (docs/RECOVERY.md, sector granularity): a partial-block
  * write is a read-modify-write of the block; when that read meets poison the
  * write goes by sectors: sectors it covers whole are overwritten in place
  * (the engine clears their poison), and if it covers a poisoned sector only
@@ -1303,7 +1303,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 
 			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
 			if (ret == -EIO) {
-				/* poison in the block: go by units of poison (ARCHITECTURE §4) */
+				/* poison in the block: go by units of poison (docs/RECOVERY.md) */
 				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
 				                    (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = true;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recovery operations (ARCHITECTURE.md §4): recovery read, poison map, block
+ * Recovery operations (docs/RECOVERY.md): recovery read, poison map, block
  * map and zero-init, all file-relative and built on the extent map
  * (mfs_bmap) and the engine (BLK_BIO_RECOVERY reads, blk_poison_lookup,
  * BLK_OP_WRITE_ZEROES).  Reads and maps take the inode lock shared, zero-init

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
- * ARCHITECTURE.md §5).  badranges, recover, zeroinit, bmap, inject and stats, each
+ * docs/RECOVERY.md).  badranges, recover, zeroinit, bmap, inject and stats, each
  * with --json in the shapes of the contract.  Exit 0 on success, 1 on error,
  * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
  * object: the result, or on error {"error": MESSAGE, "exit_code": N} and

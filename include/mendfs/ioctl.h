@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mendfs recovery ioctls (ARCHITECTURE.md §4, docs/RECOVERY.md): the ABI
+ * mendfs recovery ioctls (docs/RECOVERY.md): the ABI
  * between applications (libmendfs, mendctl) and the mendfs daemon.
  *
  * FUSE passes only "restricted" ioctls: every argument is one fixed-size

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libmendfs: the client library of mendfs recovery (ARCHITECTURE.md §6,
+ * libmendfs: the client library of mendfs recovery (docs/RECOVERY.md,
  * docs/man/mendfs_preadv2.3).  Link with `pkg-config --libs mendfs`.
  * Every function returns -1 with errno set on error, like the system calls it
  * mirrors; with flags 0, mendfs_preadv2/mendfs_pwritev2 are preadv/pwritev.

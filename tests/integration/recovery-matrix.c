@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * recovery-matrix: the recovery semantics of ARCHITECTURE.md §4 on a live
+ * recovery-matrix: the recovery semantics of docs/RECOVERY.md on a live
  * mount, driven by online poison injection (MENDFS_IOC_INJECT; the mount
  * needs -o poison_inject).  Driven by recovery-test.sh.
  *

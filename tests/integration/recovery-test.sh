@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Recovery integration tests (ARCHITECTURE.md §4-§6, docs/RECOVERY.md) on real
+# Recovery integration tests (docs/RECOVERY.md) on real
 # FUSE mounts: `recovery-test.sh NAME` with NAME one of
 #   read     a poisoned sector mid-block: plain read, recovery read, badranges,
 #            mendctl recover, in-place overwrite, hostile ioctls, a non-mendfs file

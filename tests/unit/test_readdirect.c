@@ -195,7 +195,7 @@ START_TEST(test_poison)
 	/*
 	 * Clean sectors in the same page: the page is protected, so the daemon
 	 * falls back to the copying read, which applies the page-granular
-	 * contract of normal reads (ARCHITECTURE §4): EIO too.
+	 * contract of normal reads (docs/RECOVERY.md): EIO too.
 	 */
 	ck_assert_int_eq(mfs_read_direct(fs, ino, 512, 2 * BS, gather, s), -EOPNOTSUPP);
 	ck_assert_int_eq(s->calls, 0);
