@@ -4,7 +4,7 @@
  *
  * Targets: an image in /tmp (O_DIRECT), one in /dev/shm (tmpfs), one on a
  * ramfs mount (O_DIRECT refused: buffered fallback), a loop device over a
- * /tmp image, /dev/zram0 (4 KiB logical blocks), and a loop device with
+ * /tmp image, a zram device of its own (4 KiB logical blocks), and a loop device with
  * 4 KiB logical blocks (losetup -b 4096).  main() sets them up
  * before the tests run (each in its own forked child) and tears them down
  * afterwards whatever the results.  Every data path is checked byte for
@@ -52,7 +52,8 @@ static const char *target_names[T_MAX] = {"tmp-file", "shm-file", "ramfs-file",
 static char target_paths[T_MAX][256];
 static char workdir[128];
 static char ramfs_dir[192];
-static bool ramfs_mounted, zram_set_up;
+static bool ramfs_mounted;
+static int zram_id = -1; /* the zram device we added, or -1 */
 
 /* --- helpers ------------------------------------------------------------ */
 
@@ -1599,7 +1600,6 @@ static int write_sysfs(const char *path, const char *val)
 static void setup_targets(void)
 {
 	char img[256], out[256], cmd[512];
-	unsigned long long disksize = 0;
 	FILE *f;
 
 	snprintf(workdir, sizeof(workdir), "/tmp/mendblk-uring-XXXXXX");
@@ -1644,29 +1644,30 @@ static void setup_targets(void)
 			fprintf(stderr, "test_uring: losetup -b 4096 failed: %s\n", out);
 	}
 
-	f = fopen("/sys/block/zram0/disksize", "r");
+	/*
+	 * A zram device of our own (hot_add), never one that exists already: it
+	 * may be someone's swap, or another test's device.
+	 */
+	f = fopen("/sys/class/zram-control/hot_add", "r");
 	if (f) {
-		if (fscanf(f, "%llu", &disksize) != 1)
-			disksize = 0;
+		if (fscanf(f, "%d", &zram_id) != 1)
+			zram_id = -1;
 		fclose(f);
-		if (!disksize) {
-			int ret = write_sysfs("/sys/block/zram0/disksize", "256M");
+	}
+	if (zram_id >= 0) {
+		char path[128];
+		int ret;
 
-			if (ret == -EBUSY) {
-				/* initialised with size 0 at some point: reset first */
-				write_sysfs("/sys/block/zram0/reset", "1");
-				ret = write_sysfs("/sys/block/zram0/disksize", "256M");
-			}
-			if (ret)
-				fprintf(stderr, "test_uring: cannot size zram0: %s\n",
-				        strerror(-ret));
-			else
-				zram_set_up = true;
-		}
-		if (disksize || zram_set_up)
-			snprintf(target_paths[T_ZRAM], sizeof(target_paths[0]), "/dev/zram0");
+		snprintf(path, sizeof(path), "/sys/block/zram%d/disksize", zram_id);
+		ret = write_sysfs(path, "256M");
+		if (ret)
+			fprintf(stderr, "test_uring: cannot size zram%d: %s\n", zram_id,
+			        strerror(-ret));
+		else
+			snprintf(target_paths[T_ZRAM], sizeof(target_paths[0]), "/dev/zram%d",
+			         zram_id);
 	} else {
-		fprintf(stderr, "test_uring: /dev/zram0 is not available\n");
+		fprintf(stderr, "test_uring: cannot add a zram device (zram module loaded?)\n");
 	}
 }
 
@@ -1681,8 +1682,13 @@ static void teardown_targets(void)
 		if (run(cmd, NULL, 0) != 0)
 			fprintf(stderr, "test_uring: %s failed\n", cmd);
 	}
-	if (zram_set_up && write_sysfs("/sys/block/zram0/reset", "1"))
-		fprintf(stderr, "test_uring: cannot reset zram0\n");
+	if (zram_id >= 0) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "%d", zram_id);
+		if (write_sysfs("/sys/class/zram-control/hot_remove", id))
+			fprintf(stderr, "test_uring: cannot remove zram%d\n", zram_id);
+	}
 	if (target_paths[T_SHM][0])
 		unlink(target_paths[T_SHM]);
 	/* tests that died with the fault disk mounted (mounts stack: take them all) */
