@@ -75,17 +75,23 @@ static int filter_opts(char *out, size_t outlen, const char *list)
 	return 0;
 }
 
-/* The daemon: beside this executable, else the installed path, else "mendfs" in PATH. */
+/* The daemon: beside this executable (or in the build tree), else the installed path, else "mendfs"
+ * in PATH. */
 static const char *find_daemon(char *buf, size_t len)
 {
+	/* installed: beside this helper; in a build tree: fs/fuse/ beside fs/mount/ */
+	static const char *const rel[] = {"/mendfs", "/../fuse/mendfs"};
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
 	char *slash;
+	size_t i;
 
 	if (n > 0) {
 		buf[n] = '\0';
 		slash = strrchr(buf, '/');
-		if (slash && (size_t)(slash - buf) + sizeof("/mendfs") <= len) {
-			strcpy(slash, "/mendfs");
+		for (i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
+			if ((size_t)(slash - buf) + strlen(rel[i]) + 1 > len)
+				continue;
+			strcpy(slash, rel[i]);
 			if (!access(buf, X_OK))
 				return buf;
 		}
