@@ -75,8 +75,10 @@ static int filter_opts(char *out, size_t outlen, const char *list)
 	return 0;
 }
 
-/* The daemon: beside this executable (or in the build tree), else the installed path, else "mendfs"
- * in PATH. */
+/*
+ * The daemon: beside this executable (or in the build tree), else the
+ * installed path, else "mendfs" in PATH.
+ */
 static const char *find_daemon(char *buf, size_t len)
 {
 	/* installed: beside this helper; in a build tree: fs/fuse/ beside fs/mount/ */
