@@ -685,7 +685,7 @@ static unsigned uring_consume(struct uring_queue *uq, uint64_t *udata, int *res)
 static inline void uring_requeue(struct uring_queue *uq, struct blk_request *list)
 {
 	if (unlikely(list))
-		blk_mq_issue_list(uq->hctx, list);
+		blk_mq_issue_list(uq->hctx, list, NULL);
 }
 
 static void *uring_cq_thread(void *arg)
