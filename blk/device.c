@@ -29,6 +29,8 @@ int blk_dev_register_buffer(struct blk_dev *dev, void *addr, size_t len)
 	return dev->ops->register_buffer(dev, addr, len);
 }
 
+/* --- scheduler and QoS --------------------------------------------------- */
+
 static bool blk_dev_idle(struct blk_dev *dev)
 {
 	unsigned i;

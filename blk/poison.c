@@ -16,12 +16,12 @@ static bool blk_range_ok(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 }
 
 /* Table, then file, then the backend's view (emulation: protect the pages). */
-int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+static int blk_poison_change(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool add)
 {
 	int ret;
 
 	pthread_mutex_lock(&dev->poison_lock);
-	ret = blk_bb_add(&dev->bb, sector, nr);
+	ret = add ? blk_bb_add(&dev->bb, sector, nr) : blk_bb_clear(&dev->bb, sector, nr);
 	if (!ret && dev->badblocks_path)
 		ret = blk_bb_file_store(&dev->bb, dev->badblocks_path);
 	if (dev->ops->poison_changed)
@@ -30,18 +30,14 @@ int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 	return ret;
 }
 
+int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	return blk_poison_change(dev, sector, nr, true);
+}
+
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
-	int ret;
-
-	pthread_mutex_lock(&dev->poison_lock);
-	ret = blk_bb_clear(&dev->bb, sector, nr);
-	if (!ret && dev->badblocks_path)
-		ret = blk_bb_file_store(&dev->bb, dev->badblocks_path);
-	if (dev->ops->poison_changed)
-		dev->ops->poison_changed(dev, sector, nr);
-	pthread_mutex_unlock(&dev->poison_lock);
-	return ret;
+	return blk_poison_change(dev, sector, nr, false);
 }
 
 int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr)

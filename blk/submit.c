@@ -222,6 +222,9 @@ void blk_finish_plug(struct blk_plug *plug)
 	blk_current_plug = NULL;
 }
 
+/* --- request allocation ------------------------------------------------- */
+
+/* The map is full: flush our plug (its requests hold tags) and sleep until a tag frees. */
 static __attribute__((noinline)) int blk_mq_wait_tag(struct blk_ctx *ctx)
 {
 	struct blk_hw_queue *hctx = ctx->hctx;
