@@ -50,19 +50,31 @@ static inline void __bb_publish(struct blk_badblocks *bb, uint32_t nr)
 }
 
 /* First index whose range ends after @sector (n if none).  Ends are sorted too. */
-static uint32_t __bb_first_end_after(const struct blk_badblocks *bb, uint32_t n, uint64_t sector)
+static inline uint32_t bb_first_end_after(const struct blk_range *r, uint32_t n, uint64_t sector)
 {
 	uint32_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (bb_end(&bb->ranges[mid]) > sector)
+		if (bb_end(&r[mid]) > sector)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
 	return lo;
+}
+
+unsigned blk_range_find(const struct blk_range *r, unsigned n, uint64_t sector)
+{
+	return bb_first_end_after(r, n, sector);
+}
+
+/* The same over the table; the caller holds bb->lock. */
+static inline uint32_t __bb_first_end_after(const struct blk_badblocks *bb, uint32_t n,
+                                            uint64_t sector)
+{
+	return bb_first_end_after(bb->ranges, n, sector);
 }
 
 /* First index whose range starts at or after @sector (n if none). */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Engine internals shared by the core (core.c, tags.c, sched.c), the poison
- * code (badblocks.c, bbsource.c, slowpath.c, guard.c) and the backends
- * (pmem.c, uring.c, null.c).  Nothing here is public.
+ * Engine internals shared by every file of blk/ (README.md lists the files
+ * and the layers they form).  Nothing here is public.
  *
  * Lock order (outer first):
  *   blk_dev.poison_lock -> blk_badblocks.lock
@@ -14,10 +13,14 @@
 #define MENDFS_BLK_INTERNAL_H
 
 #include <assert.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "mendfs/blk.h"
 
@@ -98,6 +101,13 @@ struct blk_tags {
 	_Atomic uint32_t wake_seq;
 };
 
+/* FUTEX_WAIT (until @ts, or for ever if NULL) or FUTEX_WAKE on a process-private word. */
+static inline long blk_futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
+                             const struct timespec *ts)
+{
+	return syscall(SYS_futex, (uint32_t *)uaddr, op | FUTEX_PRIVATE_FLAG, val, ts, NULL, 0);
+}
+
 static inline struct blk_request *blk_tag_to_rq(const struct blk_tags *tags, unsigned tag)
 {
 	return &tags->rqs[tag];
@@ -166,6 +176,14 @@ struct blk_hw_queue {
 	pthread_mutex_t cq_lock __cacheline_aligned; /* polled reaping */
 	struct blk_cq_stats cq_stats __cacheline_aligned;
 };
+
+/* Count a failed bio on the completion side. */
+static inline void blk_count_error(struct blk_hw_queue *hctx, enum blk_status sts)
+{
+	atomic_fetch_add_explicit(&hctx->cq_stats.errors, 1, memory_order_relaxed);
+	if (sts == BLK_STS_MEDIA)
+		atomic_fetch_add_explicit(&hctx->cq_stats.media_errors, 1, memory_order_relaxed);
+}
 
 /* Submission-side counters, written only by the thread that owns the ctx. */
 struct blk_ctx_stats {
@@ -309,7 +327,7 @@ struct blk_dev {
 	int lock_fd; /* flock()ed for BLK_CFG_EXCL */
 };
 
-/* Engine entry points used by backends and the slow path. */
+/* Completion (complete.c): used by backends and the slow path. */
 void blk_mq_end_request_batch(struct blk_comp_batch *cb);
 /*
  * Complete @nbytes of @rq with @sts, walking its bio chain: bios entirely
@@ -318,21 +336,47 @@ void blk_mq_end_request_batch(struct blk_comp_batch *cb);
 bool blk_update_request(struct blk_request *rq, enum blk_status sts, uint32_t nbytes);
 /* End one bio of a request now with its own status (the request keeps the others). */
 void blk_end_bio(struct blk_hw_queue *hctx, struct blk_bio *bio, enum blk_status sts);
-/* Issue @list on @hctx (after the poison filter); used by plug flush, requeue and the scheduler. */
-void blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list);
-/* Run a request that meets poison synchronously, sector range by sector range; completes it into
- * @cb. */
+
+/* Dispatch (dispatch.c). */
+/*
+ * Issue @list (all of @hctx, none scheduled) after the poison filter; @ctx is
+ * the submitter's software context when it belongs to @hctx (serialised
+ * backends park the list there when the ring is taken), else NULL.  Used by
+ * plug flush, the scheduler run and uring's requeue.
+ */
+void blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list, struct blk_ctx *ctx);
+/* Issue a list that may mix queues and scheduled requests. */
+void blk_mq_issue_mixed(struct blk_request *list, struct blk_ctx *ctx);
+/* Insert @list (all RQF_ELV, of @hctx) into the scheduler and dispatch what the policy allows. */
+void blk_mq_sched_insert(struct blk_hw_queue *hctx, struct blk_request *list);
+/* Reap the completions of a polled @hctx (waiting for @min) and end them. */
+void blk_poll_hctx(struct blk_hw_queue *hctx, unsigned min);
+
+/* Poison slow path (slowpath.c): run a request that meets poison synchronously, sector range by
+ * sector range; completes it into @cb. */
 void blk_rq_slowpath(struct blk_hw_queue *hctx, struct blk_request *rq, struct blk_comp_batch *cb);
+/* Poison bookkeeping (poison.c). */
 /* Record poison found by a fault or a device error (table, emulation file, backend hook). */
 int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 /* Clear after a full overwrite: backend clear, then (caller writes), then table + file. */
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 
-/* Scheduler (sched.c). */
+/* Scheduler (sched.c), a pull model: dispatch.c inserts requests and takes batches. */
 struct blk_elevator *blk_elv_alloc(const char *name);
 void blk_elv_free(struct blk_elevator *elv);
-/* Insert @list (all RQF_ELV, of @hctx) and dispatch what the policy allows. */
-void blk_elv_insert_and_run(struct blk_hw_queue *hctx, struct blk_request *list);
+/* The clock the scheduler dates requests with (CLOCK_MONOTONIC, ns). */
+uint64_t blk_elv_now(void);
+/* Insert @list (all RQF_ELV, of one hctx) dated @now; returns the first batch to dispatch. */
+struct blk_request *blk_elv_insert(struct blk_elevator *elv, struct blk_request *list,
+                                   uint64_t now);
+/* The next batch the policy lets go at @now (linked by rq_next), or NULL. */
+struct blk_request *blk_elv_next(struct blk_elevator *elv, uint64_t now);
+
+/* Software contexts and the device registry (submit.c), for device.c. */
+int blk_dev_registry_add(struct blk_dev *dev);
+/* Before a device is freed: flush this thread's plug, drop its cached requests and
+ * context slots of @dev, and remove @dev from the registry. */
+void blk_mq_unregister_dev(struct blk_dev *dev);
 
 /*
  * Fault guard (guard.c).  Loads from a pmem mapping that may touch unknown

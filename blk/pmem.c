@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pmem backend: the device is mapped with libpmem2 (a devdax character device,
+ * pmem backend, the I/O path (set-up and poison on the mapping in
+ * pmem_setup.c): the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
  * data path, with one exception: on a page-cache mapping (an image file) a
@@ -33,53 +34,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "blk_internal.h"
-
-#define PMEM_CHUNK_SHIFT 16 /* dirty tracking unit on page-granular mappings: 64 KiB */
-#define PMEM_MIN_SIZE    4096u
-#define PMEM_MAX_RETRY   8 /* a fault that keeps changing its mind is treated as poison */
-
-struct pmem_dev {
-	char *addr;      /* the mapping */
-	size_t map_size; /* bytes mapped (>= dev->size) */
-	int fd;
-	bool devdax;
-	bool page_gran; /* persistence is msync */
-	bool emulate;   /* image file: poisoned pages are PROT_NONE */
-	bool ro;
-	struct pmem2_source *src;
-	struct pmem2_map *map;
-	pmem2_memcpy_fn memcpy_fn;
-	pmem2_memset_fn memset_fn;
-	pmem2_drain_fn drain_fn;
-
-	/* page granularity: 64 KiB chunks written through the mapping since their last msync */
-	_Atomic uint64_t *dirty;
-	size_t nr_dirty_words;
-	/* a pwrite() to the fd since the last fdatasync() */
-	atomic_bool fd_dirty;
-
-	/* emulation: bit per page, set while the page is PROT_NONE because of poison */
-	pthread_mutex_t emul_lock; /* serialises protection changes and fault classification */
-	_Atomic uint64_t *prot;
-	_Atomic uint64_t nr_prot; /* pages protected: the fast path reads only this */
-	size_t nr_pages;
-	unsigned page_shift;
-	int prot_rw; /* protection of an accessible page */
-};
-
-static inline bool pmem_page_protected(struct pmem_dev *pd, size_t page)
-{
-	return (atomic_load_explicit(&pd->prot[page >> 6], memory_order_acquire) >> (page & 63)) &
-	       1;
-}
+#include "pmem.h"
 
 /*
  * libpmem2's errors as an errno: system errors come back negated, its own
  * codes (PMEM2_E_*) mean an unusable source or configuration.  (The library
  * declares pmem2_err_to_errno() but 1.12 does not export it.)
  */
-static int pmem_errno(int ret)
+int pmem_errno(int ret)
 {
 	if (ret >= 0)
 		return EIO;
@@ -89,22 +51,6 @@ static int pmem_errno(int ret)
 		return EINVAL;
 	return -ret;
 }
-
-#if BLK_POISON_CHECKS
-/* Any page of [pos, pos + len) protected?  Only called when nr_prot != 0. */
-static bool pmem_range_protected(struct pmem_dev *pd, uint64_t pos, uint64_t len)
-{
-	size_t p, last;
-
-	if (len == 0)
-		return false;
-	last = (pos + len - 1) >> pd->page_shift;
-	for (p = pos >> pd->page_shift; p <= last; p++)
-		if (pmem_page_protected(pd, p))
-			return true;
-	return false;
-}
-#endif
 
 /* ---- durability ------------------------------------------------------ */
 
@@ -207,7 +153,7 @@ static int pmem_persist_all(struct pmem_dev *pd)
 	return ret;
 }
 
-static int pmem_flush_sync(struct blk_dev *dev)
+int pmem_flush_sync(struct blk_dev *dev)
 {
 	return pmem_persist_all(dev->drv);
 }
@@ -411,8 +357,8 @@ static void pmem_rq_fault(struct blk_hw_queue *hctx, struct blk_request *rq,
 }
 #endif
 
-static struct blk_request *pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
-                                          struct blk_comp_batch *cb)
+struct blk_request *pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                   struct blk_comp_batch *cb)
 {
 	struct pmem_dev *pd = hctx->drv;
 	struct blk_request *rq, *next;
@@ -598,367 +544,14 @@ static int pmem_sync_io(struct blk_dev *dev, uint64_t pos, void *buf, size_t len
 	return 0;
 }
 
-static int pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
+int pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
 {
 	return pmem_sync_io(dev, pos, buf, len, false, bad);
 }
 
-static int pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
+int pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
 {
 	uint64_t bad;
 
 	return pmem_sync_io(dev, pos, (void *)buf, len, true, &bad);
 }
-
-/* ---- poison ---------------------------------------------------------- */
-
-static int pmem_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
-{
-	struct pmem_dev *pd = dev->drv;
-	struct pmem2_badblock_context *bbctx;
-	struct pmem2_badblock bb;
-	uint64_t lo = sector << BLK_SECTOR_SHIFT, hi = (sector + nr) << BLK_SECTOR_SHIFT;
-	int ret;
-
-	/* An image's poison is emulated: there is nothing on the media to clear. */
-	if (!pd->devdax)
-		return 0;
-	ret = pmem2_badblock_context_new(&bbctx, pd->src);
-	if (ret)
-		return -pmem_errno(ret);
-	while ((ret = pmem2_badblock_next(bbctx, &bb)) == 0) {
-		uint64_t b0 = bb.offset, b1 = bb.offset + bb.length;
-
-		if (b1 <= lo || b0 >= hi)
-			continue;
-		/* Clip: clearing outside the range would leave content undefined there. */
-		bb.offset = b0 > lo ? b0 : lo;
-		bb.length = (b1 < hi ? b1 : hi) - bb.offset;
-		ret = pmem2_badblock_clear(bbctx, &bb);
-		if (ret)
-			break;
-	}
-	pmem2_badblock_context_delete(&bbctx);
-	if (ret == PMEM2_E_NO_BAD_BLOCK_FOUND || ret == 0)
-		return 0;
-	return -pmem_errno(ret);
-}
-
-#if BLK_POISON_CHECKS
-/* Protect or unprotect pages [p0, p1) where their state differs.  Caller holds emul_lock. */
-static void pmem_set_pages(struct pmem_dev *pd, size_t p0, size_t p1, bool protect)
-{
-	size_t p = p0;
-
-	/* nothing is protected (every open, and whenever no poison is known): nothing to undo */
-	if (!protect && atomic_load_explicit(&pd->nr_prot, memory_order_acquire) == 0)
-		return;
-	while (p < p1) {
-		size_t q, i;
-
-		/* a whole word already in the wanted state: 64 pages at once (an open scans
-		 * every page of the device: 16 G pages for 64 TiB) */
-		if ((p & 63) == 0 && p1 - p >= 64 &&
-		    atomic_load_explicit(&pd->prot[p >> 6], memory_order_acquire) ==
-		            (protect ? ~0ull : 0)) {
-			p += 64;
-			continue;
-		}
-		if (pmem_page_protected(pd, p) == protect) {
-			p++;
-			continue;
-		}
-		for (q = p + 1; q < p1 && pmem_page_protected(pd, q) != protect; q++)
-			;
-		if (protect) {
-			/* bits first: a fault seen after mprotect must find them set */
-			for (i = p; i < q; i++)
-				atomic_fetch_or(&pd->prot[i >> 6], 1ull << (i & 63));
-			atomic_fetch_add(&pd->nr_prot, q - p);
-			if (mprotect(pd->addr + (p << pd->page_shift), (q - p) << pd->page_shift,
-			             PROT_NONE) < 0) {
-				/* Out of VMAs: readable after all; the table still guards it. */
-				for (i = p; i < q; i++)
-					atomic_fetch_and(&pd->prot[i >> 6], ~(1ull << (i & 63)));
-				atomic_fetch_sub(&pd->nr_prot, q - p);
-			}
-		} else if (mprotect(pd->addr + (p << pd->page_shift), (q - p) << pd->page_shift,
-		                    pd->prot_rw) == 0) {
-			for (i = p; i < q; i++)
-				atomic_fetch_and(&pd->prot[i >> 6], ~(1ull << (i & 63)));
-			atomic_fetch_sub(&pd->nr_prot, q - p);
-		}
-		p = q;
-	}
-}
-#endif
-
-/*
- * The table changed over [sector, sector + nr): make every page touching the
- * range inaccessible iff one of its sectors is poisoned (image files only).
- */
-static void pmem_poison_changed(struct blk_dev *dev, uint64_t sector, uint64_t nr)
-{
-#if BLK_POISON_CHECKS
-	struct pmem_dev *pd = dev->drv;
-	unsigned spp_shift = pd->page_shift - BLK_SECTOR_SHIFT;
-	struct blk_range r[64];
-	uint64_t s0, s1, cur;
-	size_t p0, p1, p;
-
-	if (!pd->emulate || nr == 0 || sector >= dev->nr_sectors)
-		return;
-	if (nr > dev->nr_sectors - sector)
-		nr = dev->nr_sectors - sector;
-	p0 = sector >> spp_shift;
-	p1 = ((sector + nr - 1) >> spp_shift) + 1;
-	s0 = (uint64_t)p0 << spp_shift;
-	s1 = (uint64_t)p1 << spp_shift;
-	if (s1 > dev->nr_sectors)
-		s1 = dev->nr_sectors;
-
-	pthread_mutex_lock(&pd->emul_lock);
-	p = p0;
-	for (cur = s0; cur < s1;) {
-		unsigned n = blk_bb_lookup(&dev->bb, cur, s1 - cur, r, 64, NULL), i;
-
-		for (i = 0; i < n; i++) {
-			size_t rp0 = r[i].sector >> spp_shift;
-			size_t rp1 = ((r[i].sector + r[i].nr - 1) >> spp_shift) + 1;
-
-			if (rp0 > p)
-				pmem_set_pages(pd, p, rp0, false);
-			if (rp1 > p) {
-				pmem_set_pages(pd, rp0 > p ? rp0 : p, rp1, true);
-				p = rp1;
-			}
-		}
-		if (n < 64)
-			break;
-		cur = r[n - 1].sector + r[n - 1].nr;
-	}
-	if (p < p1)
-		pmem_set_pages(pd, p, p1, false);
-	pthread_mutex_unlock(&pd->emul_lock);
-#else
-	/* No checks compiled in: nothing may fault, so nothing is protected. */
-	(void)dev, (void)sector, (void)nr;
-#endif
-}
-
-static void *pmem_direct_access(struct blk_dev *dev, uint64_t pos, size_t len)
-{
-	struct pmem_dev *pd = dev->drv;
-
-	if (unlikely(pos > pd->map_size || len > pd->map_size - pos))
-		return NULL;
-#if BLK_POISON_CHECKS
-	if (unlikely(!blk_bb_empty(&dev->bb)) && len) {
-		/* A poisoned page faults as a whole (hwpoison on devdax, PROT_NONE on an image). */
-		uint64_t page = ((uint64_t)1 << pd->page_shift) - 1;
-		uint64_t s0 = (pos & ~page) >> BLK_SECTOR_SHIFT;
-		uint64_t s1 = ((pos + len + page) & ~page) >> BLK_SECTOR_SHIFT;
-
-		if (s1 > dev->nr_sectors)
-			s1 = dev->nr_sectors;
-		if (pd->emulate ? pmem_range_protected(pd, pos, len)
-		                : blk_bb_check(&dev->bb, s0, s1 - s0, NULL))
-			return NULL;
-	}
-#endif
-	return pd->addr + pos;
-}
-
-/* ---- open / close ---------------------------------------------------- */
-
-static void pmem_free(struct pmem_dev *pd)
-{
-	if (pd->map)
-		pmem2_map_delete(&pd->map);
-	if (pd->src)
-		pmem2_source_delete(&pd->src);
-	if (pd->fd >= 0)
-		close(pd->fd);
-	free(pd->dirty);
-	free(pd->prot);
-	pthread_mutex_destroy(&pd->emul_lock);
-	free(pd);
-}
-
-static int pmem_err(char *err, size_t errlen, const char *path, int ret, const char *what)
-{
-	blk_err(err, errlen, "%s: %s: %s", path, what, pmem2_errormsg());
-	return -pmem_errno(ret);
-}
-
-static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
-                     size_t errlen)
-{
-	struct pmem_dev *pd;
-	struct pmem2_config *pcfg = NULL;
-	struct stat st;
-	size_t size;
-	long pagesz = sysconf(_SC_PAGESIZE);
-	int ret;
-
-	if (!cfg->path) {
-		blk_err(err, errlen, "pmem: no device path");
-		return -EINVAL;
-	}
-	pd = calloc(1, sizeof(*pd));
-	if (!pd) {
-		blk_err(err, errlen, "%s: out of memory", cfg->path);
-		return -ENOMEM;
-	}
-	pd->fd = -1;
-	pthread_mutex_init(&pd->emul_lock, NULL);
-	pd->ro = cfg->flags & BLK_CFG_READONLY;
-	pd->prot_rw = pd->ro ? PROT_READ : PROT_READ | PROT_WRITE;
-	pd->page_shift = (unsigned)__builtin_ctzl((unsigned long)(pagesz > 0 ? pagesz : 4096));
-
-	pd->fd = open(cfg->path, (pd->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (pd->fd < 0 && errno == EISDIR) {
-		blk_err(err, errlen,
-		        "%s: is a directory; the pmem backend needs a regular file or a devdax "
-		        "character device",
-		        cfg->path);
-		ret = -EINVAL;
-		goto out_free;
-	}
-	if (pd->fd < 0) {
-		ret = -errno;
-		blk_err(err, errlen, "%s: cannot open: %s", cfg->path, strerror(-ret));
-		goto out_free;
-	}
-	if (fstat(pd->fd, &st) < 0) {
-		ret = -errno;
-		blk_err(err, errlen, "%s: cannot stat: %s", cfg->path, strerror(-ret));
-		goto out_free;
-	}
-	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
-		blk_err(err, errlen,
-		        "%s: the pmem backend needs a regular file or a devdax character device",
-		        cfg->path);
-		ret = -EINVAL;
-		goto out_free;
-	}
-	pd->devdax = S_ISCHR(st.st_mode);
-	pd->emulate = !pd->devdax && BLK_POISON_CHECKS;
-
-	ret = pmem2_source_from_fd(&pd->src, pd->fd);
-	if (ret) {
-		ret = pmem_err(err, errlen, cfg->path, ret,
-		               pd->devdax ? "not a devdax device" : "cannot use as a pmem source");
-		goto out_free;
-	}
-	ret = pmem2_source_size(pd->src, &size);
-	if (ret) {
-		ret = pmem_err(err, errlen, cfg->path, ret, "cannot get size");
-		goto out_free;
-	}
-	if (size < PMEM_MIN_SIZE) {
-		blk_err(err, errlen, "%s: too small for a device (%zu bytes, at least %u)",
-		        cfg->path, size, PMEM_MIN_SIZE);
-		ret = -EINVAL;
-		goto out_free;
-	}
-
-	ret = pmem2_config_new(&pcfg);
-	if (!ret)
-		/* PAGE: the weakest we accept, so that a plain file maps too (msync). */
-		ret = pmem2_config_set_required_store_granularity(pcfg, PMEM2_GRANULARITY_PAGE);
-	if (!ret && pd->ro)
-		ret = pmem2_config_set_protection(pcfg, PMEM2_PROT_READ);
-	if (ret) {
-		ret = pmem_err(err, errlen, cfg->path, ret, "cannot configure the mapping");
-		goto out_free;
-	}
-	ret = pmem2_map_new(&pd->map, pcfg, pd->src);
-	pmem2_config_delete(&pcfg);
-	if (ret) {
-		ret = pmem_err(err, errlen, cfg->path, ret, "cannot map");
-		goto out_free;
-	}
-	pd->addr = pmem2_map_get_address(pd->map);
-	pd->map_size = pmem2_map_get_size(pd->map);
-	if (pd->map_size > size)
-		pd->map_size = size;
-	pd->page_gran = pmem2_map_get_store_granularity(pd->map) == PMEM2_GRANULARITY_PAGE;
-	pd->memcpy_fn = pmem2_get_memcpy_fn(pd->map);
-	pd->memset_fn = pmem2_get_memset_fn(pd->map);
-	pd->drain_fn = pmem2_get_drain_fn(pd->map);
-
-	if (pd->page_gran) {
-		size_t chunks = ((pd->map_size - 1) >> PMEM_CHUNK_SHIFT) + 1;
-
-		pd->nr_dirty_words = (chunks + 63) / 64;
-		pd->dirty = calloc(pd->nr_dirty_words, sizeof(*pd->dirty));
-	}
-	pd->nr_pages = ((pd->map_size - 1) >> pd->page_shift) + 1;
-	if (pd->emulate)
-		pd->prot = calloc((pd->nr_pages + 63) / 64, sizeof(*pd->prot));
-	if ((pd->page_gran && !pd->dirty) || (pd->emulate && !pd->prot)) {
-		blk_err(err, errlen, "%s: out of memory", cfg->path);
-		ret = -ENOMEM;
-		goto out_free;
-	}
-#if BLK_POISON_CHECKS
-	ret = blk_guard_install();
-	if (ret) {
-		blk_err(err, errlen, "%s: cannot install the fault guard: %s", cfg->path,
-		        strerror(-ret));
-		goto out_free;
-	}
-#endif
-
-	dev->drv = pd;
-	dev->size = pd->map_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
-	dev->nr_sectors = dev->size >> BLK_SECTOR_SHIFT;
-	dev->byte_granular = true;
-	dev->direct_page_cache = pd->page_gran && !pd->devdax;
-	dev->lbs_mask = 0;
-	return 0;
-
-out_free:
-	pmem_free(pd);
-	return ret;
-}
-
-static void pmem_close(struct blk_dev *dev)
-{
-	struct pmem_dev *pd = dev->drv;
-
-	if (!pd)
-		return;
-	pmem_free(pd);
-	dev->drv = NULL;
-}
-
-/* Each queue reaches the device state in one load on the fast path. */
-static int pmem_init_hctx(struct blk_hw_queue *hctx)
-{
-	hctx->drv = hctx->dev->drv;
-	return 0;
-}
-
-static void pmem_exit_hctx(struct blk_hw_queue *hctx)
-{
-	hctx->drv = NULL;
-}
-
-const struct blk_backend_ops blk_pmem_ops = {
-        .name = "pmem",
-        .concurrent = true,
-        .async = false,
-        .open = pmem_open,
-        .close = pmem_close,
-        .init_hctx = pmem_init_hctx,
-        .exit_hctx = pmem_exit_hctx,
-        .queue_rqs = pmem_queue_rqs,
-        .read_sync = pmem_read_sync,
-        .write_sync = pmem_write_sync,
-        .clear_poison = pmem_clear_poison,
-        .poison_changed = pmem_poison_changed,
-        .direct_access = pmem_direct_access,
-        .flush_sync = pmem_flush_sync,
-};

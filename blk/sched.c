@@ -5,7 +5,8 @@
  * restarts from the lowest sector), unless the oldest request has waited past
  * its deadline, in which case the batch starts there.  Requests know they are
  * scheduled by RQF_ELV, set when the scheduler is attached, so devices without
- * a scheduler never look here.
+ * a scheduler never look here.  A pull model, as blk-mq's elevators: dispatch.c
+ * inserts requests and takes batches; nothing here issues I/O.  Calls nothing.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ struct blk_elevator {
 	unsigned queued;
 };
 
-static uint64_t blk_now_ns(void)
+uint64_t blk_elv_now(void)
 {
 	struct timespec ts;
 
@@ -54,7 +55,7 @@ void blk_elv_free(struct blk_elevator *elv)
 	free(elv);
 }
 
-static void blk_elv_insert(struct blk_elevator *elv, struct blk_request *rq, uint64_t now)
+static void blk_elv_add_rq(struct blk_elevator *elv, struct blk_request *rq, uint64_t now)
 {
 	struct blk_request **pp = &elv->sorted;
 
@@ -124,26 +125,26 @@ static struct blk_request *blk_elv_next_batch(struct blk_elevator *elv, uint64_t
 	return head;
 }
 
-void blk_elv_insert_and_run(struct blk_hw_queue *hctx, struct blk_request *list)
+struct blk_request *blk_elv_insert(struct blk_elevator *elv, struct blk_request *list, uint64_t now)
 {
-	struct blk_elevator *elv = hctx->elv;
-	uint64_t now = blk_now_ns();
 	struct blk_request *rq, *next, *batch;
 
-	if (unlikely(!elv)) {
-		/* detached while requests were in a plug: plain dispatch */
-		blk_mq_issue_list(hctx, list);
-		return;
-	}
 	pthread_mutex_lock(&elv->lock);
 	for (rq = list; rq; rq = next) {
 		next = rq->rq_next;
-		blk_elv_insert(elv, rq, now);
+		blk_elv_add_rq(elv, rq, now);
 	}
-	while ((batch = blk_elv_next_batch(elv, now))) {
-		pthread_mutex_unlock(&elv->lock);
-		blk_mq_issue_list(hctx, batch);
-		pthread_mutex_lock(&elv->lock);
-	}
+	batch = blk_elv_next_batch(elv, now);
 	pthread_mutex_unlock(&elv->lock);
+	return batch;
+}
+
+struct blk_request *blk_elv_next(struct blk_elevator *elv, uint64_t now)
+{
+	struct blk_request *batch;
+
+	pthread_mutex_lock(&elv->lock);
+	batch = blk_elv_next_batch(elv, now);
+	pthread_mutex_unlock(&elv->lock);
+	return batch;
 }

@@ -12,11 +12,8 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "blk_internal.h"
 
@@ -150,20 +147,15 @@ uint64_t blk_tag_get_batch(struct blk_tags *tags, unsigned *hint, unsigned nr, u
 	return 0;
 }
 
-static long blk_futex(_Atomic uint32_t *uaddr, int op, uint32_t val)
-{
-	return syscall(SYS_futex, (uint32_t *)uaddr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
-}
-
 void blk_tags_wake(struct blk_tags *tags)
 {
 	atomic_fetch_add_explicit(&tags->wake_seq, 1, memory_order_seq_cst);
-	blk_futex(&tags->wake_seq, FUTEX_WAKE, INT_MAX);
+	blk_futex(&tags->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void blk_tags_wait(struct blk_tags *tags, uint32_t seq)
 {
-	blk_futex(&tags->wake_seq, FUTEX_WAIT, seq);
+	blk_futex(&tags->wake_seq, FUTEX_WAIT, seq, NULL);
 }
 
 void blk_tags_put_mask(struct blk_tags *tags, unsigned w, uint64_t mask)

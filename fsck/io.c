@@ -108,17 +108,7 @@ void fsck_close(struct fsck_ctx *ctx)
 
 unsigned fsck_poison_after(const struct fsck_ctx *ctx, uint64_t sector)
 {
-	unsigned lo = 0, hi = ctx->npoison;
-
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-
-		if (ctx->poison[mid].sector + ctx->poison[mid].nr <= sector)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return blk_range_find(ctx->poison, ctx->npoison, sector);
 }
 
 /* Does any sector of blocks [blk, blk + n) sit on poison?  From the table, not the media. */

@@ -249,6 +249,12 @@ unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr, st
                            unsigned max, unsigned *total);
 /* Number of poisoned ranges on the device. */
 unsigned blk_poison_count(struct blk_dev *dev);
+/*
+ * The poison table's own search, for callers that keep a copy of the table
+ * (from blk_poison_lookup): the index of the first of the @n sorted, disjoint
+ * ranges @r that ends after @sector, or @n if none does.
+ */
+unsigned blk_range_find(const struct blk_range *r, unsigned n, uint64_t sector);
 
 /* Optional scheduler, set while no I/O is in flight: "none" or "deadline".  -EBUSY otherwise. */
 int blk_dev_set_scheduler(struct blk_dev *dev, const char *name);

@@ -324,6 +324,23 @@ START_TEST(test_snapshot)
 }
 END_TEST
 
+/* blk_range_find(): the search a caller runs over its own copy of the table (fsck). */
+START_TEST(test_range_find)
+{
+	const struct blk_range r[] = {{10, 2}, {20, 5}, {100, 1}};
+
+	ck_assert_uint_eq(blk_range_find(r, 0, 0), 0);
+	ck_assert_uint_eq(blk_range_find(r, 3, 0), 0);
+	ck_assert_uint_eq(blk_range_find(r, 3, 11), 0); /* inside the first */
+	ck_assert_uint_eq(blk_range_find(r, 3, 12), 1); /* just past it */
+	ck_assert_uint_eq(blk_range_find(r, 3, 24), 1);
+	ck_assert_uint_eq(blk_range_find(r, 3, 25), 2);
+	ck_assert_uint_eq(blk_range_find(r, 3, 100), 2);
+	ck_assert_uint_eq(blk_range_find(r, 3, 101), 3);
+	ck_assert_uint_eq(blk_range_find(r, 3, UINT64_MAX), 3);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ scale */
 
 #define SCALE_N 100000u
@@ -1024,6 +1041,7 @@ static Suite *badblocks_suite(void)
 	tcase_add_test(tc, test_check_edges);
 	tcase_add_test(tc, test_lookup);
 	tcase_add_test(tc, test_snapshot);
+	tcase_add_test(tc, test_range_find);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("scale");

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the engine core (blk/core.c, blk/sched.c, with blk/tags.c and
- * the null backend): bio validation, submission without a plug, plug flush
- * rules (32 requests, 128 KiB, finish, nesting, batch-allocated tags), back
- * and front merging and every reason to refuse a merge, partial and batched
- * completion (per-bio status, bad_sector, tags freed before end_io, end_io
- * that resubmits), tag exhaustion with a blocked submitter, several hardware
- * queues, serialised (flat-combining), busy and polled backends, mixed-device
- * plugs, the deadline scheduler and RQF_ELV, the QoS hook and BLK_BIO_TRACKED,
- * the synchronous helpers, statistics, direct access, and poison through the
+ * Unit tests of the engine core (blk/submit.c, dispatch.c, complete.c,
+ * device.c, sched.c, with blk/tags.c and the null backend): bio validation,
+ * submission without a plug, plug flush rules (32 requests, 128 KiB, finish,
+ * nesting, batch-allocated tags), back and front merging and every reason
+ * to refuse a merge, partial and batched completion (per-bio status,
+ * bad_sector, tags freed before end_io, end_io that resubmits), tag
+ * exhaustion with a blocked submitter, several hardware queues, serialised
+ * (flat-combining), busy and polled backends, mixed-device plugs, the
+ * deadline scheduler and RQF_ELV, the QoS hook and BLK_BIO_TRACKED, the
+ * synchronous helpers, statistics, direct access, and poison through the
  * core (which needs blk/slowpath.c).
  *
  * Most tests replace the null backend by a "capture" backend that keeps the

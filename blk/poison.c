@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Poison bookkeeping above the table (badblocks.c): recording poison found
+ * by a fault or a device error, forgetting it after a full overwrite (table,
+ * emulation file, then the backend's poison_changed hook), the public
+ * blk_poison_* calls and blk_direct_access(), which refuses poisoned ranges.
+ * Calls badblocks.c; the backend only through dev->ops.
+ */
+#include <errno.h>
+
+#include "blk_internal.h"
+
+static bool blk_range_ok(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	return nr && sector < dev->nr_sectors && nr <= dev->nr_sectors - sector;
+}
+
+/* Table, then file, then the backend's view (emulation: protect the pages). */
+static int blk_poison_change(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool add)
+{
+	int ret;
+
+	pthread_mutex_lock(&dev->poison_lock);
+	ret = add ? blk_bb_add(&dev->bb, sector, nr) : blk_bb_clear(&dev->bb, sector, nr);
+	if (!ret && dev->badblocks_path)
+		ret = blk_bb_file_store(&dev->bb, dev->badblocks_path);
+	if (dev->ops->poison_changed)
+		dev->ops->poison_changed(dev, sector, nr);
+	pthread_mutex_unlock(&dev->poison_lock);
+	return ret;
+}
+
+int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	return blk_poison_change(dev, sector, nr, true);
+}
+
+int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	return blk_poison_change(dev, sector, nr, false);
+}
+
+int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	if (!blk_range_ok(dev, sector, nr))
+		return -EINVAL;
+	return blk_poison_record(dev, sector, nr);
+}
+
+int blk_poison_clear(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	int ret;
+
+	if (!blk_range_ok(dev, sector, nr))
+		return -EINVAL;
+	if (dev->read_only)
+		return -EROFS;
+	ret = dev->ops->clear_poison(dev, sector, nr);
+	if (ret)
+		return ret;
+	return blk_poison_forget(dev, sector, nr);
+}
+
+unsigned blk_poison_lookup(struct blk_dev *dev, uint64_t sector, uint64_t nr, struct blk_range *out,
+                           unsigned max, unsigned *total)
+{
+	if (blk_bb_empty(&dev->bb)) {
+		if (total)
+			*total = 0;
+		return 0;
+	}
+	return blk_bb_lookup(&dev->bb, sector, nr, out, max, total);
+}
+
+unsigned blk_poison_count(struct blk_dev *dev)
+{
+	return atomic_load(&dev->bb.nr);
+}
+
+int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr,
+                      uint64_t *bad_sector)
+{
+	uint64_t first;
+
+	if (!dev->ops->direct_access)
+		return -EOPNOTSUPP;
+	if (!len || pos >= dev->size || len > dev->size - pos)
+		return -EINVAL;
+#if BLK_POISON_CHECKS
+	if (unlikely(!blk_bb_empty(&dev->bb)) &&
+	    blk_bb_check(&dev->bb, pos >> BLK_SECTOR_SHIFT,
+	                 ((pos + len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) -
+	                         (pos >> BLK_SECTOR_SHIFT),
+	                 &first)) {
+		if (bad_sector)
+			*bad_sector = first;
+		return -EIO;
+	}
+#else
+	(void)first;
+	(void)bad_sector;
+#endif
+	*addr = dev->ops->direct_access(dev, pos, len);
+	return *addr ? 0 : -EOPNOTSUPP;
+}
