@@ -134,12 +134,12 @@ uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk)
 	return ctx->dup ? mfs_sb_twin(&ctx->sb, blk) : 0;
 }
 
-bool in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk)
+bool fsck_in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk)
 {
 	return blk >= ctx->sb.meta_start && blk - ctx->sb.meta_start < ctx->sb.meta_len;
 }
 
-bool in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len)
+bool fsck_in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len)
 {
 	uint64_t s = ctx->sb.data_start, n = ctx->sb.data_len;
 
@@ -179,7 +179,7 @@ static int add_line(char ***v, size_t *n, size_t *cap, char *line)
 {
 	if (!line)
 		return -ENOMEM;
-	if (vec_grow((void **)v, cap, *n + 1, sizeof(**v))) {
+	if (fsck_vec_grow((void **)v, cap, *n + 1, sizeof(**v))) {
 		free(line);
 		return -ENOMEM;
 	}
@@ -244,17 +244,18 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 			/* both sealed but different: the newer transaction wins */
 			bool twin_newer = ht->gen > hp->gen;
 
-			if (fix_problem(ctx, PR_META_COPY_BAD,
-			                "%s (block %llu): the copies differ (generation %llu at "
-			                "block %llu, %llu at block %llu): keep the newer",
-			                what, (unsigned long long)blk, (unsigned long long)hp->gen,
-			                (unsigned long long)blk, (unsigned long long)ht->gen,
-			                (unsigned long long)twin)) {
+			if (fsck_fix_problem(
+			            ctx, PR_META_COPY_BAD,
+			            "%s (block %llu): the copies differ (generation %llu at "
+			            "block %llu, %llu at block %llu): keep the newer",
+			            what, (unsigned long long)blk, (unsigned long long)hp->gen,
+			            (unsigned long long)blk, (unsigned long long)ht->gen,
+			            (unsigned long long)twin)) {
 				if (twin_newer)
 					memcpy(buf, tbuf, MFS_BLOCK_SIZE);
 				ret = write_block(ctx, twin_newer ? blk : twin, buf);
 				if (ret)
-					fix_failed(ctx, PR_META_COPY_BAD, ret);
+					fsck_fix_failed(ctx, PR_META_COPY_BAD, ret);
 				ret = 0;
 			} else if (twin_newer) {
 				memcpy(buf, tbuf, MFS_BLOCK_SIZE);
@@ -271,7 +272,7 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 		if (!good_primary)
 			memcpy(buf, tbuf, MFS_BLOCK_SIZE);
 		if (what) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_META_COPY_BAD,
 			            "%s (block %llu): %s copy (block %llu) is %s, its twin (block "
 			            "%llu) is intact",
@@ -281,7 +282,7 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 			            (unsigned long long)(good_primary ? blk : twin))) {
 				ret = write_block(ctx, bad, buf);
 				if (ret)
-					fix_failed(ctx, PR_META_COPY_BAD, ret);
+					fsck_fix_failed(ctx, PR_META_COPY_BAD, ret);
 				fixed = !ret;
 				ret = 0;
 			}
@@ -308,7 +309,7 @@ int fsck_meta_write(struct fsck_ctx *ctx, uint64_t blk, void *buf)
 	uint64_t twin = fsck_twin(ctx, blk);
 	int ret;
 
-	if (!in_meta_zone(ctx, blk))
+	if (!fsck_in_meta_zone(ctx, blk))
 		return -EINVAL;
 	mfs_block_seal(buf, ctx->seed);
 	ret = write_block(ctx, blk, buf);

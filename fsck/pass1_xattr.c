@@ -51,7 +51,8 @@ static void claim_rest(struct fsck_ctx *ctx, uint64_t ino, const uint8_t *ref, u
 	for (unsigned i = 0; i < nr; i++) {
 		uint64_t b = ref_block(ref, i);
 
-		if (in_meta_zone(ctx, b) && ctx->meta_owner[b - ctx->sb.meta_start] == OWN_NONE)
+		if (fsck_in_meta_zone(ctx, b) &&
+		    ctx->meta_owner[b - ctx->sb.meta_start] == OWN_NONE)
 			ctx->meta_owner[b - ctx->sb.meta_start] = OWN_INODE(ino, 0);
 	}
 }
@@ -93,7 +94,7 @@ static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t
 		int ret;
 
 		bad = why;
-		if (!in_meta_zone(ctx, b)) {
+		if (!fsck_in_meta_zone(ctx, b)) {
 			snprintf(why, whylen, "value block %llu is outside the meta zone",
 			         (unsigned long long)b);
 			break;
@@ -154,11 +155,11 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 
 	if (len < XHDR || nl == 0 || XHDR + nl + vl != len || (flags & ~MFS_XATTR_F_BLOCKS) ||
 	    (key & KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
-		bool fix =
-		        fix_problem(ctx, PR_XATTR_BAD,
-		                    "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "
-		                    "its key does not match its name",
-		                    (unsigned long long)ino, (unsigned long long)key, len);
+		bool fix = fsck_fix_problem(
+		        ctx, PR_XATTR_BAD,
+		        "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "
+		        "its key does not match its name",
+		        (unsigned long long)ino, (unsigned long long)key, len);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
 	if (!(flags & MFS_XATTR_F_BLOCKS))
@@ -166,8 +167,8 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	bad = check_value(ctx, ino, val + XHDR, nl, val + XHDR + nl, vl, why, sizeof(why), &nr);
 	if (!bad)
 		return ENT_OK;
-	if (fix_problem(ctx, PR_XATTR_VALUE, "inode %llu: xattr %.*s: %s: remove the xattr",
-	                (unsigned long long)ino, (int)nl, (const char *)val + XHDR, bad))
+	if (fsck_fix_problem(ctx, PR_XATTR_VALUE, "inode %llu: xattr %.*s: %s: remove the xattr",
+	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR, bad))
 		return ENT_DROP;
 	if (vl >= REF_HDR + 8u * nr)
 		claim_rest(ctx, ino, val + XHDR + nl, nr);
