@@ -14,10 +14,9 @@
 
 #include "fsck.h"
 
-#define BT_HDR       ((unsigned)sizeof(struct mfs_meta_hdr))
-#define BT_SLOT      ((unsigned)sizeof(struct mfs_bt_slot))
-#define BT_LEAF_MAX  ((MFS_BLOCK_SIZE - BT_HDR) / BT_SLOT)
-#define BT_MAX_DEPTH 12
+#define BT_HDR      ((unsigned)sizeof(struct mfs_meta_hdr))
+#define BT_SLOT     ((unsigned)sizeof(struct mfs_bt_slot))
+#define BT_LEAF_MAX ((MFS_BLOCK_SIZE - BT_HDR) / BT_SLOT)
 
 struct walk {
 	struct fsck_ctx *ctx;
@@ -28,7 +27,7 @@ struct walk {
 	void *arg;
 	struct fsck_rebuild *keep;
 	bool bad, fix;
-	uint8_t *bufs[BT_MAX_DEPTH + 1];
+	uint8_t *bufs[MFS_BT_MAX_DEPTH + 1];
 };
 
 static void walk_problem(struct walk *w, bool fix)
@@ -236,9 +235,9 @@ int fsck_bt_walk(struct fsck_ctx *ctx, uint64_t root, unsigned depth, uint16_t k
 	}
 	if (!root)
 		return WALK_OK;
-	if (depth > BT_MAX_DEPTH) {
+	if (depth > MFS_BT_MAX_DEPTH) {
 		walk_problem(&w, fsck_fix_problem(ctx, PR_TREE_BAD, "%s: depth %u (at most %u)",
-		                                  what, depth, BT_MAX_DEPTH));
+		                                  what, depth, MFS_BT_MAX_DEPTH));
 		goto out;
 	}
 	for (i = 0; i <= depth; i++)
@@ -248,7 +247,7 @@ int fsck_bt_walk(struct fsck_ctx *ctx, uint64_t root, unsigned depth, uint16_t k
 		}
 	walk_node(&w, root, depth, false, 0, false, 0, true);
 out:
-	for (i = 0; i <= BT_MAX_DEPTH; i++)
+	for (i = 0; i <= MFS_BT_MAX_DEPTH; i++)
 		free(w.bufs[i]);
 	if (!w.bad)
 		return WALK_OK;

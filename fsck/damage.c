@@ -23,8 +23,6 @@
 
 #include "fsck.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
                         uint64_t pblk, uint64_t len)
 {

@@ -37,6 +37,11 @@
 
 #include "mfs.h"
 
+/* Sizes of the format (include/mendfs/format.h) the passes parse by hand */
+#define DIRENT_HDR ((unsigned)offsetof(struct mfs_dirent, name)) /* 10 */
+#define XHDR       ((unsigned)sizeof(struct mfs_xattr))          /* 4 */
+#define SPB        MFS_SECTORS_PER_BLOCK
+
 /* fsck(8) exit bits */
 #define FSCK_OK          0
 #define FSCK_CORRECTED   1

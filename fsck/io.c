@@ -18,8 +18,6 @@
 #include "fsck.h"
 #include "mfs_devlock.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 static int poison_cmp(const void *a, const void *b)
 {
 	const struct blk_range *x = a, *y = b;

@@ -19,8 +19,6 @@
 
 #include "fsck.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 /*
  * The copy mfs_super_read() chose (the newest checksummed one) failed its
  * validation: a checksummed copy that passes, if any, is used instead (the

@@ -24,10 +24,6 @@
 
 #include "fsck.h"
 
-#define DIRENT_HDR 10u
-#define XHDR       4u
-#define KEY_MASK   0x7fffffffffff0000ull
-
 struct ext_state {
 	uint64_t ino, size;
 	uint64_t next_lblk; /* extents must start at or after it */
@@ -247,7 +243,7 @@ static int dir_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 		if (memchr(name, '/', nl) || memchr(name, 0, nl) || (nl == 1 && name[0] == '.') ||
 		    (nl == 2 && name[0] == '.' && name[1] == '.'))
 			why = "an invalid name";
-		else if ((key & KEY_MASK) != fsck_name_key(ctx, name, nl))
+		else if ((key & MFS_NAME_KEY_MASK) != fsck_name_key(ctx, name, nl))
 			why = "a key that does not match its name";
 		else if (d.ino == 0 || d.ino > ctx->sb.nr_inodes)
 			why = "an inode number out of range";

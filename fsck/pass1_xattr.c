@@ -21,10 +21,8 @@
 
 #include "fsck.h"
 
-#define XHDR     4u
-#define KEY_MASK 0x7fffffffffff0000ull
-#define REF_HDR  ((unsigned)sizeof(struct mfs_xattr_ref))
-#define PIECE    ((uint32_t)MFS_XATTR_BLOCK_BYTES)
+#define REF_HDR ((unsigned)sizeof(struct mfs_xattr_ref))
+#define PIECE   ((uint32_t)MFS_XATTR_BLOCK_BYTES)
 
 static uint64_t ref_block(const uint8_t *ref, unsigned i)
 {
@@ -154,7 +152,7 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	char why[200];
 
 	if (len < XHDR || nl == 0 || XHDR + nl + vl != len || (flags & ~MFS_XATTR_F_BLOCKS) ||
-	    (key & KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
+	    (key & MFS_NAME_KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
 		bool fix = fsck_fix_problem(
 		        ctx, PR_XATTR_BAD,
 		        "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "

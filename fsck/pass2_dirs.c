@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pass 2: directory entries against the inodes they name (FORMAT.md §7.4,
- * §12).  Every entry collected in pass 1 must name a live inode (F0202) with
+ * §13).  Every entry collected in pass 1 must name a live inode (F0202) with
  * the inode's type (F0203); a directory has exactly one entry (the one in
  * its `parent`, else the first found) and the root none (F0204).  Then per
  * directory: `dir_entries` equals the entries (F0206) and `parent` names the
@@ -14,8 +14,6 @@
 #include <sys/stat.h>
 
 #include "fsck.h"
-
-#define DIRENT_HDR 10u
 
 static uint8_t mode_dtype(uint32_t mode)
 {

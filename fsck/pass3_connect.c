@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 3: connectivity (FORMAT.md §12).  The root must be a live directory
+ * Pass 3: connectivity (FORMAT.md §13).  The root must be a live directory
  * (recreated empty otherwise, F0301).  Everything is walked from the root
  * through the kept entries; a live inode nothing reaches is linked into
  * /lost+found as #INODE (F0302), except orphans (unlinked while open,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 4: link counts (FORMAT.md §6.2, §12).  A directory has 2 + its
+ * Pass 4: link counts (FORMAT.md §6.2, §13).  A directory has 2 + its
  * subdirectories; anything else has one link per entry naming it, counting
  * the /lost+found entry pass 3 decided to add.  Orphans (nlink 0, on the
  * orphan list, named by no entry) are left to orphan processing; an inode on

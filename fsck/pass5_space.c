@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 5: space (FORMAT.md §5, §9, §10, §12).
+ * Pass 5: space (FORMAT.md §5, §9, §10, §13).
  *
  *  - The quarantine tree: entries inside the data zone, not overlapping each
  *    other or any file (F0504); entries whose blocks are no longer all
@@ -19,8 +19,6 @@
 #include <string.h>
 
 #include "fsck.h"
-
-#define SPB MFS_SECTORS_PER_BLOCK
 
 enum bm_kind { BM_META, BM_INODE, BM_DATA };
 static const char *const bm_name[] = {"meta zone", "inode", "data zone"};
