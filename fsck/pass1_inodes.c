@@ -179,6 +179,21 @@ static int ext_col_cmp(const void *a, const void *b)
 }
 
 /*
+ * Does extent @e reach past the largest file size (the core refuses such a
+ * file: EUCLEAN)?  Returns true when the fix (cut the file there) was decided.
+ */
+static bool past_size_max(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_extent *e)
+{
+	if (e->lblk < MFS_FILE_BLOCKS_MAX && e->len <= MFS_FILE_BLOCKS_MAX - e->lblk)
+		return false;
+	return fsck_fix_problem(ctx, PR_FILE_SIZE,
+	                        "inode %llu: extent lblk %llu, %u blocks, ends past the largest "
+	                        "file size (block %llu): cut it there",
+	                        (unsigned long long)ino, (unsigned long long)e->lblk, e->len,
+	                        (unsigned long long)MFS_FILE_BLOCKS_MAX);
+}
+
+/*
  * Check a file's extents in lblk order, whatever order the tree or the
  * inline array held them in.  Accepted extents stay in l->v (n updated).
  * Returns true when a fix was decided that changes the map (an extent
@@ -212,6 +227,12 @@ static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext
 		            (unsigned long long)c->e.lblk)) {
 			c->key = c->e.lblk;
 			changed = true;
+		}
+		if (past_size_max(ctx, l->ino, &c->e)) {
+			changed = true;
+			if (c->e.lblk >= MFS_FILE_BLOCKS_MAX)
+				continue;
+			c->e.len = (uint32_t)(MFS_FILE_BLOCKS_MAX - c->e.lblk);
 		}
 		r = ext_accept(ctx, st, &c->e, 0, false);
 		if (r == ENT_DROP) {
@@ -348,6 +369,16 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			changed = true;
 		}
 	}
+	if (S_ISREG(di->mode) && di->size > MFS_FILE_SIZE_MAX) {
+		if (fsck_fix_problem(ctx, PR_FILE_SIZE,
+		                     "inode %llu: size %llu is past the largest file size (%llu): "
+		                     "lower it to that",
+		                     (unsigned long long)ino, (unsigned long long)di->size,
+		                     (unsigned long long)MFS_FILE_SIZE_MAX)) {
+			di->size = MFS_FILE_SIZE_MAX;
+			changed = true;
+		}
+	}
 	if (S_ISDIR(di->mode) && (di->parent == 0 || di->parent > ctx->sb.nr_inodes)) {
 		/* pass 2 sets the directory that holds its entry, pass 3 /lost+found */
 		if (fsck_fix_problem(
@@ -454,6 +485,7 @@ static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct
 	}
 	if (inode_fields(ctx, ino, di))
 		p->dirty = true;
+	st.size = di->size;
 
 	fi->state = IST_OK;
 	fi->mode = di->mode;

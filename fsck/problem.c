@@ -61,6 +61,9 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
                           "remove the malformed xattr(s)"},
         [PR_XATTR_VALUE] = {PR_XATTR_VALUE, "F0112", "PR_XATTR_VALUE", 0,
                             "remove the xattr; its blocks that nothing else uses are freed"},
+        [PR_FILE_SIZE] = {PR_FILE_SIZE, "F0113", "PR_FILE_SIZE", 0,
+                          "cut the file at the largest file size (1 PiB): an extent reaching "
+                          "past it is shortened (removed if it starts there), the size lowered"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},

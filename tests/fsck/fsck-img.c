@@ -597,6 +597,17 @@ static int cmd_corrupt(const char *cs)
 		di = raw_inode(&r, lonely, &blk);
 		di->u.ext[0].pblk = r.dev_blocks + 10;
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "file-size")) { /* F0113: a size past the largest file size */
+		di = raw_inode(&r, lonely, &blk);
+		di->size = MFS_FILE_SIZE_MAX + 1;
+		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "extent-past-max")) { /* F0113: other.bin's extent straddles it */
+		di = raw_inode(&r, other, &blk);
+		if (di->nr_inline != 1 || di->u.ext[0].len < 2)
+			die("%s: expected one inline extent of several blocks", "/dir/other.bin",
+			    0);
+		di->u.ext[0].lblk = MFS_FILE_BLOCKS_MAX - 1;
+		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "extent-dup")) { /* F0109: lonely's extent on hello's block */
 		di = raw_inode(&r, hello, &blk);
 		uint64_t p = di->u.ext[0].pblk;
