@@ -401,7 +401,7 @@ int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode 
 
 uint64_t fsck_name_key(const struct fsck_ctx *ctx, const void *name, size_t len)
 {
-	uint64_t h = XXH3_64bits_withSeed(name, len, ctx->sb.dir_hash_seed) & 0x7fffffffffff0000ull;
+	uint64_t h = XXH3_64bits_withSeed(name, len, ctx->sb.dir_hash_seed) & MFS_NAME_KEY_MASK;
 
 	return h ? h : 0x10000ull;
 }
