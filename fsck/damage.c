@@ -46,8 +46,7 @@ void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint6
 
 			if (asprintf(&line,
 			             "inode %llu: sectors %llu-%llu poisoned in its blocks past "
-			             "the end of "
-			             "the file (no data lost)",
+			             "the end of the file (no data lost)",
 			             (unsigned long long)ino, (unsigned long long)ps,
 			             (unsigned long long)(pe - 1)) >= 0 &&
 			    VEC_PUSH(ctx->free_damage, ctx->nfree_damage, ctx->cap_free_damage,

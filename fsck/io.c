@@ -357,23 +357,40 @@ static void inode_loc(const struct fsck_ctx *ctx, uint64_t ino, uint64_t *blk, s
 	       (size_t)((ino - 1) % MFS_INODES_PER_BLOCK) * MFS_INODE_SIZE;
 }
 
+/*
+ * Read the inode table block holding inode @ino (for writing it: @write):
+ * *bufp (free it) gets the block, *blk its location, *off the inode's offset.
+ */
+static int inode_block(struct fsck_ctx *ctx, uint64_t ino, bool write, uint8_t **bufp,
+                       uint64_t *blk, size_t *off)
+{
+	int ret;
+
+	if (ino == 0 || ino > ctx->sb.nr_inodes)
+		return -EINVAL;
+	if (write && ctx->read_only)
+		return -EROFS;
+	if (posix_memalign((void **)bufp, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	inode_loc(ctx, ino, blk, off);
+	ret = fsck_meta_read(ctx, *blk, MFS_T_INODES, *bufp, NULL);
+	if (ret)
+		free(*bufp);
+	return ret;
+}
+
 int fsck_inode_read(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *di)
 {
 	uint8_t *buf;
 	uint64_t blk;
 	size_t off;
-	int ret;
+	int ret = inode_block(ctx, ino, false, &buf, &blk, &off);
 
-	if (ino == 0 || ino > ctx->sb.nr_inodes)
-		return -EINVAL;
-	if (posix_memalign((void **)&buf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	inode_loc(ctx, ino, &blk, &off);
-	ret = fsck_meta_read(ctx, blk, MFS_T_INODES, buf, NULL);
-	if (!ret)
-		memcpy(di, buf + off, sizeof(*di));
+	if (ret)
+		return ret;
+	memcpy(di, buf + off, sizeof(*di));
 	free(buf);
-	return ret;
+	return 0;
 }
 
 int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode *di)
@@ -381,20 +398,12 @@ int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode 
 	uint8_t *buf;
 	uint64_t blk;
 	size_t off;
-	int ret;
+	int ret = inode_block(ctx, ino, true, &buf, &blk, &off);
 
-	if (ino == 0 || ino > ctx->sb.nr_inodes)
-		return -EINVAL;
-	if (ctx->read_only)
-		return -EROFS;
-	if (posix_memalign((void **)&buf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	inode_loc(ctx, ino, &blk, &off);
-	ret = fsck_meta_read(ctx, blk, MFS_T_INODES, buf, NULL);
-	if (!ret) {
-		memcpy(buf + off, di, sizeof(*di));
-		ret = fsck_meta_write(ctx, blk, buf);
-	}
+	if (ret)
+		return ret;
+	memcpy(buf + off, di, sizeof(*di));
+	ret = fsck_meta_write(ctx, blk, buf);
 	free(buf);
 	return ret;
 }

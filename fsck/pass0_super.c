@@ -245,21 +245,16 @@ int fsck_pass0_roots(struct fsck_ctx *ctx)
 		ctx->o_root = rec->orphan_root;
 		ctx->o_depth = rec->orphan_depth;
 	}
-	if (ctx->q_root && !fsck_in_meta_zone(ctx, ctx->q_root)) {
-		if (fsck_fix_problem(ctx, PR_ROOTS_BAD,
-		                     "quarantine tree root %llu is outside the meta zone: empty it",
-		                     (unsigned long long)ctx->q_root)) {
-			ctx->q_root = 0;
-			ctx->q_depth = 0;
-			dirty = true;
-		}
-	}
-	if (ctx->o_root && !fsck_in_meta_zone(ctx, ctx->o_root)) {
-		if (fsck_fix_problem(ctx, PR_ROOTS_BAD,
-		                     "orphan tree root %llu is outside the meta zone: empty it",
-		                     (unsigned long long)ctx->o_root)) {
-			ctx->o_root = 0;
-			ctx->o_depth = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		uint64_t *root = i ? &ctx->o_root : &ctx->q_root;
+		uint32_t *depth = i ? &ctx->o_depth : &ctx->q_depth;
+
+		if (*root && !fsck_in_meta_zone(ctx, *root) &&
+		    fsck_fix_problem(ctx, PR_ROOTS_BAD,
+		                     "%s tree root %llu is outside the meta zone: empty it",
+		                     i ? "orphan" : "quarantine", (unsigned long long)*root)) {
+			*root = 0;
+			*depth = 0;
 			dirty = true;
 		}
 	}

@@ -68,8 +68,7 @@ int fsck_pass2_dirs(struct fsck_ctx *ctx)
 			if (fsck_fix_problem(
 			            ctx, PR_DIRENT_INO,
 			            "directory inode %llu: entry '%s' names inode %llu, which "
-			            "is %s: "
-			            "remove it",
+			            "is %s: remove it",
 			            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
 			            (unsigned long long)d->ino,
 			            t->state == IST_FREE ? "free" : "cleared"))
@@ -81,8 +80,7 @@ int fsck_pass2_dirs(struct fsck_ctx *ctx)
 			if (fsck_fix_problem(
 			            ctx, PR_DIRENT_TYPE,
 			            "directory inode %llu: entry '%s' has type %u, inode %llu "
-			            "is type "
-			            "%u",
+			            "is type %u",
 			            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
 			            d->type, (unsigned long long)d->ino, mode_dtype(t->mode))) {
 				d->type = mode_dtype(t->mode);

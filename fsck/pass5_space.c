@@ -150,8 +150,7 @@ static uint64_t bitmap_check(struct fsck_ctx *ctx, enum bm_kind k, uint64_t star
 			    fsck_fix_problem(
 			            ctx, PR_BITMAP_DIFF,
 			            "%s bitmap: %llu marked used but free (first %llu), %llu "
-			            "in use "
-			            "but marked free (first %llu)%s",
+			            "in use but marked free (first %llu)%s",
 			            bm_name[k], (unsigned long long)leaked,
 			            (unsigned long long)first_leak, (unsigned long long)missing,
 			            (unsigned long long)first_miss,
