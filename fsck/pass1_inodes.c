@@ -305,8 +305,13 @@ static const char *inode_unusable(const struct mfs_inode *di)
 	if (!(fl & (MFS_IFL_INLINE_DATA | MFS_IFL_EXTENT_TREE)) &&
 	    di->nr_inline > MFS_INLINE_EXTENTS)
 		return "too many inline extents";
-	if (S_ISLNK(di->mode) && (di->size == 0 || di->size >= 4096))
+	if (S_ISLNK(di->mode) && (di->size == 0 || di->size > MFS_SYMLINK_MAX))
 		return "symlink target length out of range";
+	/* a long target is in file block 0, which readlink reads as it is mapped inline */
+	if (S_ISLNK(di->mode) && !(fl & (MFS_IFL_INLINE_DATA | MFS_IFL_EXTENT_TREE)) &&
+	    (di->nr_inline == 0 || di->u.ext[0].lblk != 0 ||
+	     (di->u.ext[0].flags & MFS_EXT_UNWRITTEN)))
+		return "symlink target not in a written block 0";
 	return NULL;
 }
 

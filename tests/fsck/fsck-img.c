@@ -517,7 +517,7 @@ static uint64_t xblock(const char *path, unsigned i)
 static int cmd_corrupt(const char *cs)
 {
 	struct raw r;
-	uint64_t blk, ino;
+	uint64_t blk, ino = 0;
 	struct mfs_inode *di;
 	size_t off;
 
@@ -528,8 +528,29 @@ static int cmd_corrupt(const char *cs)
 	uint64_t many = path_ino("/many");
 	uint64_t xb = xblock("/hello.txt", 0);
 
+	if (!strcmp(cs, "symlink-block")) { /* a symlink whose target is file data */
+		struct mfs *fs = mnt(false);
+		char target[200];
+		struct stat st;
+		int ret;
+
+		memset(target, 'a', sizeof(target) - 1);
+		target[sizeof(target) - 1] = '\0';
+		ret = mfs_symlink(fs, MFS_ROOT_INO, "longlink", target, 0, 0, &st);
+		if (!ret)
+			ret = mfs_unmount(fs);
+		if (ret)
+			die("symlink %s", "/longlink", ret);
+		ino = st.st_ino;
+	}
 	raw_open(&r);
-	if (!strcmp(cs, "sb-primary")) { /* F0001 */
+	if (!strcmp(cs, "symlink-block")) { /* F0105: readlink would find no block */
+		di = raw_inode(&r, ino, &blk);
+		if (di->nr_inline != 1)
+			die("%s: expected one inline extent", "/longlink", 0);
+		di->u.ext[0].flags |= MFS_EXT_UNWRITTEN;
+		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "sb-primary")) { /* F0001 */
 		raw_read(&r, 0);
 		r.buf[200] ^= 0xff;
 		blk_write(r.dev, 0, r.buf, MFS_BLOCK_SIZE, 0);

@@ -125,6 +125,7 @@ group_cases() {
 	run_case extent-dup extent-dup F0109 /lonely
 	run_case file-size file-size F0113 /lonely
 	run_case extent-past-max extent-past-max F0113,F0106,F0502 /dir/other.bin
+	run_case symlink-block symlink-block F0105,F0202
 	# the second owner got its own copy of the shared data (its first 3000 bytes were hello's)
 	fresh dup2
 	"$FSCK_IMG" corrupt "$T/dup2.img" extent-dup 2>/dev/null
