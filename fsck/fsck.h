@@ -385,6 +385,8 @@ int fsck_pass1_inodes(struct fsck_ctx *ctx);
 /* The xattr tree entry callback of pass 1 (pass1_xattr.c); @arg points to the inode number. */
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len);
+/* Can the filesystem get and remove an xattr of this name (user., trusted., security., system.)? */
+bool fsck_xattr_name_ok(const uint8_t *name, unsigned len);
 int fsck_pass2_dirs(struct fsck_ctx *ctx);
 int fsck_pass3_connect(struct fsck_ctx *ctx);
 void fsck_queue_dir_rebuilds(struct fsck_ctx *ctx);

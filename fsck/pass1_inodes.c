@@ -439,7 +439,8 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			if (used - off < XHDR)
 				break;
 			len = XHDR + r[0] + (unsigned)(r[2] | r[3] << 8);
-			if (r[0] == 0 || r[1] != 0 || len > used - off) /* inline: no flags */
+			if (r[0] == 0 || r[1] != 0 || len > used - off || /* inline: no flags */
+			    !fsck_xattr_name_ok(r + XHDR, r[0]))
 				break;
 			off += len;
 		}

@@ -142,6 +142,19 @@ static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t
 	return bad;
 }
 
+bool fsck_xattr_name_ok(const uint8_t *name, unsigned len)
+{
+	static const char *const prefixes[] = {"user.", "trusted.", "security.", "system."};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t pl = strlen(prefixes[i]);
+
+		if (len > pl && !memcmp(name, prefixes[i], pl))
+			return true;
+	}
+	return false;
+}
+
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len)
 {
@@ -160,6 +173,12 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 		        (unsigned long long)ino, (unsigned long long)key, len);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
+	if (!fsck_xattr_name_ok(val + XHDR, nl) &&
+	    fsck_fix_problem(ctx, PR_XATTR_BAD,
+	                     "inode %llu: xattr %.*s has no namespace the filesystem knows "
+	                     "(user., trusted., security., system. and a name): remove it",
+	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR))
+		return ENT_DROP;
 	if (!(flags & MFS_XATTR_F_BLOCKS))
 		return ENT_OK;
 	bad = check_value(ctx, ino, val + XHDR, nl, val + XHDR + nl, vl, why, sizeof(why), &nr);

@@ -651,6 +651,12 @@ static int cmd_corrupt(const char *cs)
 		di = raw_inode(&r, hello, &blk);
 		di->inline_xattr[0] = 0; /* name_len 0 */
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "xattr-name")) { /* F0111: user.a becomes xser.a */
+		di = raw_inode(&r, hello, &blk);
+		if (memcmp(di->inline_xattr + 4, "user.a", 6))
+			die("%s: user.a is not the first inline xattr", "/hello.txt", 0);
+		di->inline_xattr[4] = 'x';
+		raw_write(&r, blk, true, 2);
 	} else if (!strncmp(cs, "xattr-value-", 12)) { /* F0112: hello's user.large */
 		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
 

@@ -135,6 +135,7 @@ group_cases() {
 	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
 	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
+	run_case xattr-name xattr-name F0111 xattr
 	run_case xattr-value-csum xattr-value-csum F0112,F0502 large
 	run_case xattr-value-owner xattr-value-owner F0112,F0502 large
 	run_case xattr-value-lost xattr-value-lost F0112,F0502 large
