@@ -14,10 +14,9 @@
 
 #include "fsck.h"
 
-#define BT_HDR       ((unsigned)sizeof(struct mfs_meta_hdr))
-#define BT_SLOT      ((unsigned)sizeof(struct mfs_bt_slot))
-#define BT_LEAF_MAX  ((MFS_BLOCK_SIZE - BT_HDR) / BT_SLOT)
-#define BT_MAX_DEPTH 12
+#define BT_HDR      ((unsigned)sizeof(struct mfs_meta_hdr))
+#define BT_SLOT     ((unsigned)sizeof(struct mfs_bt_slot))
+#define BT_LEAF_MAX ((MFS_BLOCK_SIZE - BT_HDR) / BT_SLOT)
 
 struct walk {
 	struct fsck_ctx *ctx;
@@ -28,7 +27,7 @@ struct walk {
 	void *arg;
 	struct fsck_rebuild *keep;
 	bool bad, fix;
-	uint8_t *bufs[BT_MAX_DEPTH + 1];
+	uint8_t *bufs[MFS_BT_MAX_DEPTH + 1];
 };
 
 static void walk_problem(struct walk *w, bool fix)
@@ -68,47 +67,50 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 	unsigned nr, i;
 	int ret;
 
-	if (!in_meta_zone(ctx, blk)) {
-		walk_problem(w, fix_problem(ctx, PR_TREE_BAD,
-		                            "%s: a pointer to block %llu, outside the meta zone",
-		                            w->what, (unsigned long long)blk));
+	if (!fsck_in_meta_zone(ctx, blk)) {
+		walk_problem(w,
+		             fsck_fix_problem(ctx, PR_TREE_BAD,
+		                              "%s: a pointer to block %llu, outside the meta zone",
+		                              w->what, (unsigned long long)blk));
 		return;
 	}
 	idx = blk - ctx->sb.meta_start;
 	if (ctx->meta_owner[idx] != OWN_NONE) {
 		uint64_t o = ctx->meta_owner[idx];
 
-		walk_problem(w, fix_problem(ctx, PR_META_DUP,
-		                            "%s: block %llu is also claimed by the %s of %s %llu",
-		                            w->what, (unsigned long long)blk, fsck_own_kind(o),
-		                            OWN_IS_INODE(o) ? "inode" : "owner",
-		                            (unsigned long long)(OWN_IS_INODE(o) ? o >> 2 : 0)));
+		walk_problem(w,
+		             fsck_fix_problem(ctx, PR_META_DUP,
+		                              "%s: block %llu is also claimed by the %s of %s %llu",
+		                              w->what, (unsigned long long)blk, fsck_own_kind(o),
+		                              OWN_IS_INODE(o) ? "inode" : "owner",
+		                              (unsigned long long)(OWN_IS_INODE(o) ? o >> 2 : 0)));
 		return;
 	}
 	ctx->meta_owner[idx] = w->own;
 	ret = fsck_meta_read(ctx, blk, type, buf, w->what);
 	if (ret) {
-		walk_problem(w, fix_problem(ctx, PR_META_LOST,
-		                            "%s: %s block %llu (level %u) lost: both copies %s",
-		                            w->what, level ? "node" : "leaf",
-		                            (unsigned long long)blk, level,
-		                            ret == -EIO ? "unreadable or poisoned" : "corrupt"));
+		walk_problem(w, fsck_fix_problem(
+		                        ctx, PR_META_LOST,
+		                        "%s: %s block %llu (level %u) lost: both copies %s",
+		                        w->what, level ? "node" : "leaf", (unsigned long long)blk,
+		                        level, ret == -EIO ? "unreadable or poisoned" : "corrupt"));
 		return;
 	}
 	nr = hdr->nr_items;
 	if (hdr->level != level || hdr->owner != w->owner || hdr->tree != w->kind) {
-		walk_problem(
-		        w, fix_problem(ctx, PR_TREE_BAD,
-		                       "%s: block %llu is level %u of tree %u owner %llu, expected "
-		                       "level %u of tree %u owner %llu",
-		                       w->what, (unsigned long long)blk, hdr->level, hdr->tree,
-		                       (unsigned long long)hdr->owner, level, w->kind,
-		                       (unsigned long long)w->owner));
+		walk_problem(w,
+		             fsck_fix_problem(
+		                     ctx, PR_TREE_BAD,
+		                     "%s: block %llu is level %u of tree %u owner %llu, expected "
+		                     "level %u of tree %u owner %llu",
+		                     w->what, (unsigned long long)blk, hdr->level, hdr->tree,
+		                     (unsigned long long)hdr->owner, level, w->kind,
+		                     (unsigned long long)w->owner));
 		return;
 	}
 	if (level ? (nr == 0 || nr > MFS_BT_NODE_MAX) : (nr > BT_LEAF_MAX || (nr == 0 && !root))) {
-		walk_problem(w, fix_problem(ctx, PR_TREE_BAD, "%s: block %llu holds %u items",
-		                            w->what, (unsigned long long)blk, nr));
+		walk_problem(w, fsck_fix_problem(ctx, PR_TREE_BAD, "%s: block %llu holds %u items",
+		                                 w->what, (unsigned long long)blk, nr));
 		return;
 	}
 	if (level) {
@@ -124,13 +126,13 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 			if ((i && ptrs[i].key <= ptrs[i - 1].key) ||
 			    (i == 0 && has_lo && ptrs[0].key != lo) ||
 			    (has_hi && ptrs[i].key >= hi)) {
-				walk_problem(
-				        w,
-				        fix_problem(ctx, PR_TREE_BAD,
-				                    "%s: node %llu: key %u (%llu) out of order or "
-				                    "outside the parent's range",
-				                    w->what, (unsigned long long)blk, i,
-				                    (unsigned long long)ptrs[i].key));
+				walk_problem(w,
+				             fsck_fix_problem(
+				                     ctx, PR_TREE_BAD,
+				                     "%s: node %llu: key %u (%llu) out of order or "
+				                     "outside the parent's range",
+				                     w->what, (unsigned long long)blk, i,
+				                     (unsigned long long)ptrs[i].key));
 				free(ptrs);
 				return;
 			}
@@ -165,7 +167,7 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 			    (len && off < slot_end)) {
 				walk_problem(
 				        w,
-				        fix_problem(
+				        fsck_fix_problem(
 				                ctx, PR_TREE_BAD,
 				                "%s: leaf %llu: slot %u (key %llu) has its value "
 				                "at %u, %u bytes, out of bounds: drop it",
@@ -182,7 +184,7 @@ static void walk_node(struct walk *w, uint64_t blk, unsigned level, bool has_lo,
 		if (slot_end + used > MFS_BLOCK_SIZE)
 			disorder = true;
 		if (disorder) {
-			dfix = fix_problem(
+			dfix = fsck_fix_problem(
 			        ctx, PR_TREE_BAD,
 			        "%s: leaf %llu: keys out of order or outside the parent's "
 			        "range, or values overlapping: rebuild the tree from its "
@@ -233,9 +235,9 @@ int fsck_bt_walk(struct fsck_ctx *ctx, uint64_t root, unsigned depth, uint16_t k
 	}
 	if (!root)
 		return WALK_OK;
-	if (depth > BT_MAX_DEPTH) {
-		walk_problem(&w, fix_problem(ctx, PR_TREE_BAD, "%s: depth %u (at most %u)", what,
-		                             depth, BT_MAX_DEPTH));
+	if (depth > MFS_BT_MAX_DEPTH) {
+		walk_problem(&w, fsck_fix_problem(ctx, PR_TREE_BAD, "%s: depth %u (at most %u)",
+		                                  what, depth, MFS_BT_MAX_DEPTH));
 		goto out;
 	}
 	for (i = 0; i <= depth; i++)
@@ -245,7 +247,7 @@ int fsck_bt_walk(struct fsck_ctx *ctx, uint64_t root, unsigned depth, uint16_t k
 		}
 	walk_node(&w, root, depth, false, 0, false, 0, true);
 out:
-	for (i = 0; i <= BT_MAX_DEPTH; i++)
+	for (i = 0; i <= MFS_BT_MAX_DEPTH; i++)
 		free(w.bufs[i]);
 	if (!w.bad)
 		return WALK_OK;
@@ -286,7 +288,7 @@ void fsck_queue_rebuild(struct fsck_ctx *ctx, struct fsck_rebuild *rb)
 {
 	if (VEC_PUSH(ctx->rebuilds, ctx->nrebuilds, ctx->cap_rebuilds, *rb)) {
 		fsck_rebuild_free(rb);
-		fix_failed(ctx, PR_TREE_BAD, -ENOMEM);
+		fsck_fix_failed(ctx, PR_TREE_BAD, -ENOMEM);
 		return;
 	}
 	ctx->need_library = true;

@@ -16,7 +16,7 @@ struct fsck_claim {
 	uint64_t owner;    /* inode, or DOWN_QUARANTINE */
 };
 
-int data_claims_init(struct fsck_ctx *ctx)
+int fsck_data_claims_init(struct fsck_ctx *ctx)
 {
 	uint64_t words = (ctx->sb.data_len + 63) / 64 + 1;
 
@@ -25,7 +25,7 @@ int data_claims_init(struct fsck_ctx *ctx)
 	return ctx->data_used && ctx->data_quar ? 0 : -ENOMEM;
 }
 
-void data_claims_free(struct fsck_ctx *ctx)
+void fsck_data_claims_free(struct fsck_ctx *ctx)
 {
 	free(ctx->data_used);
 	free(ctx->data_quar);
@@ -35,17 +35,17 @@ void data_claims_free(struct fsck_ctx *ctx)
 	ctx->nclaims = ctx->cap_claims = 0;
 }
 
-bool data_is_used(const struct fsck_ctx *ctx, uint64_t idx)
+bool fsck_data_is_used(const struct fsck_ctx *ctx, uint64_t idx)
 {
 	return ctx->data_used[idx / 64] >> (idx % 64) & 1;
 }
 
-bool data_is_quarantined(const struct fsck_ctx *ctx, uint64_t idx)
+bool fsck_data_is_quarantined(const struct fsck_ctx *ctx, uint64_t idx)
 {
 	return ctx->data_quar[idx / 64] >> (idx % 64) & 1;
 }
 
-int data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner)
+int fsck_data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner)
 {
 	struct fsck_claim c = {.idx = idx, .len = len, .owner = owner};
 
@@ -57,12 +57,12 @@ int data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner)
 	return VEC_PUSH(ctx->claims, ctx->nclaims, ctx->cap_claims, c) ? -ENOMEM : 0;
 }
 
-uint64_t data_owner(const struct fsck_ctx *ctx, uint64_t idx)
+uint64_t fsck_data_owner(const struct fsck_ctx *ctx, uint64_t idx)
 {
-	if (!data_is_used(ctx, idx))
+	if (!fsck_data_is_used(ctx, idx))
 		return 0;
 	for (size_t i = 0; i < ctx->nclaims; i++)
 		if (idx >= ctx->claims[i].idx && idx - ctx->claims[i].idx < ctx->claims[i].len)
 			return ctx->claims[i].owner;
-	return data_is_quarantined(ctx, idx) ? DOWN_QUARANTINE : 0;
+	return fsck_data_is_quarantined(ctx, idx) ? DOWN_QUARANTINE : 0;
 }

@@ -48,7 +48,7 @@ static void round_reset(struct fsck_ctx *ctx)
 {
 	free(ctx->ino);
 	free(ctx->meta_owner);
-	data_claims_free(ctx);
+	fsck_data_claims_free(ctx);
 	free(ctx->dents);
 	free(ctx->names);
 	for (size_t i = 0; i < ctx->nrebuilds; i++)
@@ -102,7 +102,7 @@ static int round_alloc(struct fsck_ctx *ctx)
 
 	ctx->ino = calloc(sb->nr_inodes + 1, sizeof(*ctx->ino));
 	ctx->meta_owner = calloc(sb->meta_len ? sb->meta_len : 1, sizeof(*ctx->meta_owner));
-	if (!ctx->ino || !ctx->meta_owner || data_claims_init(ctx))
+	if (!ctx->ino || !ctx->meta_owner || fsck_data_claims_init(ctx))
 		return -ENOMEM;
 	/* the fixed part of the meta zone: bitmaps and inode table */
 	for (uint64_t b = 0; b < sb->meta_bitmap_blocks; b++)
@@ -124,15 +124,16 @@ static int run_round(struct fsck_ctx *ctx)
 		fsck_fatal(ctx, "%s: out of memory", ctx->device);
 		return FSCK_ERROR;
 	}
-	r = pass0_super(ctx);
+	r = fsck_pass0_super(ctx);
 	if (r)
 		return r;
 	if (round_alloc(ctx)) {
 		fsck_fatal(ctx, "%s: out of memory", ctx->device);
 		return FSCK_ERROR;
 	}
-	if (pass0_roots(ctx) || pass1_inodes(ctx) || pass2_dirs(ctx) || pass3_connect(ctx) ||
-	    pass4_links(ctx) || pass5_space(ctx) || damage_scan(ctx, ctx->replay_pending)) {
+	if (fsck_pass0_roots(ctx) || fsck_pass1_inodes(ctx) || fsck_pass2_dirs(ctx) ||
+	    fsck_pass3_connect(ctx) || fsck_pass4_links(ctx) || fsck_pass5_space(ctx) ||
+	    fsck_damage_scan(ctx, ctx->replay_pending)) {
 		if (ctx->cancelled)
 			return FSCK_CANCELED;
 		fsck_fatal(ctx, "%s: the check failed (out of memory or I/O error)", ctx->device);
@@ -282,7 +283,7 @@ int fsck_main(int argc, char **argv)
 			break;
 		if (ctx.round == 1) {
 			for (size_t i = 0; i < ctx.nproblems; i++)
-				if (!(pr_desc(ctx.problems[i].code)->flags &
+				if (!(fsck_pr_desc(ctx.problems[i].code)->flags &
 				      (PRF_DATA | PRF_LATENT)))
 					meta_errors++;
 		}
@@ -290,7 +291,7 @@ int fsck_main(int argc, char **argv)
 			break;
 		if (ctx.need_library) {
 			fsck_close(&ctx);
-			repair_library(&ctx);
+			fsck_repair_library(&ctx);
 			for (size_t i = 0; i < ctx.nzero; i++)
 				VEC_PUSH(ctx.zeroed, ctx.nzeroed, ctx.cap_zeroed, ctx.zero[i]);
 			ret = fsck_open(&ctx, err, sizeof(err));
@@ -330,7 +331,7 @@ int fsck_main(int argc, char **argv)
 	 * by a run that leaves nothing (F0003).
 	 */
 	if ((ctx.sb.state & MFS_STATE_ERROR) && (ctx.read_only || ctx.declined == 0)) {
-		if (fix_problem(
+		if (fsck_fix_problem(
 		            &ctx, PR_SB_ERROR_STATE,
 		            "superblock: the error state is set (the filesystem saw corruption)"))
 			ctx.fixed_total++;
@@ -378,7 +379,7 @@ int fsck_main(int argc, char **argv)
 		if (ctx.fatal[0])
 			fsck_exit_error(&ctx, exit_code);
 	} else {
-		damage_report(&ctx, stdout);
+		fsck_damage_report(&ctx, stdout);
 		for (size_t i = 0; i < ctx.nzeroed; i++) {
 			char *path = fsck_path(&ctx, ctx.zeroed[i].ino);
 

@@ -23,10 +23,8 @@
 
 #include "fsck.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
-void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk, uint64_t pblk,
-                   uint64_t len)
+void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
+                        uint64_t pblk, uint64_t len)
 {
 	uint64_t s = pblk * SPB, e = (pblk + len) * SPB;
 	unsigned lo;
@@ -48,8 +46,7 @@ void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t l
 
 			if (asprintf(&line,
 			             "inode %llu: sectors %llu-%llu poisoned in its blocks past "
-			             "the end of "
-			             "the file (no data lost)",
+			             "the end of the file (no data lost)",
 			             (unsigned long long)ino, (unsigned long long)ps,
 			             (unsigned long long)(pe - 1)) >= 0 &&
 			    VEC_PUSH(ctx->free_damage, ctx->nfree_damage, ctx->cap_free_damage,
@@ -175,10 +172,11 @@ static void scan_layout(struct fsck_ctx *ctx, bool replay_pending)
 				add_meta_line(ctx, line);
 				if (replay_pending)
 					continue;
-				if (fix_problem(ctx, PR_JOURNAL_POISON,
-				                "journal block %llu (block %llu) is poisoned: "
-				                "rewrite it",
-				                (unsigned long long)off, (unsigned long long)b)) {
+				if (fsck_fix_problem(ctx, PR_JOURNAL_POISON,
+				                     "journal block %llu (block %llu) is poisoned: "
+				                     "rewrite it",
+				                     (unsigned long long)off,
+				                     (unsigned long long)b)) {
 					int r = 0;
 
 					if (!buf && posix_memalign((void **)&buf, MFS_BLOCK_SIZE,
@@ -198,13 +196,13 @@ static void scan_layout(struct fsck_ctx *ctx, bool replay_pending)
 						              MFS_BLOCK_SIZE, 0);
 					}
 					if (r)
-						fix_failed(ctx, PR_JOURNAL_POISON, r);
+						fsck_fix_failed(ctx, PR_JOURNAL_POISON, r);
 				}
 				continue;
 			}
-			if (in_meta_zone(ctx, b) ||
+			if (fsck_in_meta_zone(ctx, b) ||
 			    (ctx->dup && b >= sb->meta_twin && b - sb->meta_twin < sb->meta_len)) {
-				twin_area = !in_meta_zone(ctx, b);
+				twin_area = !fsck_in_meta_zone(ctx, b);
 				off = twin_area ? b - sb->meta_twin : b - sb->meta_start;
 				if (ctx->meta_owner[off] != OWN_NONE)
 					continue; /* reported by the read that met it */
@@ -220,13 +218,13 @@ static void scan_layout(struct fsck_ctx *ctx, bool replay_pending)
 				                     ctx->cap_free_damage, line))
 					free(line);
 			}
-			/* data zone: files (damage_extent) and free space (pass 5) */
+			/* data zone: files (fsck_damage_extent) and free space (pass 5) */
 		}
 	}
 	free(buf);
 }
 
-int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
+int fsck_damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 {
 	size_t i, j, n = 0;
 
@@ -266,11 +264,12 @@ int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 		for (j = i; j < ctx->ndamage && ctx->damage[j].ino == ino; j++)
 			bytes += ctx->damage[j].len;
 		ctx->ino[ino].damaged = true;
-		if (fix_problem(ctx, PR_DAMAGED_DATA,
-		                "%s (inode %llu): %zu damaged range%s, %llu bytes of file data on "
-		                "poisoned media",
-		                path ? path : "?", (unsigned long long)ino, j - i,
-		                j - i == 1 ? "" : "s", (unsigned long long)bytes)) {
+		if (fsck_fix_problem(
+		            ctx, PR_DAMAGED_DATA,
+		            "%s (inode %llu): %zu damaged range%s, %llu bytes of file data on "
+		            "poisoned media",
+		            path ? path : "?", (unsigned long long)ino, j - i,
+		            j - i == 1 ? "" : "s", (unsigned long long)bytes)) {
 			for (size_t k = i; k < j; k++) {
 				struct fsck_range z = ctx->damage[k];
 
@@ -278,7 +277,7 @@ int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 				z.len = (z.len + BLK_SECTOR_SIZE - 1) &
 				        ~(uint64_t)(BLK_SECTOR_SIZE - 1);
 				if (VEC_PUSH(ctx->zero, ctx->nzero, ctx->cap_zero, z)) {
-					fix_failed(ctx, PR_DAMAGED_DATA, -ENOMEM);
+					fsck_fix_failed(ctx, PR_DAMAGED_DATA, -ENOMEM);
 					break;
 				}
 			}
@@ -289,7 +288,7 @@ int damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 	return 0;
 }
 
-void damage_report(struct fsck_ctx *ctx, FILE *out)
+void fsck_damage_report(struct fsck_ctx *ctx, FILE *out)
 {
 	size_t i;
 

@@ -17,9 +17,9 @@
  *   cli.c            options, the rounds, the text report, exit status
  *   json.c           the --json report, the error object, fsck_fatal()
  *   io.c, btwalk.c   verified reads of both copies, the checking B+tree walker
- *   problem.c        the problem table and fix_problem()
+ *   problem.c        the problem table and fsck_fix_problem()
  *
- * Every problem is a code in problem.c; fix_problem() is the one place that
+ * Every problem is a code in problem.c; fsck_fix_problem() is the one place that
  * decides, from -n/-p/-y, whether it is fixed.  Fixes that rewrite single
  * blocks (twins, superblock, inodes, bitmaps) are made in place during the
  * passes, both copies; fixes that change a B+tree are queued and made after
@@ -36,6 +36,11 @@
 #include <stdio.h>
 
 #include "mfs.h"
+
+/* Sizes of the format (include/mendfs/format.h) the passes parse by hand */
+#define DIRENT_HDR ((unsigned)offsetof(struct mfs_dirent, name)) /* 10 */
+#define XHDR       ((unsigned)sizeof(struct mfs_xattr))          /* 4 */
+#define SPB        MFS_SECTORS_PER_BLOCK
 
 /* fsck(8) exit bits */
 #define FSCK_OK          0
@@ -72,6 +77,7 @@ enum pr_code {
 	PR_TREE_BAD,
 	PR_XATTR_BAD,
 	PR_XATTR_VALUE,
+	PR_FILE_SIZE,
 	PR_DIRENT_BAD,
 	PR_DIRENT_INO,
 	PR_DIRENT_TYPE,
@@ -102,7 +108,7 @@ enum pr_code {
 #define PRF_DATA   (1u << 2) /* damaged file data, not a metadata error */
 #define PRF_LATENT (1u << 3) /* no inconsistency (pending work): not a metadata error */
 
-struct pr_desc {
+struct fsck_pr_desc {
 	enum pr_code code;
 	const char *id;   /* stable: F<pass><nn> */
 	const char *name; /* PR_... */
@@ -110,7 +116,7 @@ struct pr_desc {
 	const char *fix; /* what a yes does (also in the man page) */
 };
 
-const struct pr_desc *pr_desc(enum pr_code code);
+const struct fsck_pr_desc *fsck_pr_desc(enum pr_code code);
 
 /* --- the checker ------------------------------------------------------------------- */
 
@@ -122,7 +128,7 @@ const struct pr_desc *pr_desc(enum pr_code code);
 /* kind 0 xattr value block, 1 extent tree, 2 directory tree, 3 xattr tree */
 #define OWN_INODE(ino, kind) (((uint64_t)(ino) << 2) | (kind))
 #define OWN_IS_INODE(o)      ((o) >= 4)
-/* Data zone owners (data_owner()): an inode number, or */
+/* Data zone owners (fsck_data_owner()): an inode number, or */
 #define DOWN_QUARANTINE UINT64_MAX
 
 /* Inode states in round state */
@@ -284,10 +290,10 @@ struct fsck_ctx {
  * Report a problem and decide whether to fix it.  Returns true when the
  * caller must make the fix.  The message is printed (or kept for --json).
  */
-bool fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, ...)
+bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 /* A fix that was decided but failed: count it as left uncorrected. */
-void fix_failed(struct fsck_ctx *ctx, enum pr_code code, int err);
+void fsck_fix_failed(struct fsck_ctx *ctx, enum pr_code code, int err);
 void fsck_log(struct fsck_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max);
 /* Set by SIGINT/SIGTERM: the passes stop at the next progress point (exit 32). */
@@ -313,8 +319,8 @@ bool fsck_poisoned(struct fsck_ctx *ctx, uint64_t blk, uint64_t nblocks);
 /* Index of the first range of the (sorted) poison table that ends after @sector. */
 unsigned fsck_poison_after(const struct fsck_ctx *ctx, uint64_t sector);
 uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk);
-bool in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk);
-bool in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len);
+bool fsck_in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk);
+bool fsck_in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len);
 /*
  * Read metadata block @blk (primary location), expected @type: both copies
  * are checked; a bad copy with a good twin is reported (PR_META_COPY_BAD)
@@ -333,14 +339,14 @@ uint64_t fsck_name_key(const struct fsck_ctx *ctx, const void *name, size_t len)
 /* --- data zone claims (claims.c) ---------------------------------------------------- */
 
 struct fsck_claim;
-int data_claims_init(struct fsck_ctx *ctx);
-void data_claims_free(struct fsck_ctx *ctx);
-bool data_is_used(const struct fsck_ctx *ctx, uint64_t idx);
-bool data_is_quarantined(const struct fsck_ctx *ctx, uint64_t idx);
+int fsck_data_claims_init(struct fsck_ctx *ctx);
+void fsck_data_claims_free(struct fsck_ctx *ctx);
+bool fsck_data_is_used(const struct fsck_ctx *ctx, uint64_t idx);
+bool fsck_data_is_quarantined(const struct fsck_ctx *ctx, uint64_t idx);
 /* Mark data zone blocks [idx, idx + len) used by @owner (an inode or DOWN_QUARANTINE). */
-int data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner);
+int fsck_data_claim(struct fsck_ctx *ctx, uint64_t idx, uint64_t len, uint64_t owner);
 /* The first claimer of block @idx (0: free); searches the claims: for reports only. */
-uint64_t data_owner(const struct fsck_ctx *ctx, uint64_t idx);
+uint64_t fsck_data_owner(const struct fsck_ctx *ctx, uint64_t idx);
 
 /* --- B+tree walker (btwalk.c) -------------------------------------------------------- */
 
@@ -371,25 +377,27 @@ const char *fsck_own_kind(uint64_t own);
 
 /* --- passes -------------------------------------------------------------------------- */
 
-int pass0_super(struct fsck_ctx *ctx); /* returns FSCK_* bits for fatal ends, else 0 */
-int pass0_roots(struct fsck_ctx *ctx);
-int pass0_roots_store(struct fsck_ctx *ctx);
+int fsck_pass0_super(struct fsck_ctx *ctx); /* returns FSCK_* bits for fatal ends, else 0 */
+int fsck_pass0_roots(struct fsck_ctx *ctx);
+int fsck_pass0_roots_store(struct fsck_ctx *ctx);
 void fsck_ovl_free(struct fsck_ctx *ctx);
-int pass1_inodes(struct fsck_ctx *ctx);
+int fsck_pass1_inodes(struct fsck_ctx *ctx);
 /* The xattr tree entry callback of pass 1 (pass1_xattr.c); @arg points to the inode number. */
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len);
-int pass2_dirs(struct fsck_ctx *ctx);
-int pass3_connect(struct fsck_ctx *ctx);
+/* Can the filesystem get and remove an xattr of this name (user., trusted., security., system.)? */
+bool fsck_xattr_name_ok(const uint8_t *name, unsigned len);
+int fsck_pass2_dirs(struct fsck_ctx *ctx);
+int fsck_pass3_connect(struct fsck_ctx *ctx);
 void fsck_queue_dir_rebuilds(struct fsck_ctx *ctx);
-int pass4_links(struct fsck_ctx *ctx);
-int pass5_space(struct fsck_ctx *ctx);
-int damage_scan(struct fsck_ctx *ctx, bool replay_pending);
-void damage_report(struct fsck_ctx *ctx, FILE *out);
+int fsck_pass4_links(struct fsck_ctx *ctx);
+int fsck_pass5_space(struct fsck_ctx *ctx);
+int fsck_damage_scan(struct fsck_ctx *ctx, bool replay_pending);
+void fsck_damage_report(struct fsck_ctx *ctx, FILE *out);
 /* Record the poisoned part of a written extent (pass 1). */
-void damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk, uint64_t pblk,
-                   uint64_t len);
-int repair_library(struct fsck_ctx *ctx);
+void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
+                        uint64_t pblk, uint64_t len);
+int fsck_repair_library(struct fsck_ctx *ctx);
 /* Path of @ino from the root ("<inode N>" when unreachable), malloc'ed. */
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
 
@@ -397,9 +405,9 @@ char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
 int fsck_main(int argc, char **argv);
 
 /* vectors */
-int vec_grow(void **v, size_t *cap, size_t n, size_t size);
+int fsck_vec_grow(void **v, size_t *cap, size_t n, size_t size);
 #define VEC_PUSH(ctx_v, ctx_n, ctx_cap, item)                                                      \
-	(vec_grow((void **)&(ctx_v), &(ctx_cap), (ctx_n) + 1, sizeof(*(ctx_v)))                    \
+	(fsck_vec_grow((void **)&(ctx_v), &(ctx_cap), (ctx_n) + 1, sizeof(*(ctx_v)))               \
 	         ? -1                                                                              \
 	         : ((ctx_v)[(ctx_n)++] = (item), 0))
 

@@ -18,8 +18,6 @@
 #include "fsck.h"
 #include "mfs_devlock.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 static int poison_cmp(const void *a, const void *b)
 {
 	const struct blk_range *x = a, *y = b;
@@ -124,12 +122,12 @@ uint64_t fsck_twin(const struct fsck_ctx *ctx, uint64_t blk)
 	return ctx->dup ? mfs_sb_twin(&ctx->sb, blk) : 0;
 }
 
-bool in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk)
+bool fsck_in_meta_zone(const struct fsck_ctx *ctx, uint64_t blk)
 {
 	return blk >= ctx->sb.meta_start && blk - ctx->sb.meta_start < ctx->sb.meta_len;
 }
 
-bool in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len)
+bool fsck_in_data_zone(const struct fsck_ctx *ctx, uint64_t blk, uint64_t len)
 {
 	uint64_t s = ctx->sb.data_start, n = ctx->sb.data_len;
 
@@ -169,7 +167,7 @@ static int add_line(char ***v, size_t *n, size_t *cap, char *line)
 {
 	if (!line)
 		return -ENOMEM;
-	if (vec_grow((void **)v, cap, *n + 1, sizeof(**v))) {
+	if (fsck_vec_grow((void **)v, cap, *n + 1, sizeof(**v))) {
 		free(line);
 		return -ENOMEM;
 	}
@@ -234,17 +232,18 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 			/* both sealed but different: the newer transaction wins */
 			bool twin_newer = ht->gen > hp->gen;
 
-			if (fix_problem(ctx, PR_META_COPY_BAD,
-			                "%s (block %llu): the copies differ (generation %llu at "
-			                "block %llu, %llu at block %llu): keep the newer",
-			                what, (unsigned long long)blk, (unsigned long long)hp->gen,
-			                (unsigned long long)blk, (unsigned long long)ht->gen,
-			                (unsigned long long)twin)) {
+			if (fsck_fix_problem(
+			            ctx, PR_META_COPY_BAD,
+			            "%s (block %llu): the copies differ (generation %llu at "
+			            "block %llu, %llu at block %llu): keep the newer",
+			            what, (unsigned long long)blk, (unsigned long long)hp->gen,
+			            (unsigned long long)blk, (unsigned long long)ht->gen,
+			            (unsigned long long)twin)) {
 				if (twin_newer)
 					memcpy(buf, tbuf, MFS_BLOCK_SIZE);
 				ret = write_block(ctx, twin_newer ? blk : twin, buf);
 				if (ret)
-					fix_failed(ctx, PR_META_COPY_BAD, ret);
+					fsck_fix_failed(ctx, PR_META_COPY_BAD, ret);
 				ret = 0;
 			} else if (twin_newer) {
 				memcpy(buf, tbuf, MFS_BLOCK_SIZE);
@@ -261,7 +260,7 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 		if (!good_primary)
 			memcpy(buf, tbuf, MFS_BLOCK_SIZE);
 		if (what) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_META_COPY_BAD,
 			            "%s (block %llu): %s copy (block %llu) is %s, its twin (block "
 			            "%llu) is intact",
@@ -271,7 +270,7 @@ int fsck_meta_read(struct fsck_ctx *ctx, uint64_t blk, uint16_t type, void *buf,
 			            (unsigned long long)(good_primary ? blk : twin))) {
 				ret = write_block(ctx, bad, buf);
 				if (ret)
-					fix_failed(ctx, PR_META_COPY_BAD, ret);
+					fsck_fix_failed(ctx, PR_META_COPY_BAD, ret);
 				fixed = !ret;
 				ret = 0;
 			}
@@ -298,7 +297,7 @@ int fsck_meta_write(struct fsck_ctx *ctx, uint64_t blk, void *buf)
 	uint64_t twin = fsck_twin(ctx, blk);
 	int ret;
 
-	if (!in_meta_zone(ctx, blk))
+	if (!fsck_in_meta_zone(ctx, blk))
 		return -EINVAL;
 	mfs_block_seal(buf, ctx->seed);
 	ret = write_block(ctx, blk, buf);
@@ -348,23 +347,40 @@ static void inode_loc(const struct fsck_ctx *ctx, uint64_t ino, uint64_t *blk, s
 	       (size_t)((ino - 1) % MFS_INODES_PER_BLOCK) * MFS_INODE_SIZE;
 }
 
+/*
+ * Read the inode table block holding inode @ino (for writing it: @write):
+ * *bufp (free it) gets the block, *blk its location, *off the inode's offset.
+ */
+static int inode_block(struct fsck_ctx *ctx, uint64_t ino, bool write, uint8_t **bufp,
+                       uint64_t *blk, size_t *off)
+{
+	int ret;
+
+	if (ino == 0 || ino > ctx->sb.nr_inodes)
+		return -EINVAL;
+	if (write && ctx->read_only)
+		return -EROFS;
+	if (posix_memalign((void **)bufp, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return -ENOMEM;
+	inode_loc(ctx, ino, blk, off);
+	ret = fsck_meta_read(ctx, *blk, MFS_T_INODES, *bufp, NULL);
+	if (ret)
+		free(*bufp);
+	return ret;
+}
+
 int fsck_inode_read(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *di)
 {
 	uint8_t *buf;
 	uint64_t blk;
 	size_t off;
-	int ret;
+	int ret = inode_block(ctx, ino, false, &buf, &blk, &off);
 
-	if (ino == 0 || ino > ctx->sb.nr_inodes)
-		return -EINVAL;
-	if (posix_memalign((void **)&buf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	inode_loc(ctx, ino, &blk, &off);
-	ret = fsck_meta_read(ctx, blk, MFS_T_INODES, buf, NULL);
-	if (!ret)
-		memcpy(di, buf + off, sizeof(*di));
+	if (ret)
+		return ret;
+	memcpy(di, buf + off, sizeof(*di));
 	free(buf);
-	return ret;
+	return 0;
 }
 
 int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode *di)
@@ -372,27 +388,19 @@ int fsck_inode_write(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_inode 
 	uint8_t *buf;
 	uint64_t blk;
 	size_t off;
-	int ret;
+	int ret = inode_block(ctx, ino, true, &buf, &blk, &off);
 
-	if (ino == 0 || ino > ctx->sb.nr_inodes)
-		return -EINVAL;
-	if (ctx->read_only)
-		return -EROFS;
-	if (posix_memalign((void **)&buf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	inode_loc(ctx, ino, &blk, &off);
-	ret = fsck_meta_read(ctx, blk, MFS_T_INODES, buf, NULL);
-	if (!ret) {
-		memcpy(buf + off, di, sizeof(*di));
-		ret = fsck_meta_write(ctx, blk, buf);
-	}
+	if (ret)
+		return ret;
+	memcpy(buf + off, di, sizeof(*di));
+	ret = fsck_meta_write(ctx, blk, buf);
 	free(buf);
 	return ret;
 }
 
 uint64_t fsck_name_key(const struct fsck_ctx *ctx, const void *name, size_t len)
 {
-	uint64_t h = XXH3_64bits_withSeed(name, len, ctx->sb.dir_hash_seed) & 0x7fffffffffff0000ull;
+	uint64_t h = XXH3_64bits_withSeed(name, len, ctx->sb.dir_hash_seed) & MFS_NAME_KEY_MASK;
 
 	return h ? h : 0x10000ull;
 }

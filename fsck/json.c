@@ -103,7 +103,7 @@ static struct json_object *problems_json(struct fsck_ctx *ctx)
 
 	for (size_t i = 0; arr && i < ctx->nproblems; i++) {
 		const struct fsck_problem *p = &ctx->problems[i];
-		const struct pr_desc *pd = pr_desc(p->code);
+		const struct fsck_pr_desc *pd = fsck_pr_desc(p->code);
 		struct json_object *o = json_object_new_object();
 
 		if (!o || mfs_json_add_text(o, "id", pd->id) ||

@@ -19,8 +19,6 @@
 
 #include "fsck.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 /*
  * The copy mfs_super_read() chose (the newest checksummed one) failed its
  * validation: a checksummed copy that passes, if any, is used instead (the
@@ -127,7 +125,7 @@ static void ovl_build(struct fsck_ctx *ctx)
 	ctx->novl = n;
 }
 
-int pass0_super(struct fsck_ctx *ctx)
+int fsck_pass0_super(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *copy = NULL;
 	bool force_ro = false, other_bad = false;
@@ -170,7 +168,7 @@ int pass0_super(struct fsck_ctx *ctx)
 				s1 = "invalid (geometry, version or features)";
 		}
 		if (s0 || s1) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_SB_COPY_BAD,
 			            "superblock: %s copy (block %llu) is %s; the %s copy is valid",
 			            s0 ? "primary" : "backup",
@@ -178,9 +176,9 @@ int pass0_super(struct fsck_ctx *ctx)
 			            s0 ? s0 : s1, s0 ? "backup" : "primary")) {
 				ret = fsck_sb_write(ctx);
 				if (ret)
-					fix_failed(ctx, PR_SB_COPY_BAD, ret);
+					fsck_fix_failed(ctx, PR_SB_COPY_BAD, ret);
 			}
-		} else if (fix_problem(
+		} else if (fsck_fix_problem(
 		                   ctx, PR_SB_COPIES_DIFFER,
 		                   "superblock: the primary and backup copies differ (written at "
 		                   "%lld and %lld ns)",
@@ -188,7 +186,7 @@ int pass0_super(struct fsck_ctx *ctx)
 		                   (long long)copy[1].write_time_ns)) {
 			ret = fsck_sb_write(ctx);
 			if (ret)
-				fix_failed(ctx, PR_SB_COPIES_DIFFER, ret);
+				fsck_fix_failed(ctx, PR_SB_COPIES_DIFFER, ret);
 		}
 		free(copy);
 	}
@@ -199,17 +197,17 @@ int pass0_super(struct fsck_ctx *ctx)
 		fsck_log(ctx, "journal: %s\n", msg[0] ? msg : strerror(-n));
 	} else if (n > 0) {
 		ctx->replay_pending = true;
-		if (fix_problem(ctx, PR_JOURNAL_REPLAY,
-		                "journal: %d committed transaction%s not yet in place%s", n,
-		                n == 1 ? "" : "s",
-		                ctx->read_only ? " (the check below replays them in memory)"
-		                               : "")) {
+		if (fsck_fix_problem(ctx, PR_JOURNAL_REPLAY,
+		                     "journal: %d committed transaction%s not yet in place%s", n,
+		                     n == 1 ? "" : "s",
+		                     ctx->read_only ? " (the check below replays them in memory)"
+		                                    : "")) {
 			msg[0] = '\0';
 			n = mfs_journal_replay(ctx->dev, &ctx->sb, false, msg, sizeof(msg));
 			ctx->replay_pending = n < 0;
 			if (n < 0) {
 				fsck_log(ctx, "journal replay: %s\n", msg[0] ? msg : strerror(-n));
-				fix_failed(ctx, PR_JOURNAL_REPLAY, n);
+				fsck_fix_failed(ctx, PR_JOURNAL_REPLAY, n);
 			}
 		}
 		if (ctx->replay_pending)
@@ -219,7 +217,7 @@ int pass0_super(struct fsck_ctx *ctx)
 }
 
 /* The roots record (FORMAT.md §6.4): where the quarantine and orphan trees are. */
-int pass0_roots(struct fsck_ctx *ctx)
+int fsck_pass0_roots(struct fsck_ctx *ctx)
 {
 	struct mfs_roots_rec *rec;
 	uint8_t *buf;
@@ -247,35 +245,30 @@ int pass0_roots(struct fsck_ctx *ctx)
 		ctx->o_root = rec->orphan_root;
 		ctx->o_depth = rec->orphan_depth;
 	}
-	if (ctx->q_root && !in_meta_zone(ctx, ctx->q_root)) {
-		if (fix_problem(ctx, PR_ROOTS_BAD,
-		                "quarantine tree root %llu is outside the meta zone: empty it",
-		                (unsigned long long)ctx->q_root)) {
-			ctx->q_root = 0;
-			ctx->q_depth = 0;
-			dirty = true;
-		}
-	}
-	if (ctx->o_root && !in_meta_zone(ctx, ctx->o_root)) {
-		if (fix_problem(ctx, PR_ROOTS_BAD,
-		                "orphan tree root %llu is outside the meta zone: empty it",
-		                (unsigned long long)ctx->o_root)) {
-			ctx->o_root = 0;
-			ctx->o_depth = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		uint64_t *root = i ? &ctx->o_root : &ctx->q_root;
+		uint32_t *depth = i ? &ctx->o_depth : &ctx->q_depth;
+
+		if (*root && !fsck_in_meta_zone(ctx, *root) &&
+		    fsck_fix_problem(ctx, PR_ROOTS_BAD,
+		                     "%s tree root %llu is outside the meta zone: empty it",
+		                     i ? "orphan" : "quarantine", (unsigned long long)*root)) {
+			*root = 0;
+			*depth = 0;
 			dirty = true;
 		}
 	}
 	if (dirty) {
-		ret = pass0_roots_store(ctx);
+		ret = fsck_pass0_roots_store(ctx);
 		if (ret)
-			fix_failed(ctx, PR_ROOTS_BAD, ret);
+			fsck_fix_failed(ctx, PR_ROOTS_BAD, ret);
 	}
 	free(buf);
 	return 0;
 }
 
 /* Write ctx's roots to the record and the superblock (both copies of each). */
-int pass0_roots_store(struct fsck_ctx *ctx)
+int fsck_pass0_roots_store(struct fsck_ctx *ctx)
 {
 	struct mfs_roots_rec *rec;
 	uint8_t *buf;

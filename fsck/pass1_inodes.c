@@ -24,10 +24,6 @@
 
 #include "fsck.h"
 
-#define DIRENT_HDR 10u
-#define XHDR       4u
-#define KEY_MASK   0x7fffffffffff0000ull
-
 struct ext_state {
 	uint64_t ino, size;
 	uint64_t next_lblk; /* extents must start at or after it */
@@ -40,8 +36,8 @@ static void claim_unowned(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_e
 {
 	uint64_t idx = e->pblk - ctx->sb.data_start;
 
-	/* blocks claimed already keep their first owner (data_owner() finds it first) */
-	data_claim(ctx, idx, e->len, ino);
+	/* blocks claimed already keep their first owner (fsck_data_owner() finds it first) */
+	fsck_data_claim(ctx, idx, e->len, ino);
 }
 
 #define CLONE_MAX (256ull << 20) /* bytes of shared data copied per round */
@@ -57,7 +53,7 @@ static void clone_queue(struct fsck_ctx *ctx, struct ext_state *st, const struct
 	size_t total = 0;
 
 	if ((e->flags & MFS_EXT_UNWRITTEN) || c.off >= st->size ||
-	    !in_data_zone(ctx, e->pblk, e->len))
+	    !fsck_in_data_zone(ctx, e->pblk, e->len))
 		return; /* reads as zeros either way */
 	c.len = (uint64_t)e->len * MFS_BLOCK_SIZE;
 	if (c.len > st->size - c.off)
@@ -95,10 +91,10 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 {
 	uint64_t ds = ctx->sb.data_start, i;
 
-	if ((check_key && e->lblk != key) || e->len == 0 || !in_data_zone(ctx, e->pblk, e->len) ||
-	    e->lblk + e->len < e->lblk || (e->flags & ~MFS_EXT_UNWRITTEN) ||
-	    (!st->first && e->lblk < st->next_lblk)) {
-		bool fix = fix_problem(
+	if ((check_key && e->lblk != key) || e->len == 0 ||
+	    !fsck_in_data_zone(ctx, e->pblk, e->len) || e->lblk + e->len < e->lblk ||
+	    (e->flags & ~MFS_EXT_UNWRITTEN) || (!st->first && e->lblk < st->next_lblk)) {
+		bool fix = fsck_fix_problem(
 		        ctx, PR_EXTENT_BAD,
 		        "inode %llu: extent lblk %llu -> block %llu, %u blocks, flags "
 		        "%#x is invalid (outside the data zone [%llu, %llu), empty, "
@@ -106,16 +102,17 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 		        (unsigned long long)st->ino, (unsigned long long)e->lblk,
 		        (unsigned long long)e->pblk, e->len, e->flags, (unsigned long long)ds,
 		        (unsigned long long)(ds + ctx->sb.data_len));
-		if (!fix && in_data_zone(ctx, e->pblk, e->len))
+		if (!fix && fsck_in_data_zone(ctx, e->pblk, e->len))
 			claim_unowned(ctx, st->ino, e);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
 	for (i = 0; i < e->len; i++) {
-		uint64_t o =
-		        data_is_used(ctx, e->pblk - ds + i) ? data_owner(ctx, e->pblk - ds + i) : 0;
+		uint64_t o = fsck_data_is_used(ctx, e->pblk - ds + i)
+		                     ? fsck_data_owner(ctx, e->pblk - ds + i)
+		                     : 0;
 
 		if (o) {
-			bool fix = fix_problem(
+			bool fix = fsck_fix_problem(
 			        ctx, PR_EXTENT_DUP,
 			        "inode %llu: extent lblk %llu -> blocks %llu-%llu: block "
 			        "%llu is also claimed by %s %llu",
@@ -132,12 +129,12 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 			return fix ? ENT_DROP : ENT_BAD;
 		}
 	}
-	data_claim(ctx, e->pblk - ds, e->len, st->ino);
+	fsck_data_claim(ctx, e->pblk - ds, e->len, st->ino);
 	st->blocks += e->len;
 	st->next_lblk = e->lblk + e->len;
 	st->first = false;
 	if (!(e->flags & MFS_EXT_UNWRITTEN) && ctx->npoison)
-		damage_extent(ctx, st->ino, st->size, e->lblk, e->pblk, e->len);
+		fsck_damage_extent(ctx, st->ino, st->size, e->lblk, e->pblk, e->len);
 	return ENT_OK;
 }
 
@@ -161,9 +158,9 @@ static int ext_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	struct ext_col c = {.key = key};
 
 	if (len != sizeof(c.e)) {
-		bool fix = fix_problem(ctx, PR_EXTENT_BAD,
-		                       "inode %llu: extent tree entry %llu has %u bytes (24)",
-		                       (unsigned long long)l->ino, (unsigned long long)key, len);
+		bool fix = fsck_fix_problem(
+		        ctx, PR_EXTENT_BAD, "inode %llu: extent tree entry %llu has %u bytes (24)",
+		        (unsigned long long)l->ino, (unsigned long long)key, len);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
 	memcpy(&c.e, val, sizeof(c.e));
@@ -182,6 +179,21 @@ static int ext_col_cmp(const void *a, const void *b)
 }
 
 /*
+ * Does extent @e reach past the largest file size (the core refuses such a
+ * file: EUCLEAN)?  Returns true when the fix (cut the file there) was decided.
+ */
+static bool past_size_max(struct fsck_ctx *ctx, uint64_t ino, const struct mfs_extent *e)
+{
+	if (e->lblk < MFS_FILE_BLOCKS_MAX && e->len <= MFS_FILE_BLOCKS_MAX - e->lblk)
+		return false;
+	return fsck_fix_problem(ctx, PR_FILE_SIZE,
+	                        "inode %llu: extent lblk %llu, %u blocks, ends past the largest "
+	                        "file size (block %llu): cut it there",
+	                        (unsigned long long)ino, (unsigned long long)e->lblk, e->len,
+	                        (unsigned long long)MFS_FILE_BLOCKS_MAX);
+}
+
+/*
  * Check a file's extents in lblk order, whatever order the tree or the
  * inline array held them in.  Accepted extents stay in l->v (n updated).
  * Returns true when a fix was decided that changes the map (an extent
@@ -197,9 +209,9 @@ static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext
 			sorted = false;
 	if (!sorted) {
 		qsort(l->v, l->n, sizeof(*l->v), ext_col_cmp);
-		if (!tree && fix_problem(ctx, PR_INODE_FIELD,
-		                         "inode %llu: inline extents out of order: sort them",
-		                         (unsigned long long)l->ino))
+		if (!tree && fsck_fix_problem(ctx, PR_INODE_FIELD,
+		                              "inode %llu: inline extents out of order: sort them",
+		                              (unsigned long long)l->ino))
 			changed = true;
 	}
 	for (i = 0; i < l->n; i++) {
@@ -207,7 +219,7 @@ static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext
 		int r;
 
 		if (tree && c->key != c->e.lblk &&
-		    fix_problem(
+		    fsck_fix_problem(
 		            ctx, PR_TREE_BAD,
 		            "extent tree of inode %llu: key %llu holds the extent of lblk %llu: "
 		            "key it by its extent",
@@ -215,6 +227,12 @@ static bool check_extents(struct fsck_ctx *ctx, struct ext_state *st, struct ext
 		            (unsigned long long)c->e.lblk)) {
 			c->key = c->e.lblk;
 			changed = true;
+		}
+		if (past_size_max(ctx, l->ino, &c->e)) {
+			changed = true;
+			if (c->e.lblk >= MFS_FILE_BLOCKS_MAX)
+				continue;
+			c->e.len = (uint32_t)(MFS_FILE_BLOCKS_MAX - c->e.lblk);
 		}
 		r = ext_accept(ctx, st, &c->e, 0, false);
 		if (r == ENT_DROP) {
@@ -246,13 +264,13 @@ static int dir_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 		if (memchr(name, '/', nl) || memchr(name, 0, nl) || (nl == 1 && name[0] == '.') ||
 		    (nl == 2 && name[0] == '.' && name[1] == '.'))
 			why = "an invalid name";
-		else if ((key & KEY_MASK) != fsck_name_key(ctx, name, nl))
+		else if ((key & MFS_NAME_KEY_MASK) != fsck_name_key(ctx, name, nl))
 			why = "a key that does not match its name";
 		else if (d.ino == 0 || d.ino > ctx->sb.nr_inodes)
 			why = "an inode number out of range";
 		if (!why) {
-			if (vec_grow((void **)&ctx->names, &ctx->names_cap, ctx->names_len + nl,
-			             1) ||
+			if (fsck_vec_grow((void **)&ctx->names, &ctx->names_cap,
+			                  ctx->names_len + nl, 1) ||
 			    VEC_PUSH(ctx->dents, ctx->ndents, ctx->cap_dents, d))
 				return ENT_BAD;
 			d.name_off = (uint32_t)ctx->names_len;
@@ -263,8 +281,9 @@ static int dir_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 			return ENT_OK;
 		}
 	}
-	if (fix_problem(ctx, PR_DIRENT_BAD, "directory inode %llu: entry %#llx has %s: remove it",
-	                (unsigned long long)dir, (unsigned long long)key, why)) {
+	if (fsck_fix_problem(ctx, PR_DIRENT_BAD,
+	                     "directory inode %llu: entry %#llx has %s: remove it",
+	                     (unsigned long long)dir, (unsigned long long)key, why)) {
 		ctx->ino[dir].dir_rebuild = true;
 		return ENT_DROP;
 	}
@@ -286,8 +305,13 @@ static const char *inode_unusable(const struct mfs_inode *di)
 	if (!(fl & (MFS_IFL_INLINE_DATA | MFS_IFL_EXTENT_TREE)) &&
 	    di->nr_inline > MFS_INLINE_EXTENTS)
 		return "too many inline extents";
-	if (S_ISLNK(di->mode) && (di->size == 0 || di->size >= 4096))
+	if (S_ISLNK(di->mode) && (di->size == 0 || di->size > MFS_SYMLINK_MAX))
 		return "symlink target length out of range";
+	/* a long target is in file block 0, which readlink reads as it is mapped inline */
+	if (S_ISLNK(di->mode) && !(fl & (MFS_IFL_INLINE_DATA | MFS_IFL_EXTENT_TREE)) &&
+	    (di->nr_inline == 0 || di->u.ext[0].lblk != 0 ||
+	     (di->u.ext[0].flags & MFS_EXT_UNWRITTEN)))
+		return "symlink target not in a written block 0";
 	return NULL;
 }
 
@@ -304,9 +328,9 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 
 	if (S_ISDIR(di->mode) &&
 	    ((di->iflags & MFS_IFL_EXTENT_TREE) || di->nr_inline || di->blocks || di->ext_root)) {
-		if (fix_problem(ctx, PR_INODE_FIELD,
-		                "directory inode %llu has data blocks or extents: drop them",
-		                (unsigned long long)ino)) {
+		if (fsck_fix_problem(ctx, PR_INODE_FIELD,
+		                     "directory inode %llu has data blocks or extents: drop them",
+		                     (unsigned long long)ino)) {
 			di->iflags &= ~MFS_IFL_EXTENT_TREE;
 			di->nr_inline = 0;
 			di->blocks = 0;
@@ -317,8 +341,8 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 		}
 	}
 	if (!S_ISDIR(di->mode) && (di->iflags & MFS_IFL_EXTENT_TREE) &&
-	    (!di->ext_root || !in_meta_zone(ctx, di->ext_root))) {
-		if (fix_problem(
+	    (!di->ext_root || !fsck_in_meta_zone(ctx, di->ext_root))) {
+		if (fsck_fix_problem(
 		            ctx, PR_TREE_BAD,
 		            "inode %llu: extent tree root %llu is outside the meta zone: drop the "
 		            "tree (the file keeps its size, its data becomes a hole)",
@@ -332,9 +356,10 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 		}
 	}
 	if (!S_ISDIR(di->mode) && (di->dir_root || di->dir_entries || di->dir_depth)) {
-		if (fix_problem(ctx, PR_INODE_FIELD,
-		                "inode %llu is not a directory but has a directory tree: drop it",
-		                (unsigned long long)ino)) {
+		if (fsck_fix_problem(
+		            ctx, PR_INODE_FIELD,
+		            "inode %llu is not a directory but has a directory tree: drop it",
+		            (unsigned long long)ino)) {
 			di->dir_root = 0;
 			di->dir_entries = 0;
 			di->dir_depth = 0;
@@ -342,16 +367,26 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 		}
 	}
 	if (di->mode & ~(uint32_t)(S_IFMT | 07777)) {
-		if (fix_problem(ctx, PR_INODE_FIELD,
-		                "inode %llu: mode %#o has unknown bits: clear them",
-		                (unsigned long long)ino, di->mode)) {
+		if (fsck_fix_problem(ctx, PR_INODE_FIELD,
+		                     "inode %llu: mode %#o has unknown bits: clear them",
+		                     (unsigned long long)ino, di->mode)) {
 			di->mode &= S_IFMT | 07777;
+			changed = true;
+		}
+	}
+	if (S_ISREG(di->mode) && di->size > MFS_FILE_SIZE_MAX) {
+		if (fsck_fix_problem(ctx, PR_FILE_SIZE,
+		                     "inode %llu: size %llu is past the largest file size (%llu): "
+		                     "lower it to that",
+		                     (unsigned long long)ino, (unsigned long long)di->size,
+		                     (unsigned long long)MFS_FILE_SIZE_MAX)) {
+			di->size = MFS_FILE_SIZE_MAX;
 			changed = true;
 		}
 	}
 	if (S_ISDIR(di->mode) && (di->parent == 0 || di->parent > ctx->sb.nr_inodes)) {
 		/* pass 2 sets the directory that holds its entry, pass 3 /lost+found */
-		if (fix_problem(
+		if (fsck_fix_problem(
 		            ctx, PR_DIR_PARENT,
 		            "directory inode %llu: parent %llu is out of range: set it to the root "
 		            "for now",
@@ -361,7 +396,7 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 		}
 	}
 	if (!S_ISDIR(di->mode) && di->parent) {
-		if (fix_problem(
+		if (fsck_fix_problem(
 		            ctx, PR_INODE_FIELD,
 		            "inode %llu is not a directory but has a parent field (%llu): clear it",
 		            (unsigned long long)ino, (unsigned long long)di->parent)) {
@@ -369,8 +404,8 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			changed = true;
 		}
 	}
-	if (di->dir_root && !in_meta_zone(ctx, di->dir_root)) {
-		if (fix_problem(
+	if (di->dir_root && !fsck_in_meta_zone(ctx, di->dir_root)) {
+		if (fsck_fix_problem(
 		            ctx, PR_TREE_BAD,
 		            "directory inode %llu: tree root %llu is outside the meta zone: empty "
 		            "the directory (its entries are lost; their inodes go to /lost+found)",
@@ -380,8 +415,8 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			changed = true;
 		}
 	}
-	if (di->xattr_root && !in_meta_zone(ctx, di->xattr_root)) {
-		if (fix_problem(
+	if (di->xattr_root && !fsck_in_meta_zone(ctx, di->xattr_root)) {
+		if (fsck_fix_problem(
 		            ctx, PR_XATTR_BAD,
 		            "inode %llu: xattr tree root %llu is outside the meta zone: drop the "
 		            "tree",
@@ -404,15 +439,17 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			if (used - off < XHDR)
 				break;
 			len = XHDR + r[0] + (unsigned)(r[2] | r[3] << 8);
-			if (r[0] == 0 || r[1] != 0 || len > used - off) /* inline: no flags */
+			if (r[0] == 0 || r[1] != 0 || len > used - off || /* inline: no flags */
+			    !fsck_xattr_name_ok(r + XHDR, r[0]))
 				break;
 			off += len;
 		}
 		if (off != di->inline_xattr_len) {
-			if (fix_problem(ctx, PR_XATTR_BAD,
-			                "inode %llu: inline xattrs malformed after byte %u of %u: "
-			                "truncate them there",
-			                (unsigned long long)ino, off, di->inline_xattr_len)) {
+			if (fsck_fix_problem(
+			            ctx, PR_XATTR_BAD,
+			            "inode %llu: inline xattrs malformed after byte %u of %u: "
+			            "truncate them there",
+			            (unsigned long long)ino, off, di->inline_xattr_len)) {
 				memset(di->inline_xattr + off, 0, sizeof(di->inline_xattr) - off);
 				di->inline_xattr_len = (uint16_t)off;
 				changed = true;
@@ -421,9 +458,9 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 	}
 	/* a regular file with links on the orphan list is a truncate in progress (§10) */
 	if ((di->iflags & MFS_IFL_ORPHAN) && di->nlink && !S_ISREG(di->mode)) {
-		if (fix_problem(ctx, PR_ORPHAN_BAD,
-		                "inode %llu has the orphan flag but %u links: clear the flag",
-		                (unsigned long long)ino, di->nlink)) {
+		if (fsck_fix_problem(ctx, PR_ORPHAN_BAD,
+		                     "inode %llu has the orphan flag but %u links: clear the flag",
+		                     (unsigned long long)ino, di->nlink)) {
 			di->iflags &= ~MFS_IFL_ORPHAN;
 			changed = true;
 		}
@@ -440,8 +477,9 @@ static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct
 	int r;
 
 	if (why) {
-		if (fix_problem(ctx, PR_INODE_BAD, "inode %llu: %s (mode %#o, flags %#x): clear it",
-		                (unsigned long long)ino, why, di->mode, di->iflags)) {
+		if (fsck_fix_problem(ctx, PR_INODE_BAD,
+		                     "inode %llu: %s (mode %#o, flags %#x): clear it",
+		                     (unsigned long long)ino, why, di->mode, di->iflags)) {
 			uint64_t gen = di->generation;
 
 			memset(di, 0, sizeof(*di));
@@ -453,6 +491,7 @@ static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct
 	}
 	if (inode_fields(ctx, ino, di))
 		p->dirty = true;
+	st.size = di->size;
 
 	fi->state = IST_OK;
 	fi->mode = di->mode;
@@ -512,9 +551,10 @@ static void check_inode(struct fsck_ctx *ctx, struct p1 *p, uint64_t ino, struct
 		free(l.v);
 	}
 	if (st.blocks != di->blocks &&
-	    fix_problem(ctx, PR_INODE_BLOCKS, "inode %llu: blocks is %llu, the extents hold %llu",
-	                (unsigned long long)ino, (unsigned long long)di->blocks,
-	                (unsigned long long)st.blocks)) {
+	    fsck_fix_problem(ctx, PR_INODE_BLOCKS,
+	                     "inode %llu: blocks is %llu, the extents hold %llu",
+	                     (unsigned long long)ino, (unsigned long long)di->blocks,
+	                     (unsigned long long)st.blocks)) {
 		di->blocks = st.blocks;
 		p->dirty = true;
 	}
@@ -562,7 +602,7 @@ static int orphan_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_
 	(void)arg;
 	(void)val;
 	if (key == 0 || key > ctx->sb.nr_inodes || len != 0 || ctx->ino[key].state != IST_OK) {
-		return fix_problem(
+		return fsck_fix_problem(
 		               ctx, PR_ORPHAN_BAD, "orphan list: entry %llu names %s: remove it",
 		               (unsigned long long)key,
 		               key == 0 || key > ctx->sb.nr_inodes ? "no inode" : "a free inode")
@@ -588,7 +628,7 @@ static void orphan_states(struct fsck_ctx *ctx)
 		if (fi->state != IST_OK)
 			continue;
 		if (fi->orphan && fi->nlink && S_ISREG(fi->mode)) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_ORPHAN_TRUNCATE,
 			            "inode %llu: a truncate to %llu bytes was cut short: free its "
 			            "blocks past EOF",
@@ -598,10 +638,11 @@ static void orphan_states(struct fsck_ctx *ctx)
 		}
 		if (!fi->orphan_flag || fi->orphan || !fi->nlink || !S_ISREG(fi->mode))
 			continue;
-		if (!fix_problem(ctx, PR_ORPHAN_BAD,
-		                 "inode %llu has the orphan flag but is not on the orphan list: "
-		                 "clear the flag",
-		                 (unsigned long long)ino))
+		if (!fsck_fix_problem(
+		            ctx, PR_ORPHAN_BAD,
+		            "inode %llu has the orphan flag but is not on the orphan list: "
+		            "clear the flag",
+		            (unsigned long long)ino))
 			continue;
 		r = fsck_inode_read(ctx, ino, &di);
 		if (!r) {
@@ -609,13 +650,13 @@ static void orphan_states(struct fsck_ctx *ctx)
 			r = fsck_inode_write(ctx, ino, &di);
 		}
 		if (r)
-			fix_failed(ctx, PR_ORPHAN_BAD, r);
+			fsck_fix_failed(ctx, PR_ORPHAN_BAD, r);
 		else
 			fi->orphan_flag = false;
 	}
 }
 
-int pass1_inodes(struct fsck_ctx *ctx)
+int fsck_pass1_inodes(struct fsck_ctx *ctx)
 {
 	uint64_t nblk = ctx->sb.inode_table_blocks, k, step = nblk / 100 + 1;
 	struct p1 p = {0};
@@ -641,7 +682,7 @@ int pass1_inodes(struct fsck_ctx *ctx)
 		         (unsigned long long)(first + MFS_INODES_PER_BLOCK - 1));
 		r = fsck_meta_read(ctx, blk, MFS_T_INODES, p.buf, what);
 		if (r) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_META_LOST,
 			            "%s (block %llu): both copies %s: recreate it empty, clearing "
 			            "its inodes",
@@ -650,17 +691,17 @@ int pass1_inodes(struct fsck_ctx *ctx)
 				itable_block_init(ctx, p.buf, blk);
 				r = fsck_meta_write(ctx, blk, p.buf);
 				if (r)
-					fix_failed(ctx, PR_META_LOST, r);
+					fsck_fix_failed(ctx, PR_META_LOST, r);
 				if (k == 0)
-					pass0_roots_store(ctx); /* the record lived here */
+					fsck_pass0_roots_store(ctx); /* the record lived here */
 			}
 			for (i = 0; i < MFS_INODES_PER_BLOCK; i++)
 				ctx->ino[first + i].state = IST_BAD;
 			continue;
 		}
 		if (hdr->nr_items != MFS_INODES_PER_BLOCK &&
-		    fix_problem(ctx, PR_ITABLE_HDR, "%s: nr_items is %u, should be %u", what,
-		                hdr->nr_items, (unsigned)MFS_INODES_PER_BLOCK)) {
+		    fsck_fix_problem(ctx, PR_ITABLE_HDR, "%s: nr_items is %u, should be %u", what,
+		                     hdr->nr_items, (unsigned)MFS_INODES_PER_BLOCK)) {
 			hdr->nr_items = MFS_INODES_PER_BLOCK;
 			p.dirty = true;
 		}
@@ -700,9 +741,9 @@ int pass1_inodes(struct fsck_ctx *ctx)
 			/* emptied now (the mount walks it), refilled from @keep by repair.c */
 			ctx->o_root = 0;
 			ctx->o_depth = 0;
-			r = pass0_roots_store(ctx);
+			r = fsck_pass0_roots_store(ctx);
 			if (r) {
-				fix_failed(ctx, PR_ORPHAN_BAD, r);
+				fsck_fix_failed(ctx, PR_ORPHAN_BAD, r);
 				fsck_rebuild_free(&keep);
 			} else {
 				fsck_queue_rebuild(ctx, &keep);

@@ -21,10 +21,8 @@
 
 #include "fsck.h"
 
-#define XHDR     4u
-#define KEY_MASK 0x7fffffffffff0000ull
-#define REF_HDR  ((unsigned)sizeof(struct mfs_xattr_ref))
-#define PIECE    ((uint32_t)MFS_XATTR_BLOCK_BYTES)
+#define REF_HDR ((unsigned)sizeof(struct mfs_xattr_ref))
+#define PIECE   ((uint32_t)MFS_XATTR_BLOCK_BYTES)
 
 static uint64_t ref_block(const uint8_t *ref, unsigned i)
 {
@@ -51,7 +49,8 @@ static void claim_rest(struct fsck_ctx *ctx, uint64_t ino, const uint8_t *ref, u
 	for (unsigned i = 0; i < nr; i++) {
 		uint64_t b = ref_block(ref, i);
 
-		if (in_meta_zone(ctx, b) && ctx->meta_owner[b - ctx->sb.meta_start] == OWN_NONE)
+		if (fsck_in_meta_zone(ctx, b) &&
+		    ctx->meta_owner[b - ctx->sb.meta_start] == OWN_NONE)
 			ctx->meta_owner[b - ctx->sb.meta_start] = OWN_INODE(ino, 0);
 	}
 }
@@ -93,7 +92,7 @@ static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t
 		int ret;
 
 		bad = why;
-		if (!in_meta_zone(ctx, b)) {
+		if (!fsck_in_meta_zone(ctx, b)) {
 			snprintf(why, whylen, "value block %llu is outside the meta zone",
 			         (unsigned long long)b);
 			break;
@@ -143,6 +142,19 @@ static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t
 	return bad;
 }
 
+bool fsck_xattr_name_ok(const uint8_t *name, unsigned len)
+{
+	static const char *const prefixes[] = {"user.", "trusted.", "security.", "system."};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t pl = strlen(prefixes[i]);
+
+		if (len > pl && !memcmp(name, prefixes[i], pl))
+			return true;
+	}
+	return false;
+}
+
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len)
 {
@@ -153,21 +165,27 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	char why[200];
 
 	if (len < XHDR || nl == 0 || XHDR + nl + vl != len || (flags & ~MFS_XATTR_F_BLOCKS) ||
-	    (key & KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
-		bool fix =
-		        fix_problem(ctx, PR_XATTR_BAD,
-		                    "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "
-		                    "its key does not match its name",
-		                    (unsigned long long)ino, (unsigned long long)key, len);
+	    (key & MFS_NAME_KEY_MASK) != fsck_name_key(ctx, val + XHDR, nl)) {
+		bool fix = fsck_fix_problem(
+		        ctx, PR_XATTR_BAD,
+		        "inode %llu: xattr tree entry %#llx is malformed (%u bytes) or "
+		        "its key does not match its name",
+		        (unsigned long long)ino, (unsigned long long)key, len);
 		return fix ? ENT_DROP : ENT_BAD;
 	}
+	if (!fsck_xattr_name_ok(val + XHDR, nl) &&
+	    fsck_fix_problem(ctx, PR_XATTR_BAD,
+	                     "inode %llu: xattr %.*s has no namespace the filesystem knows "
+	                     "(user., trusted., security., system. and a name): remove it",
+	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR))
+		return ENT_DROP;
 	if (!(flags & MFS_XATTR_F_BLOCKS))
 		return ENT_OK;
 	bad = check_value(ctx, ino, val + XHDR, nl, val + XHDR + nl, vl, why, sizeof(why), &nr);
 	if (!bad)
 		return ENT_OK;
-	if (fix_problem(ctx, PR_XATTR_VALUE, "inode %llu: xattr %.*s: %s: remove the xattr",
-	                (unsigned long long)ino, (int)nl, (const char *)val + XHDR, bad))
+	if (fsck_fix_problem(ctx, PR_XATTR_VALUE, "inode %llu: xattr %.*s: %s: remove the xattr",
+	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR, bad))
 		return ENT_DROP;
 	if (vl >= REF_HDR + 8u * nr)
 		claim_rest(ctx, ino, val + XHDR + nl, nr);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pass 2: directory entries against the inodes they name (FORMAT.md §7.4,
- * §12).  Every entry collected in pass 1 must name a live inode (F0202) with
+ * §13).  Every entry collected in pass 1 must name a live inode (F0202) with
  * the inode's type (F0203); a directory has exactly one entry (the one in
  * its `parent`, else the first found) and the root none (F0204).  Then per
  * directory: `dir_entries` equals the entries (F0206) and `parent` names the
@@ -14,8 +14,6 @@
 #include <sys/stat.h>
 
 #include "fsck.h"
-
-#define DIRENT_HDR 10u
 
 static uint8_t mode_dtype(uint32_t mode)
 {
@@ -55,7 +53,7 @@ static int queue_dir_rebuild(struct fsck_ctx *ctx, uint64_t dir)
 	return 0;
 }
 
-int pass2_dirs(struct fsck_ctx *ctx)
+int fsck_pass2_dirs(struct fsck_ctx *ctx)
 {
 	uint64_t nr = ctx->sb.nr_inodes, ino;
 	char name[256];
@@ -67,26 +65,24 @@ int pass2_dirs(struct fsck_ctx *ctx)
 		struct fsck_inode *t = &ctx->ino[d->ino];
 
 		if (t->state != IST_OK) {
-			if (fix_problem(ctx, PR_DIRENT_INO,
-			                "directory inode %llu: entry '%s' names inode %llu, which "
-			                "is %s: "
-			                "remove it",
-			                (unsigned long long)d->dir,
-			                dname(ctx, d, name, sizeof(name)),
-			                (unsigned long long)d->ino,
-			                t->state == IST_FREE ? "free" : "cleared"))
+			if (fsck_fix_problem(
+			            ctx, PR_DIRENT_INO,
+			            "directory inode %llu: entry '%s' names inode %llu, which "
+			            "is %s: remove it",
+			            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
+			            (unsigned long long)d->ino,
+			            t->state == IST_FREE ? "free" : "cleared"))
 				ctx->ino[d->dir].dir_rebuild = true;
 			d->bad = true;
 			continue;
 		}
 		if (d->type != mode_dtype(t->mode)) {
-			if (fix_problem(ctx, PR_DIRENT_TYPE,
-			                "directory inode %llu: entry '%s' has type %u, inode %llu "
-			                "is type "
-			                "%u",
-			                (unsigned long long)d->dir,
-			                dname(ctx, d, name, sizeof(name)), d->type,
-			                (unsigned long long)d->ino, mode_dtype(t->mode))) {
+			if (fsck_fix_problem(
+			            ctx, PR_DIRENT_TYPE,
+			            "directory inode %llu: entry '%s' has type %u, inode %llu "
+			            "is type %u",
+			            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
+			            d->type, (unsigned long long)d->ino, mode_dtype(t->mode))) {
 				d->type = mode_dtype(t->mode);
 				ctx->ino[d->dir].dir_rebuild = true;
 			}
@@ -109,14 +105,15 @@ int pass2_dirs(struct fsck_ctx *ctx)
 			d->keeper = true;
 			continue;
 		}
-		if (fix_problem(ctx, PR_DIR_HARDLINK,
-		                "directory inode %llu: entry '%s' names directory %llu, which %s: "
-		                "remove it",
-		                (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
-		                (unsigned long long)d->ino,
-		                d->ino == MFS_ROOT_INO ? "is the root"
-		                : d->ino == d->dir     ? "is the directory itself"
-		                                       : "already has an entry elsewhere"))
+		if (fsck_fix_problem(
+		            ctx, PR_DIR_HARDLINK,
+		            "directory inode %llu: entry '%s' names directory %llu, which %s: "
+		            "remove it",
+		            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
+		            (unsigned long long)d->ino,
+		            d->ino == MFS_ROOT_INO ? "is the root"
+		            : d->ino == d->dir     ? "is the directory itself"
+		                                   : "already has an entry elsewhere"))
 			ctx->ino[d->dir].dir_rebuild = true;
 		d->bad = true;
 	}
@@ -142,11 +139,11 @@ int pass2_dirs(struct fsck_ctx *ctx)
 		if (fi->dir_rebuild) {
 			/* queued at the end of pass 3 (which may drop more entries) */
 		} else if (good != fi->dir_entries) {
-			if (fix_problem(ctx, PR_DIR_ENTRIES,
-			                "directory inode %llu: dir_entries is %llu, it holds %llu",
-			                (unsigned long long)ino,
-			                (unsigned long long)fi->dir_entries,
-			                (unsigned long long)good)) {
+			if (fsck_fix_problem(
+			            ctx, PR_DIR_ENTRIES,
+			            "directory inode %llu: dir_entries is %llu, it holds %llu",
+			            (unsigned long long)ino, (unsigned long long)fi->dir_entries,
+			            (unsigned long long)good)) {
 				struct mfs_inode di;
 				int r = fsck_inode_read(ctx, ino, &di);
 
@@ -155,12 +152,12 @@ int pass2_dirs(struct fsck_ctx *ctx)
 					r = fsck_inode_write(ctx, ino, &di);
 				}
 				if (r)
-					fix_failed(ctx, PR_DIR_ENTRIES, r);
+					fsck_fix_failed(ctx, PR_DIR_ENTRIES, r);
 			}
 		}
 		want_parent = ino == MFS_ROOT_INO ? MFS_ROOT_INO : fi->found_in;
 		if (want_parent && fi->parent != want_parent) {
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_DIR_PARENT,
 			            "directory inode %llu: parent is %llu, its entry is in %llu",
 			            (unsigned long long)ino, (unsigned long long)fi->parent,
@@ -173,7 +170,7 @@ int pass2_dirs(struct fsck_ctx *ctx)
 					r = fsck_inode_write(ctx, ino, &di);
 				}
 				if (r)
-					fix_failed(ctx, PR_DIR_PARENT, r);
+					fsck_fix_failed(ctx, PR_DIR_PARENT, r);
 				else
 					fi->parent = want_parent;
 			}
@@ -189,5 +186,5 @@ void fsck_queue_dir_rebuilds(struct fsck_ctx *ctx)
 	for (uint64_t ino = 1; ino <= ctx->sb.nr_inodes; ino++)
 		if (ctx->ino[ino].state == IST_OK && ctx->ino[ino].dir_rebuild &&
 		    queue_dir_rebuild(ctx, ino))
-			fix_failed(ctx, PR_DIRENT_BAD, -ENOMEM);
+			fsck_fix_failed(ctx, PR_DIRENT_BAD, -ENOMEM);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 3: connectivity (FORMAT.md §12).  The root must be a live directory
+ * Pass 3: connectivity (FORMAT.md §13).  The root must be a live directory
  * (recreated empty otherwise, F0301).  Everything is walked from the root
  * through the kept entries; a live inode nothing reaches is linked into
  * /lost+found as #INODE (F0302), except orphans (unlinked while open,
@@ -95,7 +95,7 @@ static const char *type_name(uint32_t mode)
 	}
 }
 
-int pass3_connect(struct fsck_ctx *ctx)
+int fsck_pass3_connect(struct fsck_ctx *ctx)
 {
 	struct fsck_inode *root = &ctx->ino[MFS_ROOT_INO];
 	uint64_t nr = ctx->sb.nr_inodes, ino;
@@ -104,12 +104,13 @@ int pass3_connect(struct fsck_ctx *ctx)
 	if (root->state != IST_OK || !S_ISDIR(root->mode)) {
 		if (root->state == IST_OK)
 			ctx->files--; /* a non-directory at the root's number is dropped */
-		if (fix_problem(ctx, PR_ROOT_BAD,
-		                "the root directory (inode 1) is %s: recreate it empty",
-		                root->state == IST_OK ? "not a directory" : "missing or cleared")) {
+		if (fsck_fix_problem(ctx, PR_ROOT_BAD,
+		                     "the root directory (inode 1) is %s: recreate it empty",
+		                     root->state == IST_OK ? "not a directory"
+		                                           : "missing or cleared")) {
 			ret = root_recreate(ctx);
 			if (ret) {
-				fix_failed(ctx, PR_ROOT_BAD, ret);
+				fsck_fix_failed(ctx, PR_ROOT_BAD, ret);
 				return 0; /* nothing is reachable: connectivity cannot be judged */
 			}
 		} else {
@@ -154,7 +155,7 @@ int pass3_connect(struct fsck_ctx *ctx)
 		} else if (fi->refs) {
 			continue; /* in an unreachable directory: reconnected with it */
 		}
-		if (fix_problem(
+		if (fsck_fix_problem(
 		            ctx, PR_UNREACHABLE,
 		            "%s inode %llu (%llu bytes) is %s: link it into /lost+found as #%llu",
 		            type_name(fi->mode), (unsigned long long)ino,
@@ -187,7 +188,7 @@ int pass3_connect(struct fsck_ctx *ctx)
 			return ret;
 	}
 	if (ctx->need_lpf && !ctx->lpf) {
-		if (!fix_problem(ctx, PR_NO_LPF, "/lost+found does not exist: create it")) {
+		if (!fsck_fix_problem(ctx, PR_NO_LPF, "/lost+found does not exist: create it")) {
 			/* nowhere to put them: they stay unattached */
 			for (ino = 1; ino <= nr; ino++)
 				if (ctx->ino[ino].reconnect) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 4: link counts (FORMAT.md §6.2, §12).  A directory has 2 + its
+ * Pass 4: link counts (FORMAT.md §6.2, §13).  A directory has 2 + its
  * subdirectories; anything else has one link per entry naming it, counting
  * the /lost+found entry pass 3 decided to add.  Orphans (nlink 0, on the
  * orphan list, named by no entry) are left to orphan processing; an inode on
@@ -11,7 +11,7 @@
 
 #include "fsck.h"
 
-int pass4_links(struct fsck_ctx *ctx)
+int fsck_pass4_links(struct fsck_ctx *ctx)
 {
 	uint64_t nr = ctx->sb.nr_inodes, ino, lpf_subdirs = 0;
 
@@ -36,7 +36,7 @@ int pass4_links(struct fsck_ctx *ctx)
 		if (want == 0)
 			continue;                       /* not reached: pass 3 reported it */
 		if (fi->orphan && !S_ISREG(fi->mode)) { /* regular: a truncate (pass 1) */
-			if (fix_problem(
+			if (fsck_fix_problem(
 			            ctx, PR_ORPHAN_BAD,
 			            "inode %llu is on the orphan list but has %llu link%s: take it "
 			            "off the list",
@@ -46,8 +46,9 @@ int pass4_links(struct fsck_ctx *ctx)
 				        true; /* orphan processing drops linked inodes */
 		}
 		if (fi->nlink != want &&
-		    fix_problem(ctx, PR_NLINK, "inode %llu: link count is %u, should be %llu",
-		                (unsigned long long)ino, fi->nlink, (unsigned long long)want)) {
+		    fsck_fix_problem(ctx, PR_NLINK, "inode %llu: link count is %u, should be %llu",
+		                     (unsigned long long)ino, fi->nlink,
+		                     (unsigned long long)want)) {
 			struct mfs_inode di;
 			int r = fsck_inode_read(ctx, ino, &di);
 
@@ -58,7 +59,7 @@ int pass4_links(struct fsck_ctx *ctx)
 				r = fsck_inode_write(ctx, ino, &di);
 			}
 			if (r)
-				fix_failed(ctx, PR_NLINK, r);
+				fsck_fix_failed(ctx, PR_NLINK, r);
 			else
 				fi->nlink = (uint32_t)want;
 		}

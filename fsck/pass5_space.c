@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass 5: space (FORMAT.md §5, §9, §10, §12).
+ * Pass 5: space (FORMAT.md §5, §9, §10, §13).
  *
  *  - The quarantine tree: entries inside the data zone, not overlapping each
  *    other or any file (F0504); entries whose blocks are no longer all
@@ -20,8 +20,6 @@
 
 #include "fsck.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-
 enum bm_kind { BM_META, BM_INODE, BM_DATA };
 static const char *const bm_name[] = {"meta zone", "inode", "data zone"};
 
@@ -33,7 +31,7 @@ static bool expected(struct fsck_ctx *ctx, enum bm_kind k, uint64_t i)
 	case BM_INODE:
 		return i == 0 || ctx->ino[i + 1].state == IST_OK;
 	case BM_DATA:
-		return data_is_used(ctx, i);
+		return fsck_data_is_used(ctx, i);
 	}
 	return true;
 }
@@ -89,7 +87,7 @@ static uint64_t bitmap_check(struct fsck_ctx *ctx, enum bm_kind k, uint64_t star
 			if (r) {
 				if (pass == 0) {
 					lost = true;
-					if (fix_problem(
+					if (fsck_fix_problem(
 					            ctx, PR_META_LOST,
 					            "%s (block %llu): both copies %s: rebuild it",
 					            what, (unsigned long long)(start + b),
@@ -139,26 +137,26 @@ static uint64_t bitmap_check(struct fsck_ctx *ctx, enum bm_kind k, uint64_t star
 			if (dirty) {
 				r = fsck_meta_write(ctx, start + b, buf);
 				if (r)
-					fix_failed(ctx, PR_BITMAP_DIFF, r);
+					fsck_fix_failed(ctx, PR_BITMAP_DIFF, r);
 			}
 		}
 		if (pass == 0) {
 			if (hdr_bad &&
-			    fix_problem(ctx, PR_BITMAP_HDR,
-			                "%s bitmap: item counts or padding bits wrong", bm_name[k]))
+			    fsck_fix_problem(ctx, PR_BITMAP_HDR,
+			                     "%s bitmap: item counts or padding bits wrong",
+			                     bm_name[k]))
 				fix = true;
 			if ((leaked || missing) &&
-			    fix_problem(ctx, PR_BITMAP_DIFF,
-			                "%s bitmap: %llu marked used but free (first %llu), %llu "
-			                "in use "
-			                "but marked free (first %llu)%s",
-			                bm_name[k], (unsigned long long)leaked,
-			                (unsigned long long)first_leak, (unsigned long long)missing,
-			                (unsigned long long)first_miss,
-			                only_set && leaked
-			                        ? "; problems were left: only the missing "
-			                          "bits are set"
-			                        : ""))
+			    fsck_fix_problem(
+			            ctx, PR_BITMAP_DIFF,
+			            "%s bitmap: %llu marked used but free (first %llu), %llu "
+			            "in use but marked free (first %llu)%s",
+			            bm_name[k], (unsigned long long)leaked,
+			            (unsigned long long)first_leak, (unsigned long long)missing,
+			            (unsigned long long)first_miss,
+			            only_set && leaked ? "; problems were left: only the missing "
+			                                 "bits are set"
+			                               : ""))
 				fix = true;
 			if (!fix)
 				break;
@@ -178,8 +176,8 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 	(void)arg;
 	if (len == sizeof(n))
 		memcpy(&n, val, sizeof(n));
-	if (len != sizeof(n) || !in_data_zone(ctx, key, n)) {
-		return fix_problem(
+	if (len != sizeof(n) || !fsck_in_data_zone(ctx, key, n)) {
+		return fsck_fix_problem(
 		               ctx, PR_QUAR_BAD,
 		               "quarantine: entry at block %llu (%llu blocks) is outside the data "
 		               "zone: remove it",
@@ -188,10 +186,10 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 		               : ENT_BAD;
 	}
 	for (i = 0; i < n && !owner; i++)
-		if (data_is_used(ctx, key - ds + i))
-			owner = data_owner(ctx, key - ds + i);
+		if (fsck_data_is_used(ctx, key - ds + i))
+			owner = fsck_data_owner(ctx, key - ds + i);
 	if (owner) {
-		return fix_problem(
+		return fsck_fix_problem(
 		               ctx, PR_QUAR_BAD,
 		               "quarantine: entry at block %llu (%llu blocks) overlaps %s %llu: "
 		               "remove it",
@@ -201,20 +199,20 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 		               ? ENT_DROP
 		               : ENT_BAD;
 	}
-	data_claim(ctx, key - ds, n, DOWN_QUARANTINE);
+	fsck_data_claim(ctx, key - ds, n, DOWN_QUARANTINE);
 	for (i = 0; i < n; i++)
 		clean += !fsck_poisoned(ctx, key + i, 1);
 	if (clean) {
 		struct fsck_range r = {.off = key, .len = n};
 
-		if (fix_problem(ctx, PR_QUAR_CLEAN,
-		                "quarantine: entry at block %llu (%llu blocks) has %llu clean "
-		                "block%s: release %s",
-		                (unsigned long long)key, (unsigned long long)n,
-		                (unsigned long long)clean, clean == 1 ? "" : "s",
-		                clean == n ? "it" : "them")) {
+		if (fsck_fix_problem(ctx, PR_QUAR_CLEAN,
+		                     "quarantine: entry at block %llu (%llu blocks) has %llu clean "
+		                     "block%s: release %s",
+		                     (unsigned long long)key, (unsigned long long)n,
+		                     (unsigned long long)clean, clean == 1 ? "" : "s",
+		                     clean == n ? "it" : "them")) {
 			if (VEC_PUSH(ctx->quar_rel, ctx->nquar_rel, ctx->cap_quar_rel, r))
-				fix_failed(ctx, PR_QUAR_CLEAN, -ENOMEM);
+				fsck_fix_failed(ctx, PR_QUAR_CLEAN, -ENOMEM);
 			else
 				ctx->need_library = true;
 		}
@@ -227,13 +225,14 @@ static int quar_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t 
 	if (clean < n && ctx->zero_damaged) {
 		struct fsck_range r = {.off = key, .len = n};
 
-		if (fix_problem(ctx, PR_QUAR_CLEAN,
-		                "quarantine: entry at block %llu (%llu blocks) has %llu poisoned "
-		                "block%s: zero-init and release (--zero-damaged)",
-		                (unsigned long long)key, (unsigned long long)n,
-		                (unsigned long long)(n - clean), n - clean == 1 ? "" : "s")) {
+		if (fsck_fix_problem(
+		            ctx, PR_QUAR_CLEAN,
+		            "quarantine: entry at block %llu (%llu blocks) has %llu poisoned "
+		            "block%s: zero-init and release (--zero-damaged)",
+		            (unsigned long long)key, (unsigned long long)n,
+		            (unsigned long long)(n - clean), n - clean == 1 ? "" : "s")) {
 			if (VEC_PUSH(ctx->quar_zero, ctx->nquar_zero, ctx->cap_quar_zero, r))
-				fix_failed(ctx, PR_QUAR_CLEAN, -ENOMEM);
+				fsck_fix_failed(ctx, PR_QUAR_CLEAN, -ENOMEM);
 			else
 				ctx->need_library = true;
 		}
@@ -255,7 +254,7 @@ static void free_line(struct fsck_ctx *ctx, uint64_t s, uint64_t e, const char *
 
 static int kind(const struct fsck_ctx *ctx, uint64_t idx)
 {
-	return data_is_quarantined(ctx, idx) ? 2 : data_is_used(ctx, idx) ? 1 : 0;
+	return fsck_data_is_quarantined(ctx, idx) ? 2 : fsck_data_is_used(ctx, idx) ? 1 : 0;
 }
 
 /* Poisoned data blocks nobody owns: quarantined, or to be. */
@@ -282,7 +281,7 @@ static void quarantine_missing(struct fsck_ctx *ctx)
 				free_line(ctx, b, e, "quarantined");
 			} else if (k == 0) {
 				struct fsck_range r = {.off = b, .len = e - b};
-				bool fix = fix_problem(
+				bool fix = fsck_fix_problem(
 				        ctx, PR_QUAR_MISSING,
 				        "data blocks %llu-%llu are free and poisoned but not "
 				        "quarantined: quarantine them",
@@ -290,7 +289,7 @@ static void quarantine_missing(struct fsck_ctx *ctx)
 
 				if (fix && !VEC_PUSH(ctx->quar_add, ctx->nquar_add,
 				                     ctx->cap_quar_add, r)) {
-					data_claim(ctx, b - ds, e - b, DOWN_QUARANTINE);
+					fsck_data_claim(ctx, b - ds, e - b, DOWN_QUARANTINE);
 					ctx->need_library = true;
 					free_line(ctx, b, e, "quarantined now");
 				} else {
@@ -304,7 +303,7 @@ static void quarantine_missing(struct fsck_ctx *ctx)
 	}
 }
 
-int pass5_space(struct fsck_ctx *ctx)
+int fsck_pass5_space(struct fsck_ctx *ctx)
 {
 	struct mfs_superblock *sb = &ctx->sb;
 	uint64_t used_meta, used_ino, used_data;
@@ -318,9 +317,9 @@ int pass5_space(struct fsck_ctx *ctx)
 		if (r == WALK_FIX) {
 			ctx->q_root = 0;
 			ctx->q_depth = 0;
-			r = pass0_roots_store(ctx);
+			r = fsck_pass0_roots_store(ctx);
 			if (r) {
-				fix_failed(ctx, PR_QUAR_BAD, r);
+				fsck_fix_failed(ctx, PR_QUAR_BAD, r);
 				fsck_rebuild_free(&keep);
 			} else {
 				fsck_queue_rebuild(ctx, &keep);
@@ -335,9 +334,9 @@ int pass5_space(struct fsck_ctx *ctx)
 		struct fsck_inode *fi = &ctx->ino[ino];
 
 		if (fi->state == IST_OK && fi->orphan && fi->refs == 0 && fi->nlink == 0 &&
-		    fix_problem(ctx, PR_ORPHAN_PENDING,
-		                "inode %llu (%llu bytes) was unlinked while open: free it",
-		                (unsigned long long)ino, (unsigned long long)fi->size))
+		    fsck_fix_problem(ctx, PR_ORPHAN_PENDING,
+		                     "inode %llu (%llu bytes) was unlinked while open: free it",
+		                     (unsigned long long)ino, (unsigned long long)fi->size))
 			ctx->need_library = true;
 	}
 
@@ -359,7 +358,7 @@ int pass5_space(struct fsck_ctx *ctx)
 	    (sb->free_blocks != sb->data_len - used_data ||
 	     sb->free_inodes != sb->nr_inodes - used_ino ||
 	     sb->free_meta != sb->meta_len - used_meta) &&
-	    fix_problem(
+	    fsck_fix_problem(
 	            ctx, PR_SB_COUNTERS,
 	            "superblock: free counters (blocks %llu, inodes %llu, meta %llu) differ from "
 	            "the bitmaps (%llu, %llu, %llu)",
@@ -373,7 +372,7 @@ int pass5_space(struct fsck_ctx *ctx)
 		sb->free_meta = sb->meta_len - used_meta;
 		r = fsck_sb_write(ctx);
 		if (r)
-			fix_failed(ctx, PR_SB_COUNTERS, r);
+			fsck_fix_failed(ctx, PR_SB_COUNTERS, r);
 	}
 	return 0;
 }

@@ -2,7 +2,7 @@
 /*
  * The problem table: every inconsistency fsck.mendfs knows, with a stable id
  * (F<pass><nn>, listed in docs/man/fsck.mendfs.8), whether -p may fix it
- * without asking, and what the fix does.  fix_problem() is the one place
+ * without asking, and what the fix does.  fsck_fix_problem() is the one place
  * where -n, -p, -y (or an interactive answer) decide whether a fix is made.
  */
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "fsck.h"
 
-static const struct pr_desc pr_table[PR_MAX] = {
+static const struct fsck_pr_desc pr_table[PR_MAX] = {
         /* pass 0: superblock and journal */
         [PR_SB_COPY_BAD] = {PR_SB_COPY_BAD, "F0001", "PR_SB_COPY_BAD", PRF_PREEN,
                             "rewrite the bad superblock copy from the valid one"},
@@ -61,6 +61,9 @@ static const struct pr_desc pr_table[PR_MAX] = {
                           "remove the malformed xattr(s)"},
         [PR_XATTR_VALUE] = {PR_XATTR_VALUE, "F0112", "PR_XATTR_VALUE", 0,
                             "remove the xattr; its blocks that nothing else uses are freed"},
+        [PR_FILE_SIZE] = {PR_FILE_SIZE, "F0113", "PR_FILE_SIZE", 0,
+                          "cut the file at the largest file size (1 PiB): an extent reaching "
+                          "past it is shortened (removed if it starts there), the size lowered"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},
@@ -109,7 +112,7 @@ static const struct pr_desc pr_table[PR_MAX] = {
                              "and record it in the file's trusted.mendfs.lost xattr"},
 };
 
-const struct pr_desc *pr_desc(enum pr_code code)
+const struct fsck_pr_desc *fsck_pr_desc(enum pr_code code)
 {
 	return &pr_table[code];
 }
@@ -151,9 +154,9 @@ static bool ask(struct fsck_ctx *ctx)
 	}
 }
 
-bool fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, ...)
+bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, ...)
 {
-	const struct pr_desc *pd = &pr_table[code];
+	const struct fsck_pr_desc *pd = &pr_table[code];
 	struct fsck_problem p = {.code = code, .round = ctx->round};
 	const char *answer;
 	bool fix;
@@ -201,7 +204,7 @@ bool fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, ...)
 	return fix;
 }
 
-void fix_failed(struct fsck_ctx *ctx, enum pr_code code, int err)
+void fsck_fix_failed(struct fsck_ctx *ctx, enum pr_code code, int err)
 {
 	fsck_log(ctx, "%s: the fix failed: %s\n", pr_table[code].id,
 	         strerror(err < 0 ? -err : err));
@@ -229,7 +232,7 @@ void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max)
 	        ctx->device);
 }
 
-int vec_grow(void **v, size_t *cap, size_t n, size_t size)
+int fsck_vec_grow(void **v, size_t *cap, size_t n, size_t size)
 {
 	size_t ncap;
 	void *nv;

@@ -24,7 +24,6 @@
 #include <sys/stat.h>
 
 #include "fsck.h"
-#include "mfs_int.h"
 #include "mfs_recovery.h"
 
 #define REBUILD_BATCH 256 /* tree inserts per transaction */
@@ -99,6 +98,34 @@ static int rebuild_inode_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 	return ret;
 }
 
+/*
+ * Insert @e into a tree whose root the superblock holds, as the core does: the
+ * root goes to the roots record in the same transaction (FORMAT.md §6.4), and
+ * the orphan tree keeps its root leaf once it has one (MFS_BT_KEEP_ROOT, as in
+ * the core's orphan code).  An orphan entry carries no value.
+ */
+static int shared_tree_insert(struct mfs *fs, struct mfs_txn *txn, uint16_t kind,
+                              const struct fsck_ent *e)
+{
+	bool orphan = kind == MFS_TREE_ORPHAN;
+	uint64_t *root = orphan ? &fs->sb.orphan_root : &fs->sb.quarantine_root;
+	uint32_t *depth = orphan ? &fs->sb.orphan_depth : &fs->sb.quarantine_depth;
+	struct mfs_btree bt = {.root = *root,
+	                       .depth = (uint16_t)*depth,
+	                       .kind = kind,
+	                       .flags = orphan ? MFS_BT_KEEP_ROOT : 0};
+	int ret, r;
+
+	pthread_mutex_lock(&fs->super_lock);
+	ret = orphan ? mfs_bt_insert(fs, txn, &bt, e->key, NULL, 0)
+	             : mfs_bt_insert(fs, txn, &bt, e->key, e->val, e->len);
+	*root = bt.root;
+	*depth = bt.depth;
+	r = mfs_super_roots_log(fs, txn);
+	pthread_mutex_unlock(&fs->super_lock);
+	return ret ? ret : r;
+}
+
 static int rebuild_shared_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 {
 	struct mfs_txn *txn;
@@ -108,20 +135,7 @@ static int rebuild_shared_tree(struct mfs *fs, const struct fsck_rebuild *rb)
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < rb->n && !ret; i++) {
-		if (rb->kind == MFS_TREE_ORPHAN) {
-			ret = mfs_orphan_add(fs, txn, rb->ents[i].key);
-		} else {
-			struct mfs_btree bt = {.root = fs->sb.quarantine_root,
-			                       .depth = (uint16_t)fs->sb.quarantine_depth,
-			                       .kind = MFS_TREE_QUARANTINE};
-
-			ret = mfs_bt_insert(fs, txn, &bt, rb->ents[i].key, rb->ents[i].val,
-			                    rb->ents[i].len);
-			fs->sb.quarantine_root = bt.root;
-			fs->sb.quarantine_depth = bt.depth;
-			r = mfs_super_roots_log(fs, txn);
-			ret = ret ? ret : r;
-		}
+		ret = shared_tree_insert(fs, txn, rb->kind, &rb->ents[i]);
 		if (ret == -EEXIST)
 			ret = 0;
 	}
@@ -284,7 +298,7 @@ static int zero_file(struct mfs *fs, const struct fsck_range *z, size_t n)
 	return ret;
 }
 
-int repair_library(struct fsck_ctx *ctx)
+int fsck_repair_library(struct fsck_ctx *ctx)
 {
 	/* not exclusive: fsck holds the device lock itself; the counters of a filesystem
 	 * being repaired are not trusted (the library recounts them) */
@@ -309,7 +323,7 @@ int repair_library(struct fsck_ctx *ctx)
 		if (r) {
 			fsck_log(ctx, "rebuilding tree %u of inode %llu failed: %s\n", rb->kind,
 			         (unsigned long long)rb->owner, strerror(-r));
-			fix_failed(ctx, PR_TREE_BAD, r);
+			fsck_fix_failed(ctx, PR_TREE_BAD, r);
 		}
 	}
 
@@ -322,7 +336,7 @@ int repair_library(struct fsck_ctx *ctx)
 			fsck_log(ctx,
 			         "inode %llu: writing the copy of its shared blocks failed: %s\n",
 			         (unsigned long long)c->ino, strerror(n < 0 ? (int)-n : EIO));
-			fix_failed(ctx, PR_EXTENT_DUP, n < 0 ? (int)n : -EIO);
+			fsck_fix_failed(ctx, PR_EXTENT_DUP, n < 0 ? (int)n : -EIO);
 		}
 	}
 
@@ -339,7 +353,7 @@ int repair_library(struct fsck_ctx *ctx)
 				ctx->lpf_created = true;
 			if (r) {
 				fsck_log(ctx, "creating /lost+found failed: %s\n", strerror(-r));
-				fix_failed(ctx, PR_NO_LPF, r);
+				fsck_fix_failed(ctx, PR_NO_LPF, r);
 			} else {
 				lpf = st.st_ino;
 			}
@@ -351,7 +365,7 @@ int repair_library(struct fsck_ctx *ctx)
 			if (r) {
 				fsck_log(ctx, "linking inode %llu into /lost+found failed: %s\n",
 				         (unsigned long long)ino, strerror(-r));
-				fix_failed(ctx, PR_UNREACHABLE, r);
+				fsck_fix_failed(ctx, PR_UNREACHABLE, r);
 			}
 		}
 	}
@@ -359,7 +373,7 @@ int repair_library(struct fsck_ctx *ctx)
 	for (i = 0; i < ctx->nquar_add; i++) {
 		r = quarantine_add(fs, ctx->quar_add[i].off, ctx->quar_add[i].len);
 		if (r)
-			fix_failed(ctx, PR_QUAR_MISSING, r);
+			fsck_fix_failed(ctx, PR_QUAR_MISSING, r);
 	}
 	for (i = 0; i < ctx->nquar_zero; i++) {
 		struct fsck_range *q = &ctx->quar_zero[i];
@@ -369,12 +383,12 @@ int repair_library(struct fsck_ctx *ctx)
 		if (!r) /* in bounded steps, its own handles */
 			r = mfs_quarantine_release(fs, q->off, q->len);
 		if (r)
-			fix_failed(ctx, PR_QUAR_CLEAN, r);
+			fsck_fix_failed(ctx, PR_QUAR_CLEAN, r);
 	}
 	for (i = 0; i < ctx->nquar_rel; i++) {
 		r = mfs_quarantine_release(fs, ctx->quar_rel[i].off, ctx->quar_rel[i].len);
 		if (r)
-			fix_failed(ctx, PR_QUAR_CLEAN, r);
+			fsck_fix_failed(ctx, PR_QUAR_CLEAN, r);
 	}
 
 	for (i = 0; i < ctx->nzero; i = j) {
@@ -384,7 +398,7 @@ int repair_library(struct fsck_ctx *ctx)
 		if (r) {
 			fsck_log(ctx, "zeroing the damaged ranges of inode %llu failed: %s\n",
 			         (unsigned long long)ctx->zero[i].ino, strerror(-r));
-			fix_failed(ctx, PR_DAMAGED_DATA, r);
+			fsck_fix_failed(ctx, PR_DAMAGED_DATA, r);
 		} else {
 			ctx->zeroed_any = true;
 		}

@@ -433,6 +433,15 @@ static int write_both(struct blk_dev *dev, uint64_t blk, uint64_t twin, const vo
 	return ret;
 }
 
+static int flush(struct blk_dev *dev)
+{
+	int ret = blk_flush(dev);
+
+	if (ret)
+		fail("flush: %s", strerror(-ret));
+	return ret;
+}
+
 static int zero_area(struct blk_dev *dev, uint64_t blk, uint64_t nr)
 {
 	struct blk_bio bio;
@@ -757,11 +766,9 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		ret = write_inode_table(dev, &l, seed, buf, now, rnd[4]);
 	if (ret)
 		goto out;
-	ret = blk_flush(dev);
-	if (ret) {
-		fail("flush: %s", strerror(-ret));
+	ret = flush(dev);
+	if (ret)
 		goto out;
-	}
 
 	fill_super(sb, &l, o, rnd, now);
 	mfs_block_seal(sb, seed);
@@ -770,11 +777,9 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		ret = write_both(dev, 0, 0, sb, 1);
 	if (ret)
 		goto out;
-	ret = blk_flush(dev);
-	if (ret) {
-		fail("flush: %s", strerror(-ret));
+	ret = flush(dev);
+	if (ret)
 		goto out;
-	}
 	if (!o->quiet)
 		print_summary(o, &info, &l, sb, data_poison);
 out:

@@ -2,8 +2,17 @@
 /*
  * The mendfs on-disk format, version 1.  docs/FORMAT.md is the specification;
  * this header is its C transcription.  Every field is little-endian and
- * fixed-width; every structure's size is asserted at build time.  Readers must
- * convert with le16toh/le32toh/le64toh (<endian.h>).
+ * fixed-width; every structure's size is asserted at build time.
+ *
+ * Byte order: mendfs builds only on little-endian hosts (asserted below),
+ * where a field's value in memory is its value on disk.  The core and
+ * fsck.mendfs read and write most fields as native integers; mkfs.mendfs and
+ * parts of the core convert with le*toh/htole*, which are no-ops there.  A
+ * big-endian port must convert every multi-byte field wherever a block is
+ * read or written: in fs/core (superblock, metadata headers, journal
+ * descriptors and commits, inode slots, B+tree pointers and slots, extents,
+ * directory entries, xattr records and references, the roots record), in
+ * mkfs/mkfs.c (already converted) and in fsck/ (the passes and io.c).
  *
  * Device layout (4 KiB blocks, 64-bit block numbers):
  *
@@ -27,6 +36,10 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <sys/stat.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "mendfs builds only on little-endian hosts: its on-disk fields are accessed "
+               "without conversion (see the top of include/mendfs/format.h)");
 
 #define MFS_BLOCK_SIZE        4096u
 #define MFS_BLOCK_SHIFT       12
@@ -144,6 +157,20 @@ _Static_assert(sizeof(struct mfs_superblock) == MFS_BLOCK_SIZE, "superblock is o
 #define MFS_INLINE_EXTENTS   4
 #define MFS_INLINE_DATA      (MFS_INLINE_EXTENTS * sizeof(struct mfs_extent))
 
+/*
+ * Limits (FORMAT.md §12).  A writer refuses to go past them (EFBIG, EMLINK,
+ * ENAMETOOLONG, ERANGE, E2BIG); a reader takes a structure past them for
+ * corruption (EUCLEAN), and fsck.mendfs checks them.  No extent of a file
+ * ends past block MFS_FILE_BLOCKS_MAX.
+ */
+#define MFS_FILE_SIZE_MAX   (1ull << 50) /* bytes in a file (1 PiB) */
+#define MFS_FILE_BLOCKS_MAX (MFS_FILE_SIZE_MAX / MFS_BLOCK_SIZE)
+#define MFS_LINK_MAX        65000u /* links of a non-directory */
+#define MFS_NAME_MAX        255u   /* bytes in a directory entry name */
+#define MFS_SYMLINK_MAX     4095u  /* bytes in a symlink target */
+#define MFS_XATTR_NAME_MAX  255u   /* bytes in an xattr name, its prefix included */
+#define MFS_BT_MAX_DEPTH    12u    /* B+tree depth */
+
 /* mfs_inode.iflags */
 #define MFS_IFL_EXTENT_TREE (1u << 0) /* extents in a B+tree rooted at ext_root */
 #define MFS_IFL_INLINE_DATA (1u << 1) /* symlink target inline */
@@ -231,6 +258,12 @@ struct mfs_bt_slot {
 };
 _Static_assert(sizeof(struct mfs_bt_slot) == 16, "mfs_bt_slot is 16 bytes");
 #define MFS_BT_MAX_VALUE 1024u
+
+/*
+ * Name keys of directory entries and xattrs: bits 16..62 of the name's hash,
+ * and a collision counter in the low 16 bits (FORMAT.md §7.3).
+ */
+#define MFS_NAME_KEY_MASK 0x7fffffffffff0000ull
 
 struct mfs_dirent {
 	uint64_t ino;

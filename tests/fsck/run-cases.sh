@@ -123,6 +123,9 @@ group_cases() {
 	run_case inode-field inode-field F0107
 	run_case extent-bad extent-bad F0108,F0106 /lonely
 	run_case extent-dup extent-dup F0109 /lonely
+	run_case file-size file-size F0113 /lonely
+	run_case extent-past-max extent-past-max F0113,F0106,F0502 /dir/other.bin
+	run_case symlink-block symlink-block F0105,F0202
 	# the second owner got its own copy of the shared data (its first 3000 bytes were hello's)
 	fresh dup2
 	"$FSCK_IMG" corrupt "$T/dup2.img" extent-dup 2>/dev/null
@@ -132,6 +135,7 @@ group_cases() {
 	"$FSCK_IMG" verify "$T/dup2.img" /lonely || fail "extent-dup: /hello.txt changed"
 	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
+	run_case xattr-name xattr-name F0111 xattr
 	run_case xattr-value-csum xattr-value-csum F0112,F0502 large
 	run_case xattr-value-owner xattr-value-owner F0112,F0502 large
 	run_case xattr-value-lost xattr-value-lost F0112,F0502 large
