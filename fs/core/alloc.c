@@ -106,7 +106,7 @@ struct mfs_pending_free {
 	uint64_t start, len;
 };
 
-/* The frees of a closed transaction, waiting for its commit (mfs_alloc_commit_*). */
+/* The frees of a closed transaction, waiting for its commit (alloc_commit_*). */
 struct mfs_pending_batch {
 	struct mfs_pending_free *v;
 	size_t n;
@@ -1016,6 +1016,19 @@ static int load_data(struct mfs *fs, struct mfs_alloc *a, bool recount)
 	return ret;
 }
 
+static void *alloc_commit_begin(struct mfs *fs);
+static void alloc_commit_end(struct mfs *fs, void *batch, bool committed);
+
+static const struct mfs_commit_hooks alloc_commit_hooks = {
+        .begin = alloc_commit_begin,
+        .end = alloc_commit_end,
+};
+
+static const struct mfs_bt_alloc alloc_bt_nodes = {
+        .alloc = mfs_alloc_meta,
+        .free = mfs_free_meta,
+};
+
 int mfs_alloc_init(struct mfs *fs)
 {
 	struct mfs_alloc *a = calloc(1, sizeof(*a));
@@ -1061,6 +1074,8 @@ int mfs_alloc_init(struct mfs *fs)
 		fs->sb.free_meta = htole64(nfree_meta);
 		fs->sb.free_inodes = htole64(nfree_ino);
 	}
+	fs->bt_alloc = &alloc_bt_nodes;
+	mfs_journal_set_hooks(fs, &alloc_commit_hooks);
 	return 0;
 }
 
@@ -1070,6 +1085,9 @@ void mfs_alloc_destroy(struct mfs *fs)
 
 	if (!a)
 		return;
+	if (fs->commit_hooks == &alloc_commit_hooks)
+		mfs_journal_set_hooks(fs, NULL);
+	fs->bt_alloc = NULL;
 	fx_free_all(a->by_start);
 	while (a->inflight) {
 		struct mfs_pending_batch *b = a->inflight;
@@ -1251,7 +1269,12 @@ int mfs_alloc_data_state(struct mfs *fs)
 	return st;
 }
 
-void *mfs_alloc_commit_begin(struct mfs *fs)
+/*
+ * The commit hooks (mfs_journal_set_hooks).  begin: the running
+ * transaction's frees become the batch of the commit under way; end: once it
+ * is durable, they return to the free extent index.
+ */
+static void *alloc_commit_begin(struct mfs *fs)
 {
 	struct mfs_alloc *a = A(fs);
 	struct mfs_pending_batch *b;
@@ -1275,7 +1298,7 @@ void *mfs_alloc_commit_begin(struct mfs *fs)
 	return b;
 }
 
-void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed)
+static void alloc_commit_end(struct mfs *fs, void *batch, bool committed)
 {
 	struct mfs_pending_batch *b = batch;
 	size_t i;

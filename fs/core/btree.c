@@ -507,7 +507,7 @@ static int node_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_buf *b)
 	int ret;
 
 	mfs_buf_put(b);
-	ret = mfs_free_meta(fs, txn, blocknr);
+	ret = fs->bt_alloc->free(fs, txn, blocknr);
 	mfs_meta_forget(fs, blocknr);
 	return ret;
 }
@@ -523,12 +523,12 @@ static int nodes_alloc(struct mfs *fs, struct mfs_txn *txn, const struct mfs_btr
 		uint16_t type = (i == 0 && level0 == 0) ? MFS_T_BTREE_LEAF : MFS_T_BTREE_NODE;
 		uint64_t blocknr;
 
-		ret = mfs_alloc_meta(fs, txn, &blocknr);
+		ret = fs->bt_alloc->alloc(fs, txn, &blocknr);
 		if (ret)
 			break;
 		ret = mfs_meta_new(fs, blocknr, type, bt->owner, &nb[i]);
 		if (ret) {
-			mfs_free_meta(fs, txn, blocknr);
+			fs->bt_alloc->free(fs, txn, blocknr);
 			break;
 		}
 	}
@@ -1283,7 +1283,7 @@ int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt)
 	ret = subtree_collect(fs, bt, bt->root, bt->depth, NULL, &list);
 	if (!ret) {
 		for (i = 0; i < list.nr; i++) {
-			int r = mfs_free_meta(fs, txn, list.v[i]);
+			int r = fs->bt_alloc->free(fs, txn, list.v[i]);
 
 			mfs_meta_forget(fs, list.v[i]);
 			if (r && !ret)

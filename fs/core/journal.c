@@ -80,7 +80,6 @@ struct mfs_journal {
 	pthread_mutex_t commit_mutex;
 	struct jrec *ckpt_head, *ckpt_tail;
 	uint64_t used; /* journal blocks between jtail and jhead */
-	int aborted;   /* -errno after a failed commit */
 	uint8_t *cbuf; /* the commit block */
 };
 
@@ -126,18 +125,6 @@ static int jwrite(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nbl
 
 /* --- handles ------------------------------------------------------------------ */
 
-__thread unsigned mfs_txn_depth;
-
-void mfs_journal_abort(struct mfs *fs, int err)
-{
-	struct mfs_journal *j = J(fs);
-
-	pthread_mutex_lock(&fs->txn_lock);
-	if (!j->aborted)
-		j->aborted = err;
-	pthread_mutex_unlock(&fs->txn_lock);
-}
-
 int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 {
 	struct mfs_txn *t;
@@ -146,7 +133,7 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->txn_lock);
-	if (J(fs)->aborted) {
+	if (mfs_fs_errno(fs)) {
 		ret = -EROFS; /* read-only after an error (fserror.c) */
 		goto out;
 	}
@@ -470,6 +457,17 @@ static int commit_write(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 	return ret;
 }
 
+void mfs_journal_set_hooks(struct mfs *fs, const struct mfs_commit_hooks *hooks)
+{
+	fs->commit_hooks = hooks;
+}
+
+static void commit_hooks_end(struct mfs *fs, void *cookie, bool committed)
+{
+	if (fs->commit_hooks)
+		fs->commit_hooks->end(fs, cookie, committed);
+}
+
 int mfs_txn_commit(struct mfs *fs)
 {
 	struct mfs_journal *j = J(fs);
@@ -493,12 +491,12 @@ int mfs_txn_commit(struct mfs *fs)
 		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
 	fs->running = NULL;
 	/* no handle is open: the data blocks this transaction freed are exactly these */
-	freed = mfs_alloc_commit_begin(fs);
+	freed = fs->commit_hooks ? fs->commit_hooks->begin(fs) : NULL;
 	n = t->nr_bufs;
 	if (n == 0)
 		goto done_txn;
-	if (j->aborted) {
-		ret = -EIO;
+	if (mfs_fs_errno(fs)) {
+		ret = -EIO; /* after an error (fserror.c) nothing more reaches the device */
 		__txn_discard(t);
 		goto done_txn;
 	}
@@ -560,7 +558,7 @@ done_txn:
 	pthread_mutex_unlock(&fs->txn_lock);
 	txn_free(t);
 	if (!r) {
-		mfs_alloc_commit_end(fs, freed, false);
+		commit_hooks_end(fs, freed, false);
 		goto out;
 	}
 	goto write;
@@ -569,7 +567,7 @@ done_txn_error:
 	pthread_cond_broadcast(&fs->txn_cond);
 	pthread_mutex_unlock(&fs->txn_lock);
 	txn_free(t);
-	mfs_alloc_commit_end(fs, freed, false);
+	commit_hooks_end(fs, freed, false);
 	mfs_fs_error(fs, ret, what);
 	goto out;
 write:
@@ -582,12 +580,12 @@ write:
 		fprintf(stderr, "mendfs: commit of transaction %llu failed\n",
 		        (unsigned long long)id);
 		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
-		mfs_alloc_commit_end(fs, freed, false);
+		commit_hooks_end(fs, freed, false);
 		mfs_fs_error(fs, ret, "journal commit");
 		ret = -EIO;
 		goto out;
 	}
-	mfs_alloc_commit_end(fs, freed, true);
+	commit_hooks_end(fs, freed, true);
 	fs->next_txid = id + 1;
 	fs->jhead = (head + total) % fs->sb.journal_len;
 	j->used += total;
