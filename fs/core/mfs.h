@@ -9,12 +9,14 @@
  *   super.c    superblock: read (primary or backup, newest valid), validate, write both
  *   meta.c     metadata buffer cache: verified reads with twin fallback and healing,
  *              writes of both copies
- *   journal.c  transactions, commit (ordered mode), checkpoint, replay; tells the
+ *   journal.c  transactions, commit (ordered mode), checkpoint; tells the
  *              allocator about commits through the hooks it registers
- *   btree.c    B+trees of 64-bit keys (extents, directories, xattrs, quarantine,
- *              orphans); node blocks come from fs->bt_alloc
+ *   journal_replay.c  replay at mount, and the scan fsck -n makes
+ *   btree*.c   B+trees of 64-bit keys (extents, directories, xattrs, quarantine,
+ *              orphans); node blocks come from fs->bt_alloc (btree_int.h)
  *   roots.c    the journaled copy of the superblock's tree roots
- *   alloc.c    data/meta/inode allocators, quarantine of poisoned free extents
+ *   alloc*.c   data/meta/inode allocators, quarantine of poisoned free extents
+ *              (alloc_int.h)
  *   space.c    ENOSPC only when the space is truly gone: commit and retry
  *   orphan.c   the orphan tree (mfs_int.h)
  *
@@ -128,9 +130,9 @@ struct mfs {
 	unsigned txn_step_blocks;
 	unsigned commit_fail_after;
 
-	/* allocators (alloc.c) */
+	/* allocators (alloc*.c) */
 	pthread_mutex_t alloc_lock;
-	void *alloc;                         /* alloc.c private */
+	void *alloc;                         /* struct mfs_alloc (alloc_int.h) */
 	const struct mfs_bt_alloc *bt_alloc; /* the B+trees' node blocks (mfs_alloc_init) */
 	/* unlinked inodes not yet evicted and those being freed (space.c), under alloc_lock */
 	unsigned space_unlinked;
@@ -230,10 +232,16 @@ void mfs_buf_get(struct mfs_buf *b);
 void mfs_buf_put(struct mfs_buf *b);
 /* Write a sealed buffer in place: primary and twin.  Used by checkpoint and mkfs. */
 int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b);
+/*
+ * Write @nblocks blocks from @buf at @blk and then at their twin (the
+ * journal, checkpoint, replay): the twin only if the first write succeeded.
+ * Returns 0 or -errno.
+ */
+int mfs_meta_write_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks);
 /* Forget a block (freed): drop it from the cache. */
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr);
 
-/* --- transactions (journal.c) ------------------------------------------------------ */
+/* --- transactions (journal.c), replay (journal_replay.c) --------------------------- */
 
 /*
  * A handle joins the running transaction; everything dirtied between
@@ -314,7 +322,7 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
 /* At mount, after replay: a valid roots record overrides fs->sb's roots.  0 or -errno. */
 int mfs_roots_load(struct mfs *fs);
 
-/* --- allocation (alloc.c) ------------------------------------------------------------ */
+/* --- allocation (alloc*.c) ----------------------------------------------------------- */
 
 int mfs_alloc_init(struct mfs *fs);
 void mfs_alloc_destroy(struct mfs *fs);
@@ -367,7 +375,7 @@ void mfs_space_freeing_end(struct mfs *fs);
  */
 int mfs_quarantine_release(struct mfs *fs, uint64_t start, uint64_t len);
 
-/* --- B+trees (btree.c) --------------------------------------------------------------- */
+/* --- B+trees (btree*.c) -------------------------------------------------------------- */
 
 /* A tree's root lives in its owner (inode or superblock); the caller stores it back. */
 struct mfs_btree {

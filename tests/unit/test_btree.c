@@ -18,11 +18,11 @@
  * mkfs.mendfs) a random workload is checked the same way, across commits,
  * checkpoint and a remount.
  *
- * Build: meson (the mock is built in: fs/core/btree.c is included with its layer
- * calls renamed to the mock's, and the real tests use libmendfs-core), or by
- * hand against the mock only:
- *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/core/btree.c \
- *       -Iinclude -Ifs -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
+ * Build: meson (the mock is built in: fs/core/btree*.c are included with their
+ * layer calls renamed to the mock's, and the real tests use libmendfs-core), or
+ * by hand against the mock only:
+ *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/core/btree*.c \
+ *       -Iinclude -Ifs/core -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
  * BTREE_KEYS=n sets the size of the scale test (default 1000000), BTREE_FUZZ=n
  * the fuzzer's rounds (default 300).
  */
@@ -330,7 +330,11 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #define mfs_bt_delete    mock_bt_delete
 #define mfs_bt_iterate   mock_bt_iterate
 #define mfs_bt_destroy   mock_bt_destroy
+#define MFS_BT_SHARED    static /* the tree's shared helpers: this unit's own copies */
+#include "btree_node.c"
 #include "btree.c"
+#include "btree_delete.c"
+#include "btree_insert.c"
 #undef mfs_meta_read
 #undef mfs_meta_new
 #undef mfs_buf_put
