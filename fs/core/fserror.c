@@ -16,7 +16,10 @@
  *    fail only their call with -EIO: the filesystem stays writable.
  *
  * fs->error is set once, before fs->read_only, so that a reader that sees
- * read_only also sees why.
+ * read_only also sees why.  This is the lowest layer of the core: it calls
+ * nothing of mendfs.  The journal checks fs->error itself (no handle begins,
+ * no transaction commits after it is set), and the buffer cache reads
+ * mfs_txn_depth, kept here, to tell whether an operation may be half done.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,14 +27,14 @@
 
 #include "mfs.h"
 
+__thread unsigned mfs_txn_depth;
+
 void mfs_fs_error(struct mfs *fs, int err, const char *what)
 {
 	int none = 0;
 
 	if (!atomic_compare_exchange_strong(&fs->error, &none, -EIO))
 		return;
-	if (fs->journal)
-		mfs_journal_abort(fs, -EIO);
 	__atomic_store_n(&fs->read_only, true, __ATOMIC_RELEASE);
 	fprintf(stderr,
 	        "mendfs: %s: %s: %s: the filesystem is read-only until unmounted (the device "

@@ -40,6 +40,8 @@
  * there.  An I/O error while committing or checkpointing aborts the journal
  * the same way (mfs_fs_error).
  *
+ * Replay, at mount, is in journal_replay.c.
+ *
  * Locking: j->commit_mutex serialises commit, checkpoint and the journal
  * space (jhead, jtail, used, the checkpoint list); it is taken before
  * fs->txn_lock.  txn_lock protects fs->running and each txn's updates and
@@ -80,7 +82,6 @@ struct mfs_journal {
 	pthread_mutex_t commit_mutex;
 	struct jrec *ckpt_head, *ckpt_tail;
 	uint64_t used; /* journal blocks between jtail and jhead */
-	int aborted;   /* -errno after a failed commit */
 	uint8_t *cbuf; /* the commit block */
 };
 
@@ -97,19 +98,6 @@ static uint64_t txn_blocks(uint64_t n)
 	return (n + JTAGS - 1) / JTAGS + n + 1;
 }
 
-static int write_block_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks)
-{
-	uint64_t twin = mfs_twin(fs, blk);
-	int ret;
-
-	ret = blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, buf,
-	                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
-	if (!ret && twin)
-		ret = blk_write(fs->dev, twin * MFS_SECTORS_PER_BLOCK, buf,
-		                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
-	return ret;
-}
-
 /* Write @nblocks journal blocks at journal offset @off (wrapping), both copies. */
 static int jwrite(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nblocks)
 {
@@ -117,26 +105,14 @@ static int jwrite(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nbl
 	uint64_t first = nblocks < sb->journal_len - off ? nblocks : sb->journal_len - off;
 	int ret;
 
-	ret = write_block_both(fs, sb->journal_start + off, buf, first);
+	ret = mfs_meta_write_both(fs, sb->journal_start + off, buf, first);
 	if (!ret && nblocks > first)
-		ret = write_block_both(fs, sb->journal_start, buf + first * MFS_BLOCK_SIZE,
-		                       nblocks - first);
+		ret = mfs_meta_write_both(fs, sb->journal_start, buf + first * MFS_BLOCK_SIZE,
+		                          nblocks - first);
 	return ret;
 }
 
 /* --- handles ------------------------------------------------------------------ */
-
-__thread unsigned mfs_txn_depth;
-
-void mfs_journal_abort(struct mfs *fs, int err)
-{
-	struct mfs_journal *j = J(fs);
-
-	pthread_mutex_lock(&fs->txn_lock);
-	if (!j->aborted)
-		j->aborted = err;
-	pthread_mutex_unlock(&fs->txn_lock);
-}
 
 int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 {
@@ -146,7 +122,7 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->txn_lock);
-	if (J(fs)->aborted) {
+	if (mfs_fs_errno(fs)) {
 		ret = -EROFS; /* read-only after an error (fserror.c) */
 		goto out;
 	}
@@ -295,8 +271,8 @@ static int __checkpoint(struct mfs *fs)
 		return 0;
 	for (r = j->ckpt_head; r; r = r->next) {
 		for (i = 0; i < r->n; i++) {
-			ret = write_block_both(fs, r->bufs[i]->blocknr,
-			                       r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE, 1);
+			ret = mfs_meta_write_both(fs, r->bufs[i]->blocknr,
+			                          r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE, 1);
 			if (ret) {
 				fprintf(stderr,
 				        "mendfs: checkpoint: writing metadata block %llu failed: "
@@ -470,6 +446,17 @@ static int commit_write(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 	return ret;
 }
 
+void mfs_journal_set_hooks(struct mfs *fs, const struct mfs_commit_hooks *hooks)
+{
+	fs->commit_hooks = hooks;
+}
+
+static void commit_hooks_end(struct mfs *fs, void *cookie, bool committed)
+{
+	if (fs->commit_hooks)
+		fs->commit_hooks->end(fs, cookie, committed);
+}
+
 int mfs_txn_commit(struct mfs *fs)
 {
 	struct mfs_journal *j = J(fs);
@@ -493,12 +480,12 @@ int mfs_txn_commit(struct mfs *fs)
 		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
 	fs->running = NULL;
 	/* no handle is open: the data blocks this transaction freed are exactly these */
-	freed = mfs_alloc_commit_begin(fs);
+	freed = fs->commit_hooks ? fs->commit_hooks->begin(fs) : NULL;
 	n = t->nr_bufs;
 	if (n == 0)
 		goto done_txn;
-	if (j->aborted) {
-		ret = -EIO;
+	if (mfs_fs_errno(fs)) {
+		ret = -EIO; /* after an error (fserror.c) nothing more reaches the device */
 		__txn_discard(t);
 		goto done_txn;
 	}
@@ -560,7 +547,7 @@ done_txn:
 	pthread_mutex_unlock(&fs->txn_lock);
 	txn_free(t);
 	if (!r) {
-		mfs_alloc_commit_end(fs, freed, false);
+		commit_hooks_end(fs, freed, false);
 		goto out;
 	}
 	goto write;
@@ -569,7 +556,7 @@ done_txn_error:
 	pthread_cond_broadcast(&fs->txn_cond);
 	pthread_mutex_unlock(&fs->txn_lock);
 	txn_free(t);
-	mfs_alloc_commit_end(fs, freed, false);
+	commit_hooks_end(fs, freed, false);
 	mfs_fs_error(fs, ret, what);
 	goto out;
 write:
@@ -582,12 +569,12 @@ write:
 		fprintf(stderr, "mendfs: commit of transaction %llu failed\n",
 		        (unsigned long long)id);
 		jrec_free(r); /* buffers stay dirty in memory; nothing more reaches the device */
-		mfs_alloc_commit_end(fs, freed, false);
+		commit_hooks_end(fs, freed, false);
 		mfs_fs_error(fs, ret, "journal commit");
 		ret = -EIO;
 		goto out;
 	}
-	mfs_alloc_commit_end(fs, freed, true);
+	commit_hooks_end(fs, freed, true);
 	fs->next_txid = id + 1;
 	fs->jhead = (head + total) % fs->sb.journal_len;
 	j->used += total;
@@ -652,278 +639,4 @@ void mfs_journal_destroy(struct mfs *fs)
 	free(j->cbuf);
 	free(j);
 	fs->journal = NULL;
-}
-
-/* --- replay ------------------------------------------------------------------------ */
-
-/*
- * [recovery] The primary of journal block @blk met a media error and its twin
- * (@twin, in @buf) is good: rewrite the primary from it (a whole-block write
- * clears poison), unless replay runs read-only.  Logged like metadata repairs.
- */
-static void replay_heal(struct mfs *fs, uint64_t blk, uint64_t twin, const void *buf)
-{
-	int ret;
-
-	if (fs->read_only)
-		return;
-	ret = blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0);
-	fprintf(stderr, "mendfs: journal block %llu: media error, %s from twin %llu%s%s\n",
-	        (unsigned long long)blk, ret ? "repair" : "repaired", (unsigned long long)twin,
-	        ret ? " failed: " : "", ret ? strerror(-ret) : "");
-}
-
-/*
- * Read journal block @off as a descriptor or commit of transaction @id: the
- * primary, else its twin.  Returns the block's type, or 0 if neither copy is
- * one (not written, torn, stale, poisoned).
- */
-static uint16_t replay_read_ctl(struct mfs *fs, uint64_t off, uint64_t id, void *buf, bool *media)
-{
-	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
-	bool primary_media = false; /* [recovery] */
-	unsigned c;
-
-	for (c = 0; c < 2 && where[c]; c++) {
-		const struct mfs_meta_hdr *hdr = buf;
-
-		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
-			*media = true;
-			primary_media |= c == 0; /* [recovery] */
-			continue;
-		}
-		if (mfs_block_verify(buf, fs->seed, 0, blk) || hdr->gen != id)
-			continue;
-		if (hdr->type == MFS_T_JOURNAL_DESC &&
-		    (hdr->nr_items == 0 || hdr->nr_items > JTAGS))
-			continue;
-		if (hdr->type == MFS_T_JOURNAL_DESC || hdr->type == MFS_T_JOURNAL_COMMIT) {
-			if (c == 1 && primary_media)
-				replay_heal(fs, blk, where[1], buf); /* [recovery] */
-			return hdr->type;
-		}
-	}
-	return 0;
-}
-
-/* Read the image at journal offset @off that must hash to @csum: primary, else twin. */
-static bool replay_read_image(struct mfs *fs, uint64_t off, uint64_t csum, void *buf, bool *media)
-{
-	uint64_t blk = fs->sb.journal_start + off, where[2] = {blk, mfs_twin(fs, blk)};
-	bool primary_media = false; /* [recovery] */
-	unsigned c;
-
-	for (c = 0; c < 2 && where[c]; c++) {
-		if (blk_read(fs->dev, where[c] * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0)) {
-			*media = true;
-			primary_media |= c == 0; /* [recovery] */
-			continue;
-		}
-		if (XXH3_64bits_withSeed(buf, MFS_BLOCK_SIZE, fs->seed) == csum) {
-			if (c == 1 && primary_media)
-				replay_heal(fs, blk, where[1], buf); /* [recovery] */
-			return true;
-		}
-	}
-	return false;
-}
-
-struct replay_txn {
-	uint64_t n, cap;              /* images */
-	struct mfs_journal_tag *tags; /* n of them, in order */
-	uint8_t *imgs;                /* n blocks */
-	uint64_t blocks;              /* journal blocks, commit included */
-};
-
-static int replay_grow(struct replay_txn *rt, uint64_t need)
-{
-	uint64_t cap = rt->cap ? rt->cap : 64;
-	void *p;
-
-	if (need <= rt->cap)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	p = realloc(rt->tags, cap * sizeof(*rt->tags));
-	if (!p)
-		return -ENOMEM;
-	rt->tags = p;
-	p = realloc(rt->imgs, cap * MFS_BLOCK_SIZE);
-	if (!p)
-		return -ENOMEM;
-	rt->imgs = p;
-	rt->cap = cap;
-	return 0;
-}
-
-/*
- * Parse transaction @id starting at journal offset @off, reading at most
- * @room blocks.  Returns 1 if it is complete and intact, 0 if not (the crash
- * point), -ENOMEM.
- */
-static int replay_parse(struct mfs *fs, uint64_t off, uint64_t id, uint64_t room,
-                        struct replay_txn *rt, uint8_t *blk, bool *media, char *err, size_t errlen)
-{
-	const struct mfs_superblock *sb = &fs->sb;
-	uint64_t jlen = sb->journal_len, pos = 0;
-	const struct mfs_journal_commit *c = (const void *)blk;
-	const struct mfs_journal_desc *d = (const void *)blk;
-	uint16_t type;
-	uint32_t i;
-
-	rt->n = 0;
-	for (;;) {
-		if (pos >= room)
-			return 0;
-		type = replay_read_ctl(fs, (off + pos) % jlen, id, blk, media);
-		pos++;
-		if (type == MFS_T_JOURNAL_COMMIT)
-			break;
-		if (type != MFS_T_JOURNAL_DESC || pos + d->hdr.nr_items > room)
-			return 0;
-		if (replay_grow(rt, rt->n + d->hdr.nr_items))
-			return -ENOMEM;
-		for (i = 0; i < d->hdr.nr_items; i++) {
-			const struct mfs_journal_tag *tag = &d->tags[i];
-
-			if (tag->blocknr < sb->meta_start ||
-			    tag->blocknr - sb->meta_start >= sb->meta_len) {
-				mfs_errf(err, errlen,
-				         "journal transaction %llu targets block %llu outside the "
-				         "metadata zone: not replayed",
-				         (unsigned long long)id, (unsigned long long)tag->blocknr);
-				return 0;
-			}
-			rt->tags[rt->n + i] = *tag;
-		}
-		/* d lives in blk, which the image reads below do not touch */
-		for (i = 0; i < d->hdr.nr_items; i++) {
-			if (!replay_read_image(fs, (off + pos) % jlen, rt->tags[rt->n].csum,
-			                       rt->imgs + rt->n * MFS_BLOCK_SIZE, media))
-				return 0;
-			rt->n++;
-			pos++;
-		}
-	}
-	if (c->nr_blocks != rt->n || rt->n == 0 ||
-	    c->txn_csum != XXH3_64bits_withSeed(rt->tags, rt->n * sizeof(*rt->tags), fs->seed))
-		return 0;
-	rt->blocks = pos;
-	return 1;
-}
-
-int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_run, char *err,
-                       size_t errlen)
-{
-	struct mfs fs = {.dev = dev, .sb = *sb, .seed = sb->csum_seed, .read_only = dry_run};
-	struct replay_txn rt = {0};
-	uint64_t jlen = sb->journal_len, off = sb->journal_tail, id = sb->journal_seq;
-	uint64_t scanned = 0, i;
-	bool media = false;
-	uint8_t *blk = NULL;
-	int count = 0, ret = 0;
-
-	if (err && errlen)
-		err[0] = '\0';
-	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
-	if (jlen < 3 || off >= jlen) {
-		mfs_errf(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
-		         (unsigned long long)off, (unsigned long long)jlen);
-		return -EUCLEAN;
-	}
-	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	while (scanned < jlen) {
-		ret = replay_parse(&fs, off, id, jlen - scanned, &rt, blk, &media, err, errlen);
-		if (ret <= 0)
-			break;
-		if (!dry_run) {
-			for (i = 0; i < rt.n; i++) {
-				ret = write_block_both(&fs, rt.tags[i].blocknr,
-				                       rt.imgs + i * MFS_BLOCK_SIZE, 1);
-				if (ret) {
-					mfs_errf(
-					        err, errlen,
-					        "journal replay: writing block %llu of transaction "
-					        "%llu failed: %s",
-					        (unsigned long long)rt.tags[i].blocknr,
-					        (unsigned long long)id, strerror(-ret));
-					goto out;
-				}
-			}
-		}
-		count++;
-		id++;
-		off = (off + rt.blocks) % jlen;
-		scanned += rt.blocks;
-	}
-	if (ret < 0)
-		goto out;
-	if (media && err && errlen && !err[0])
-		mfs_errf(
-		        err, errlen,
-		        "journal replay stopped at transaction %llu (offset %llu): media errors in "
-		        "the journal",
-		        (unsigned long long)id, (unsigned long long)off);
-	ret = 0;
-	if (!dry_run && count > 0) {
-		ret = blk_flush(dev);
-		if (ret)
-			goto out;
-		/* skip one id: blocks of a torn transaction @id can never be taken for a later one
-		 */
-		fs.sb.journal_seq = id + 1;
-		fs.sb.journal_tail = off;
-		ret = mfs_super_write(&fs);
-		if (ret) {
-			mfs_errf(err, errlen, "journal replay: writing the superblock failed: %s",
-			         strerror(-ret));
-			goto out;
-		}
-		*sb = fs.sb;
-	}
-out:
-	free(blk);
-	free(rt.tags);
-	free(rt.imgs);
-	return ret < 0 ? ret : count;
-}
-
-/*
- * fsck -n: the images replay would apply, without writing anything (the
- * checker overlays them in memory).  Same parse as mfs_journal_replay().
- */
-int mfs_journal_scan(struct blk_dev *dev, const struct mfs_superblock *sb,
-                     int (*fn)(void *arg, uint64_t blocknr, const void *img), void *arg)
-{
-	struct mfs fs = {.dev = dev, .sb = *sb, .seed = sb->csum_seed, .read_only = true};
-	struct replay_txn rt = {0};
-	uint64_t jlen = sb->journal_len, off = sb->journal_tail, id = sb->journal_seq;
-	uint64_t scanned = 0, i;
-	bool media = false;
-	uint8_t *blk = NULL;
-	int count = 0, ret = 0;
-
-	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
-	if (jlen < 3 || off >= jlen)
-		return -EUCLEAN;
-	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
-		return -ENOMEM;
-	while (scanned < jlen) {
-		ret = replay_parse(&fs, off, id, jlen - scanned, &rt, blk, &media, NULL, 0);
-		if (ret <= 0)
-			break;
-		for (i = 0, ret = 0; i < rt.n && !ret; i++)
-			ret = fn(arg, rt.tags[i].blocknr, rt.imgs + i * MFS_BLOCK_SIZE);
-		if (ret)
-			break;
-		count++;
-		id++;
-		off = (off + rt.blocks) % jlen;
-		scanned += rt.blocks;
-	}
-	free(blk);
-	free(rt.tags);
-	free(rt.imgs);
-	return ret < 0 ? ret : count;
 }

@@ -394,6 +394,19 @@ int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b)
 	return 0;
 }
 
+int mfs_meta_write_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks)
+{
+	uint64_t twin = mfs_twin(fs, blk);
+	int ret;
+
+	ret = blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, buf,
+	                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
+	if (!ret && twin)
+		ret = blk_write(fs->dev, twin * MFS_SECTORS_PER_BLOCK, buf,
+		                (uint32_t)(nblocks * MFS_BLOCK_SIZE), 0);
+	return ret;
+}
+
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 {
 	struct mfs_buf *b, *victim = NULL;

@@ -1,15 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mendfs filesystem library internals: the layers under the namespace
- * operations, shared by the daemon, mkfs.mendfs and fsck.mendfs.
+ * operations, shared by the daemon, mkfs.mendfs and fsck.mendfs.  Lowest
+ * first; each calls only the layers before it (and the block engine):
  *
+ *   util.c     the error message formatter
+ *   fserror.c  the error state: an I/O error turns the filesystem read-only
  *   super.c    superblock: read (primary or backup, newest valid), validate, write both
  *   meta.c     metadata buffer cache: verified reads with twin fallback and healing,
  *              writes of both copies
- *   journal.c  transactions, commit (ordered mode), checkpoint, replay
- *   alloc.c    data/meta/inode allocators, quarantine of poisoned free extents
+ *   journal.c  transactions, commit (ordered mode), checkpoint; tells the
+ *              allocator about commits through the hooks it registers
+ *   journal_replay.c  replay at mount, and the scan fsck -n makes
+ *   btree*.c   B+trees of 64-bit keys (extents, directories, xattrs, quarantine,
+ *              orphans); node blocks come from fs->bt_alloc (btree_int.h)
+ *   roots.c    the journaled copy of the superblock's tree roots
+ *   alloc*.c   data/meta/inode allocators, quarantine of poisoned free extents
+ *              (alloc_int.h)
  *   space.c    ENOSPC only when the space is truly gone: commit and retry
- *   btree.c    B+trees of 64-bit keys (extents, directories, xattrs, quarantine, orphans)
+ *   orphan.c   the orphan tree (mfs_int.h)
+ *
+ * Above them: inodes, namespace, file data, xattrs (mfs_ops.h), and mount.c,
+ * which sets everything up, on top.
  *
  * All device I/O goes through the block engine (include/mendfs/blk.h).
  * Functions return 0 or -errno; a metadata block that fails its checks is
@@ -34,6 +46,8 @@
 
 struct mfs_txn;
 struct mfs_ino;
+struct mfs_commit_hooks;
+struct mfs_bt_alloc;
 
 /* --- small helpers (util.c) ------------------------------------------------ */
 
@@ -86,7 +100,7 @@ struct mfs {
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
 	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
-	_Atomic int error; /* -EIO once an I/O error turned it read-only (fserror.c) */
+	_Atomic int error; /* -EIO after an I/O error: read-only, journal aborted (fserror.c) */
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
 
@@ -105,6 +119,7 @@ struct mfs {
 	uint64_t jhead; /* next free block offset in the journal */
 	uint64_t jtail; /* oldest block offset still needed by replay */
 	void *journal;  /* journal.c private */
+	const struct mfs_commit_hooks *commit_hooks; /* mfs_journal_set_hooks() */
 	/*
 	 * Test knobs (0: off).  txn_step_blocks lowers the bound of a step of
 	 * a multi-transaction operation below mfs_txn_step_limit()'s default;
@@ -115,9 +130,10 @@ struct mfs {
 	unsigned txn_step_blocks;
 	unsigned commit_fail_after;
 
-	/* allocators (alloc.c) */
+	/* allocators (alloc*.c) */
 	pthread_mutex_t alloc_lock;
-	void *alloc; /* alloc.c private */
+	void *alloc;                         /* struct mfs_alloc (alloc_int.h) */
+	const struct mfs_bt_alloc *bt_alloc; /* the B+trees' node blocks (mfs_alloc_init) */
 	/* unlinked inodes not yet evicted and those being freed (space.c), under alloc_lock */
 	unsigned space_unlinked;
 	unsigned space_freeing;
@@ -144,9 +160,15 @@ struct mfs {
 
 /*
  * An I/O error (@err, logged with @what) the filesystem cannot go on from:
- * abort the journal and turn read-only (see fserror.c).  Once only.
+ * set fs->error, which aborts the journal (no handle begins, nothing more
+ * commits), and turn read-only (see fserror.c).  Once only.
  */
 void mfs_fs_error(struct mfs *fs, int err, const char *what);
+/*
+ * Transaction handles the calling thread holds open (mfs_txn_begin counts
+ * up, mfs_txn_end down): mfs_meta_read asks whether an operation is half done.
+ */
+extern __thread unsigned mfs_txn_depth;
 /* The error fsync and sync report: fs->error, or 0. */
 static inline int mfs_fs_errno(struct mfs *fs)
 {
@@ -174,13 +196,6 @@ int mfs_super_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
                        char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */
 int mfs_super_write(struct mfs *fs);
-/*
- * Journal the superblock's tree roots (quarantine_root/depth, orphan_root/
- * depth) in @txn, in a record in the tail of the first inode table block
- * (mount.c): the superblock itself is not journaled.  Call in the
- * transaction that changed them; at mount the replayed record wins.
- */
-int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
 
 /* --- metadata buffers (meta.c) ----------------------------------------------------- */
 
@@ -217,10 +232,16 @@ void mfs_buf_get(struct mfs_buf *b);
 void mfs_buf_put(struct mfs_buf *b);
 /* Write a sealed buffer in place: primary and twin.  Used by checkpoint and mkfs. */
 int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b);
+/*
+ * Write @nblocks blocks from @buf at @blk and then at their twin (the
+ * journal, checkpoint, replay): the twin only if the first write succeeded.
+ * Returns 0 or -errno.
+ */
+int mfs_meta_write_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks);
 /* Forget a block (freed): drop it from the cache. */
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr);
 
-/* --- transactions (journal.c) ------------------------------------------------------ */
+/* --- transactions (journal.c), replay (journal_replay.c) --------------------------- */
 
 /*
  * A handle joins the running transaction; everything dirtied between
@@ -258,10 +279,20 @@ int mfs_checkpoint(struct mfs *fs);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);
-/* Refuse every later handle and commit (mfs_fs_error). */
-void mfs_journal_abort(struct mfs *fs, int err);
-/* Transaction handles the calling thread holds open (mfs_meta_read: is an operation half done?). */
-extern __thread unsigned mfs_txn_depth;
+/*
+ * What the journal tells a layer above it about each commit (the allocator:
+ * data blocks a transaction freed become allocatable only once its commit is
+ * durable).  begin runs when a commit has closed the running transaction (no
+ * handle open; txn_lock held) and returns what end gets back; end runs after
+ * the commit, @committed true when it is durable, false when nothing of it
+ * reached the device.
+ */
+struct mfs_commit_hooks {
+	void *(*begin)(struct mfs *fs);
+	void (*end)(struct mfs *fs, void *cookie, bool committed);
+};
+/* Register @hooks (NULL: none) for every later commit; no commit may be running. */
+void mfs_journal_set_hooks(struct mfs *fs, const struct mfs_commit_hooks *hooks);
 /*
  * Replay committed transactions from sb->journal_seq/journal_tail onto the
  * device (both copies), advance the superblock.  Returns the number of
@@ -279,7 +310,19 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 int mfs_journal_scan(struct blk_dev *dev, const struct mfs_superblock *sb,
                      int (*fn)(void *arg, uint64_t blocknr, const void *img), void *arg);
 
-/* --- allocation (alloc.c) ------------------------------------------------------------ */
+/* --- the roots record (roots.c) ------------------------------------------------------ */
+
+/*
+ * Journal the superblock's tree roots (quarantine_root/depth, orphan_root/
+ * depth) in @txn, in a record in the tail of the first inode table block:
+ * the superblock itself is not journaled.  Call in the transaction that
+ * changed them; at mount the replayed record wins.
+ */
+int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn);
+/* At mount, after replay: a valid roots record overrides fs->sb's roots.  0 or -errno. */
+int mfs_roots_load(struct mfs *fs);
+
+/* --- allocation (alloc*.c) ----------------------------------------------------------- */
 
 int mfs_alloc_init(struct mfs *fs);
 void mfs_alloc_destroy(struct mfs *fs);
@@ -294,8 +337,8 @@ int mfs_alloc_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t *ino);
 int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 /*
  * Freed data blocks become allocatable only once the freeing transaction has
- * committed.  The journal calls commit_begin when it closes a transaction (no
- * handle open) and commit_end after the commit (committed = durable).
+ * committed: mfs_alloc_init registers commit hooks with the journal
+ * (mfs_journal_set_hooks) that move them from pending to free.
  * mfs_alloc_data_state() tells mfs_space_retry() what a data allocation that
  * got -ENOSPC may find now: MFS_SPACE_PENDING, frees of the running or a
  * committing transaction (a commit gives them back); else MFS_SPACE_FREE,
@@ -303,8 +346,6 @@ int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
  */
 enum { MFS_SPACE_NONE, MFS_SPACE_PENDING, MFS_SPACE_FREE };
 int mfs_alloc_data_state(struct mfs *fs);
-void *mfs_alloc_commit_begin(struct mfs *fs);
-void mfs_alloc_commit_end(struct mfs *fs, void *batch, bool committed);
 /*
  * ENOSPC only when the space is truly gone (space.c; docs/DESIGN.md §3).  An
  * operation whose allocation failed with -ENOSPC ends its handle (a commit
@@ -334,7 +375,7 @@ void mfs_space_freeing_end(struct mfs *fs);
  */
 int mfs_quarantine_release(struct mfs *fs, uint64_t start, uint64_t len);
 
-/* --- B+trees (btree.c) --------------------------------------------------------------- */
+/* --- B+trees (btree*.c) -------------------------------------------------------------- */
 
 /* A tree's root lives in its owner (inode or superblock); the caller stores it back. */
 struct mfs_btree {
@@ -352,6 +393,16 @@ struct mfs_btree {
  * allocate a block the delete frees again.
  */
 #define MFS_BT_KEEP_ROOT 1u
+
+/*
+ * Where the B+trees get and give back their node blocks: the meta zone
+ * allocator (mfs_alloc_meta, mfs_free_meta), which sits above the trees (its
+ * quarantine is one) and hands them these in fs->bt_alloc at mfs_alloc_init.
+ */
+struct mfs_bt_alloc {
+	int (*alloc)(struct mfs *fs, struct mfs_txn *txn, uint64_t *blocknr);
+	int (*free)(struct mfs *fs, struct mfs_txn *txn, uint64_t blocknr);
+};
 
 /* Value of @key into @val (at most *len bytes; *len becomes its size).  -ENOENT if absent. */
 int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,

@@ -2,8 +2,7 @@
 /*
  * Internals shared by mount.c, inode.c, namei.c, xattr.c and acl.c (not part
  * of the core API of fs/core/mfs_ops.h): inode cache setup, inode allocation and
- * freeing, xattrs of locked inodes, the orphan tree, and the journaled copy
- * of the superblock's tree roots.
+ * freeing, xattrs of locked inodes, and the orphan tree.
  */
 #ifndef MENDFS_FS_MFS_INT_H
 #define MENDFS_FS_MFS_INT_H
@@ -76,13 +75,22 @@ int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
  */
 int mfs_xattr_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t **blocks, size_t *nr);
 
-/* --- mount.c ----------------------------------------------------------------------- */
+/* --- orphan.c ---------------------------------------------------------------------- */
 
 /* Orphan tree (fs->super_lock): insert / remove @ino in @txn. */
 int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 /* Entries on the orphan tree (an empty tree may keep its root leaf), or -errno. */
 int64_t mfs_orphan_count(struct mfs *fs);
+/*
+ * The inode numbers on the orphan tree in order, into *inos (malloc'ed, *nr
+ * of them; the caller frees it, also on error).  At mount, no other thread
+ * running.  Returns 0 or -errno.
+ */
+int mfs_orphan_list(struct mfs *fs, uint64_t **inos, size_t *nr);
+
+/* --- mount.c ----------------------------------------------------------------------- */
+
 /* Tear down without writing anything: a crash after the last commit (tests). */
 void mfs_crash(struct mfs *fs);
 

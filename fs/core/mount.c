@@ -1,26 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Mounting and unmounting: open the device, read the superblock, replay the
- * journal, start the buffer cache, journal and allocators, free the orphans
- * left by a crash, mark the superblock dirty; and the reverse at unmount
- * (commit, checkpoint, mark clean).  Also statfs, sync and the orphan tree.
- *
- * Crash safety of the superblock's tree roots.  The quarantine and orphan
- * trees are rooted in the superblock, which is not journaled (replay only
- * accepts meta zone blocks) and is written at checkpoint with whatever the
- * in-memory copy says at that moment.  A transaction that changes a root
- * therefore also journals the new roots in a small record in the unused
- * tail of the first inode table block (bytes 3888..4095, struct
- * mfs_roots_rec in include/mendfs/format.h): mfs_super_roots_log().  That
- * block is ordinary journaled metadata, so after replay it holds the roots of exactly the
- * last committed transaction.  At mount, once the journal is replayed, a
- * valid record overrides the superblock's roots; the superblock written at
- * mount and at unmount then agrees with it.  A filesystem fresh from mkfs
- * has no record (the tail is zero) and the superblock's roots are used.
- * The free counters need nothing of the kind: after a clean unmount the
- * superblock's are exact and the data bitmap is read lazily, group by group,
- * as allocation needs it (alloc.c); after a crash or a replay they are
- * recounted from the bitmaps.
+ * Mounting and unmounting, on top of every other file of the core: open the
+ * device, read the superblock, replay the journal, start the buffer cache,
+ * journal and allocators, take the journaled tree roots (roots.c), free the
+ * orphans left by a crash (orphan.c's list, inode.c and file.c's freeing),
+ * mark the superblock dirty; and the reverse at unmount (commit, checkpoint,
+ * mark clean).  Also statfs and sync.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -33,137 +18,6 @@
 
 #define MFS_DEFAULT_CACHE_BLOCKS 32768u
 
-/* --- the roots record and the orphan tree ------------------------------------------ */
-
-int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
-{
-	struct mfs_roots_rec *rec;
-	struct mfs_buf *b;
-	int ret;
-
-	ret = mfs_meta_read(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	rec = (struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
-	rec->magic = MFS_ROOTS_MAGIC;
-	rec->quarantine_root = fs->sb.quarantine_root;
-	rec->quarantine_depth = fs->sb.quarantine_depth;
-	rec->orphan_root = fs->sb.orphan_root;
-	rec->orphan_depth = fs->sb.orphan_depth;
-	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	return 0;
-}
-
-/* After replay: take the journaled roots, if any (see the top of this file). */
-static int roots_load(struct mfs *fs)
-{
-	const struct mfs_roots_rec *rec;
-	struct mfs_buf *b;
-	int ret;
-
-	ret = mfs_meta_read(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	rec = (const struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
-	if (rec->magic == MFS_ROOTS_MAGIC) {
-		fs->sb.quarantine_root = rec->quarantine_root;
-		fs->sb.quarantine_depth = rec->quarantine_depth;
-		fs->sb.orphan_root = rec->orphan_root;
-		fs->sb.orphan_depth = rec->orphan_depth;
-	}
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	return 0;
-}
-
-static struct mfs_btree orphan_tree(struct mfs *fs)
-{
-	struct mfs_btree bt = {.root = fs->sb.orphan_root,
-	                       .depth = (uint16_t)fs->sb.orphan_depth,
-	                       .kind = MFS_TREE_ORPHAN,
-	                       .flags = MFS_BT_KEEP_ROOT,
-	                       .owner = 0};
-	return bt;
-}
-
-static int orphan_change(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, bool add)
-{
-	struct mfs_btree bt;
-	int ret, r;
-
-	pthread_mutex_lock(&fs->super_lock);
-	bt = orphan_tree(fs);
-	ret = add ? mfs_bt_insert(fs, txn, &bt, ino, NULL, 0) : mfs_bt_delete(fs, txn, &bt, ino);
-	if (bt.root != fs->sb.orphan_root || bt.depth != fs->sb.orphan_depth) {
-		fs->sb.orphan_root = bt.root;
-		fs->sb.orphan_depth = bt.depth;
-		r = mfs_super_roots_log(fs, txn);
-		ret = ret ? ret : r;
-	}
-	pthread_mutex_unlock(&fs->super_lock);
-	return ret;
-}
-
-int mfs_orphan_add(struct mfs *fs, struct mfs_txn *txn, uint64_t ino)
-{
-	return orphan_change(fs, txn, ino, true);
-}
-
-int mfs_orphan_del(struct mfs *fs, struct mfs_txn *txn, uint64_t ino)
-{
-	return orphan_change(fs, txn, ino, false);
-}
-
-static int orphan_count_fn(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	(void)key;
-	(void)val;
-	(void)len;
-	++*(int64_t *)arg;
-	return 0;
-}
-
-int64_t mfs_orphan_count(struct mfs *fs)
-{
-	struct mfs_btree bt;
-	int64_t n = 0;
-	int ret;
-
-	pthread_mutex_lock(&fs->super_lock);
-	bt = orphan_tree(fs);
-	ret = bt.root ? mfs_bt_iterate(fs, &bt, 0, orphan_count_fn, &n) : 0;
-	pthread_mutex_unlock(&fs->super_lock);
-	return ret ? ret : n;
-}
-
-struct orphan_list {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int orphan_collect(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	struct orphan_list *l = arg;
-
-	(void)val;
-	(void)len;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		uint64_t *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = key;
-	return 0;
-}
-
 /*
  * Finish the work of every inode on the orphan list (docs/FORMAT.md §10): an
  * inode with nlink 0 (unlinked while open, or freed in steps when a crash
@@ -172,18 +26,17 @@ static int orphan_collect(void *arg, uint64_t key, const void *val, uint16_t len
  */
 static int orphans_process(struct mfs *fs)
 {
-	struct orphan_list l = {0};
-	struct mfs_btree bt = orphan_tree(fs);
-	size_t i;
+	uint64_t *inos = NULL;
+	size_t nr = 0, i;
 	int ret;
 
-	ret = mfs_bt_iterate(fs, &bt, 0, orphan_collect, &l);
-	for (i = 0; !ret && i < l.n; i++) {
+	ret = mfs_orphan_list(fs, &inos, &nr);
+	for (i = 0; !ret && i < nr; i++) {
 		struct mfs_ino *ip = NULL;
 		struct mfs_txn *txn;
 		int r;
 
-		r = mfs_iget(fs, l.v[i], &ip);
+		r = mfs_iget(fs, inos[i], &ip);
 		if (!r && ip->di.nlink == 0) {
 			mfs_iput(fs, ip); /* the last reference of an unlinked inode: freed */
 			atomic_fetch_add(&fs->stats.orphans_freed, 1);
@@ -192,7 +45,7 @@ static int orphans_process(struct mfs *fs)
 		if (r && r != -ENOENT) {
 			/* unreadable or corrupt: left on the list for fsck, the mount goes on */
 			fprintf(stderr, "mendfs: orphan inode %llu: %s: left for fsck\n",
-			        (unsigned long long)l.v[i], strerror(-r));
+			        (unsigned long long)inos[i], strerror(-r));
 			continue;
 		}
 		if (!r && S_ISREG(ip->di.mode) && (ip->di.iflags & MFS_IFL_ORPHAN)) {
@@ -205,7 +58,7 @@ static int orphans_process(struct mfs *fs)
 				fprintf(stderr,
 				        "mendfs: orphan inode %llu: finishing its truncate: %s: "
 				        "left for fsck\n",
-				        (unsigned long long)l.v[i], strerror(-r));
+				        (unsigned long long)inos[i], strerror(-r));
 			else
 				atomic_fetch_add(&fs->stats.orphans_truncated, 1);
 			continue;
@@ -219,7 +72,7 @@ static int orphans_process(struct mfs *fs)
 				ret = mfs_inode_write(fs, txn, ip);
 				pthread_rwlock_unlock(&ip->lock);
 			}
-			r = mfs_orphan_del(fs, txn, l.v[i]);
+			r = mfs_orphan_del(fs, txn, inos[i]);
 			if (r && r != -ENOENT && !ret)
 				ret = r;
 			r = mfs_txn_end(txn);
@@ -227,7 +80,7 @@ static int orphans_process(struct mfs *fs)
 		}
 		mfs_iput(fs, ip);
 	}
-	free(l.v);
+	free(inos);
 	if (ret)
 		fprintf(stderr, "mendfs: orphan processing: %s\n", strerror(-ret));
 	return ret;
@@ -343,7 +196,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		mfs_errf(err, errlen, "%s: journal: %s", device, strerror(-ret));
 		goto fail;
 	}
-	ret = roots_load(fs);
+	ret = mfs_roots_load(fs);
 	if (!ret)
 		ret = mfs_alloc_init(fs);
 	if (ret) {

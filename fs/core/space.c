@@ -6,7 +6,7 @@
  * Space that is about to come back is not yet allocatable in two ways:
  *
  *   - data blocks freed by a transaction return to the allocator only when
- *     that transaction's commit is durable (alloc.c: pending frees of the
+ *     that transaction's commit is durable (alloc_data.c: pending frees of the
  *     running transaction, batches of a commit under way);
  *   - an unlinked inode is freed when its last reference goes (for the
  *     daemon: when the kernel has released its last open file and forgotten

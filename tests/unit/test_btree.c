@@ -18,11 +18,11 @@
  * mkfs.mendfs) a random workload is checked the same way, across commits,
  * checkpoint and a remount.
  *
- * Build: meson (the mock is built in: fs/core/btree.c is included with its layer
- * calls renamed to the mock's, and the real tests use libmendfs-core), or by
- * hand against the mock only:
- *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/core/btree.c \
- *       -Iinclude -Ifs -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
+ * Build: meson (the mock is built in: fs/core/btree*.c are included with their
+ * layer calls renamed to the mock's, and the real tests use libmendfs-core), or
+ * by hand against the mock only:
+ *   gcc -std=gnu11 -D_GNU_SOURCE -DMFS_BTREE_MOCK tests/unit/test_btree.c fs/core/btree*.c \
+ *       -Iinclude -Ifs/core -Iblk -lcheck -lsubunit -lm -lpthread -lrt -lxxhash
  * BTREE_KEYS=n sets the size of the scale test (default 1000000), BTREE_FUZZ=n
  * the fuzzer's rounds (default 300).
  */
@@ -121,9 +121,12 @@ static struct mock_blk **mock_slot(uint64_t blocknr)
 	return pp;
 }
 
+static const struct mfs_bt_alloc mock_bt_alloc;
+
 static void mock_init(struct mfs *fs)
 {
 	memset(fs, 0, sizeof(*fs));
+	fs->bt_alloc = &mock_bt_alloc;
 	fs->sb.meta_start = MOCK_META_START;
 	fs->sb.meta_len = MOCK_META_LEN;
 	mock.tab = calloc(MOCK_HASH, sizeof(*mock.tab));
@@ -306,6 +309,10 @@ MOCK_LINKAGE int MOCK(free_meta)(struct mfs *fs, struct mfs_txn *txn, uint64_t b
 	return ret;
 }
 
+/* The trees get their node blocks through fs->bt_alloc. */
+static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
+                                                  .free = MOCK(free_meta)};
+
 /*
  * Under meson the test also links the real layer, so the code under test is
  * compiled a second time here, calling the mock and renamed mock_bt_*.
@@ -316,8 +323,6 @@ MOCK_LINKAGE int MOCK(free_meta)(struct mfs *fs, struct mfs_txn *txn, uint64_t b
 #define mfs_buf_put      mock_buf_put
 #define mfs_meta_forget  mock_meta_forget
 #define mfs_txn_dirty    mock_txn_dirty
-#define mfs_alloc_meta   mock_alloc_meta
-#define mfs_free_meta    mock_free_meta
 #define mfs_bt_lookup    mock_bt_lookup
 #define mfs_bt_lookup_le mock_bt_lookup_le
 #define mfs_bt_insert    mock_bt_insert
@@ -325,14 +330,16 @@ MOCK_LINKAGE int MOCK(free_meta)(struct mfs *fs, struct mfs_txn *txn, uint64_t b
 #define mfs_bt_delete    mock_bt_delete
 #define mfs_bt_iterate   mock_bt_iterate
 #define mfs_bt_destroy   mock_bt_destroy
+#define MFS_BT_SHARED    static /* the tree's shared helpers: this unit's own copies */
+#include "btree_node.c"
 #include "btree.c"
+#include "btree_delete.c"
+#include "btree_insert.c"
 #undef mfs_meta_read
 #undef mfs_meta_new
 #undef mfs_buf_put
 #undef mfs_meta_forget
 #undef mfs_txn_dirty
-#undef mfs_alloc_meta
-#undef mfs_free_meta
 #undef mfs_bt_lookup
 #undef mfs_bt_lookup_le
 #undef mfs_bt_insert
