@@ -3,7 +3,9 @@
  * POSIX ACLs: validation and the mode/ACL rules of Linux's fs/posix_acl.c
  * (posix_acl_valid, posix_acl_equiv_mode, posix_acl_chmod,
  * posix_acl_create), on the xattr values themselves, and their use on
- * inodes (new inodes, chmod, setxattr).  See acl.h.
+ * inodes (new inodes, chmod, setxattr).  See acl.h.  Above the xattr
+ * storage (it calls xattr.c's _locked functions, nothing else of the core)
+ * and below the operations that use it: xattr_ops.c, namei.c, attr.c.
  */
 #include <endian.h>
 #include <errno.h>

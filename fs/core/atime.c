@@ -34,6 +34,11 @@
  * another without the inode cache's lock.
  *
  * Lock order: ip->lock -> handle -> fs->atime_lock (a leaf).
+ *
+ * This file holds the policy and the list, and calls nothing of the core
+ * (below the inode table, whose mfs_inode_write cleans the list); the
+ * write-back, which writes inodes and drops references, is inode.c's
+ * (mfs_atime_write, mfs_atime_flush).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -151,52 +156,24 @@ void mfs_atime_clean(struct mfs *fs, struct mfs_ino *ip)
 	pthread_mutex_unlock(&fs->atime_lock);
 }
 
-int mfs_atime_write(struct mfs *fs, struct mfs_ino *ip)
+size_t mfs_atime_pending(struct mfs *fs)
 {
-	struct mfs_txn *txn;
-	int ret = 0, r;
-
-	if (!atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed))
-		return 0;
-	pthread_rwlock_wrlock(&ip->lock);
-	if (atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed)) {
-		ret = mfs_txn_begin(fs, &txn);
-		if (!ret) {
-			ret = mfs_inode_write(fs, txn, ip); /* takes it off the list */
-			r = mfs_txn_end(txn);
-			ret = ret ? ret : r;
-		}
-		if (ret) {
-			fprintf(stderr, "mendfs: inode %llu: access time not written: %s\n",
-			        (unsigned long long)ip->ino, strerror(-ret));
-			mfs_atime_clean(fs, ip);
-		}
-	}
-	pthread_rwlock_unlock(&ip->lock);
-	return ret;
-}
-
-int mfs_atime_flush(struct mfs *fs)
-{
-	struct mfs_ino *ip;
-	size_t todo = 0;
-	int ret = 0, r;
+	size_t nr;
 
 	pthread_mutex_lock(&fs->atime_lock);
-	todo = fs->atime_nr;
+	nr = fs->atime_nr;
 	pthread_mutex_unlock(&fs->atime_lock);
-	/* only those listed now: readers that keep moving atimes cannot hold us here */
-	while (todo--) {
-		pthread_mutex_lock(&fs->atime_lock);
-		ip = fs->atime_head;
-		if (ip)
-			atomic_fetch_add(&ip->ref, 1); /* listed: it has a reference already */
-		pthread_mutex_unlock(&fs->atime_lock);
-		if (!ip)
-			break;
-		r = mfs_atime_write(fs, ip);
-		ret = ret ? ret : r;
-		mfs_iput(fs, ip);
-	}
-	return ret;
+	return nr;
+}
+
+struct mfs_ino *mfs_atime_first(struct mfs *fs)
+{
+	struct mfs_ino *ip;
+
+	pthread_mutex_lock(&fs->atime_lock);
+	ip = fs->atime_head;
+	if (ip)
+		atomic_fetch_add(&ip->ref, 1); /* listed: it has a reference already */
+	pthread_mutex_unlock(&fs->atime_lock);
+	return ip;
 }

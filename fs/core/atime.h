@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Access times (atime.c): when a read or a directory listing moves an inode's
- * atime (relatime, strictatime, noatime, nodiratime, as Linux decides for
- * ext4), and the lazy write-back of the new value, which never costs a
- * journal transaction per read (docs/DESIGN.md, "Access times").
+ * Access times: when a read or a directory listing moves an inode's atime
+ * (relatime, strictatime, noatime, nodiratime, as Linux decides for ext4),
+ * and the lazy write-back of the new value, which never costs a journal
+ * transaction per read (docs/DESIGN.md, "Access times").  The policy and the
+ * list of lazy atimes are atime.c, below the inode table and cache; their
+ * write-back (mfs_atime_write, mfs_atime_flush) is inode.c, which writes the
+ * atime of an inode whose last reference goes.
  */
 #ifndef MENDFS_FS_ATIME_H
 #define MENDFS_FS_ATIME_H
@@ -37,6 +40,13 @@ bool mfs_atime_needs_update(unsigned flags, const struct mfs_inode *di, int64_t 
  * write of its own any more, and its times may have changed.
  */
 void mfs_atime_clean(struct mfs *fs, struct mfs_ino *ip);
+
+/* Inodes on the list of lazy atimes now. */
+size_t mfs_atime_pending(struct mfs *fs);
+/* The first inode on the list, with a reference of the caller's (mfs_iput it), or NULL. */
+struct mfs_ino *mfs_atime_first(struct mfs *fs);
+
+/* --- write-back (inode.c) ---------------------------------------------------------- */
 
 /*
  * Write @ip's lazy atime in a handle of its own, if it has one (fsync, the

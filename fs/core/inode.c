@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * In-memory inodes: a hash of struct mfs_ino keyed by inode number, counted
- * by references (mfs_iget / mfs_iput), loaded from and written back to the
- * inode table (docs/FORMAT.md §6), and the allocation and freeing of inodes.
+ * by references (mfs_iget / mfs_iput), loaded from the inode table
+ * (itable.c, docs/FORMAT.md §6), the allocation and freeing of inodes, and
+ * the write-back of lazy access times (the policy and the list: atime.c).
+ * Calls itable.c, atime.c, the block map (fmap.c) and xattr_blocks.c to
+ * release an evicted inode's blocks, the orphan tree, the allocator, the
+ * journal and space.c; everything that works on inodes sits above it.
  *
  * An inode lives in the cache exactly while it is referenced.  When the last
  * reference of an unlinked inode (nlink 0) goes, it is evicted: its data
@@ -21,6 +25,7 @@
  * or from zero; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
  * trees.  icache_lock is a leaf: nothing is read or locked while it is held.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,76 +132,6 @@ static void __iremove(struct mfs *fs, struct mfs_ino *ip)
 	ip->hnext = NULL;
 }
 
-/* Where inode @ino lives in the inode table. */
-static void ino_location(const struct mfs *fs, uint64_t ino, uint64_t *blk, size_t *off)
-{
-	*blk = fs->sb.inode_table_start + (ino - 1) / MFS_INODES_PER_BLOCK;
-	*off = sizeof(struct mfs_meta_hdr) +
-	       (size_t)((ino - 1) % MFS_INODES_PER_BLOCK) * MFS_INODE_SIZE;
-}
-
-/* Is the slot a valid inode?  Returns 0, -ENOENT (free slot) or -EUCLEAN. */
-static int inode_check(const struct mfs *fs, uint64_t ino, const struct mfs_inode *di)
-{
-	const char *why = NULL;
-
-	if (di->mode == 0)
-		return -ENOENT;
-	if (!mfs_mode_type_valid(di->mode)) {
-		why = "invalid file type";
-		goto bad;
-	}
-	if (S_ISDIR(di->mode) ? di->nlink > fs->sb.nr_inodes + 2 : di->nlink > MFS_LINK_MAX)
-		why = "link count out of range";
-	else if (di->nlink == 0 && !(di->iflags & MFS_IFL_ORPHAN))
-		why = "no links and not an orphan";
-	else if (S_ISDIR(di->mode) && di->nlink != 0 && di->nlink < 2)
-		why = "directory with fewer than 2 links";
-	else if ((di->iflags & MFS_IFL_INLINE_DATA) &&
-	         (!S_ISLNK(di->mode) || di->nr_inline > MFS_INLINE_DATA ||
-	          di->size != di->nr_inline || (di->iflags & MFS_IFL_EXTENT_TREE)))
-		why = "inconsistent inline data";
-	else if (!(di->iflags & MFS_IFL_INLINE_DATA) && !(di->iflags & MFS_IFL_EXTENT_TREE) &&
-	         di->nr_inline > MFS_INLINE_EXTENTS)
-		why = "too many inline extents";
-	else if (!S_ISDIR(di->mode) && (di->dir_root || di->dir_entries))
-		why = "directory tree on a non-directory";
-	else if (S_ISDIR(di->mode) && (di->blocks || (di->iflags & MFS_IFL_EXTENT_TREE)))
-		why = "data blocks on a directory";
-	else if (S_ISDIR(di->mode) && (di->parent == 0 || di->parent > fs->sb.nr_inodes))
-		why = "directory parent out of range";
-	else if (S_ISLNK(di->mode) && (di->size == 0 || di->size >= 4096))
-		why = "symlink target length out of range";
-	else if (di->inline_xattr_len > sizeof(di->inline_xattr))
-		why = "inline xattr length out of range";
-	if (!why)
-		return 0;
-bad:
-	fprintf(stderr, "mendfs: inode %llu: %s (mode %#o, nlink %u, flags %#x)\n",
-	        (unsigned long long)ino, why, di->mode, di->nlink, di->iflags);
-	return -EUCLEAN;
-}
-
-int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di)
-{
-	struct mfs_buf *b;
-	uint64_t blk;
-	size_t off;
-	int ret;
-
-	if (ino == 0 || ino > fs->sb.nr_inodes)
-		return -ENOENT;
-	ino_location(fs, ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	memcpy(di, b->data + off, sizeof(*di));
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	return inode_check(fs, ino, di);
-}
-
 static struct mfs_ino *ino_alloc(uint64_t ino)
 {
 	struct mfs_ino *ip = calloc(1, sizeof(*ip));
@@ -254,49 +189,6 @@ int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
 	if (!ip)
 		return -ENOENT;
 	*ipp = ip;
-	return 0;
-}
-
-int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
-{
-	struct mfs_buf *b;
-	uint64_t blk;
-	size_t off;
-	int ret;
-
-	ino_location(fs, ip->ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	memcpy(b->data + off, &ip->di, sizeof(ip->di));
-	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	mfs_atime_clean(fs, ip); /* a lazy atime goes with it */
-	return 0;
-}
-
-/* Clear slot @ino, keeping its generation (the next user's must differ). */
-static int slot_clear(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, uint64_t generation)
-{
-	struct mfs_buf *b;
-	struct mfs_inode *di;
-	uint64_t blk;
-	size_t off;
-	int ret;
-
-	ino_location(fs, ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	di = (struct mfs_inode *)(b->data + off);
-	memset(di, 0, sizeof(*di));
-	di->generation = generation;
-	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
 	return 0;
 }
 
@@ -361,7 +253,7 @@ int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, g
 
 void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 {
-	slot_clear(fs, txn, ip->ino, ip->di.generation);
+	mfs_inode_clear_slot(fs, txn, ip->ino, ip->di.generation);
 	mfs_free_ino(fs, txn, ip->ino);
 	pthread_mutex_lock(&fs->icache_lock);
 	__iremove(fs, ip);
@@ -408,7 +300,7 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 			return ret;
 		di->iflags &= ~MFS_IFL_ORPHAN;
 	}
-	ret = slot_clear(fs, txn, ip->ino, di->generation);
+	ret = mfs_inode_clear_slot(fs, txn, ip->ino, di->generation);
 	if (!ret)
 		ret = mfs_free_ino(fs, txn, ip->ino);
 	if (!ret)
@@ -517,6 +409,65 @@ again:
 		evict(fs, ip); /* stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
 	else
 		ino_free(ip);
+}
+
+int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
+{
+	uint32_t mode;
+	int ret = mfs_iget(fs, ino, ipp);
+
+	if (ret)
+		return ret;
+	mode = le32toh((*ipp)->di.mode);
+	if (S_ISREG(mode))
+		return 0;
+	mfs_iput(fs, *ipp);
+	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
+}
+
+/* --- lazy access times: write-back (the policy and the list: atime.c) ------------------ */
+
+int mfs_atime_write(struct mfs *fs, struct mfs_ino *ip)
+{
+	struct mfs_txn *txn;
+	int ret = 0, r;
+
+	if (!atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed))
+		return 0;
+	pthread_rwlock_wrlock(&ip->lock);
+	if (atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed)) {
+		ret = mfs_txn_begin(fs, &txn);
+		if (!ret) {
+			ret = mfs_inode_write(fs, txn, ip); /* takes it off the list */
+			r = mfs_txn_end(txn);
+			ret = ret ? ret : r;
+		}
+		if (ret) {
+			fprintf(stderr, "mendfs: inode %llu: access time not written: %s\n",
+			        (unsigned long long)ip->ino, strerror(-ret));
+			mfs_atime_clean(fs, ip);
+		}
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	return ret;
+}
+
+int mfs_atime_flush(struct mfs *fs)
+{
+	size_t todo = mfs_atime_pending(fs);
+	struct mfs_ino *ip;
+	int ret = 0, r;
+
+	/* only those listed now: readers that keep moving atimes cannot hold us here */
+	while (todo--) {
+		ip = mfs_atime_first(fs);
+		if (!ip)
+			break;
+		r = mfs_atime_write(fs, ip);
+		ret = ret ? ret : r;
+		mfs_iput(fs, ip);
+	}
+	return ret;
 }
 
 static struct timespec ns_to_ts(int64_t ns)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals shared by mount.c, inode.c, namei.c, xattr.c and acl.c (not part
- * of the core API of fs/core/mfs_ops.h): inode cache setup, inode allocation and
- * freeing, xattrs of locked inodes, and the orphan tree.
+ * Internals shared by the files of fs/core above the B+tree (not part of the
+ * core API of fs/core/mfs_ops.h): the inode table, inode cache setup, inode
+ * allocation and freeing, xattrs of locked inodes, the orphan tree, and the
+ * journaled copy of the superblock's tree roots.
  */
 #ifndef MENDFS_FS_MFS_INT_H
 #define MENDFS_FS_MFS_INT_H
@@ -11,6 +12,13 @@
 
 /* Hard links a non-directory may have (-EMLINK beyond). */
 #define MFS_LINK_MAX 65000u
+
+/* --- itable.c (mfs_inode_write: mfs_ops.h) --------------------------------------------- */
+
+/* Load inode @ino without caching it (orphan processing at mount); checked. */
+int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
+/* Clear slot @ino in @txn, keeping @generation (the next user's must differ).  0 or -errno. */
+int mfs_inode_clear_slot(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, uint64_t generation);
 
 /* --- inode.c ----------------------------------------------------------------------- */
 
@@ -34,19 +42,19 @@ void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 /* Can mfs_inode_free() free @ip within one bounded step (a few extents, no trees)? */
 bool mfs_inode_free_is_small(const struct mfs_ino *ip);
-/* Load inode @ino without caching it (orphan processing at mount). */
-int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
-
-/* --- file.c ------------------------------------------------------------------------ */
-
 /* Get a regular file's inode (referenced): -EISDIR for a directory, -EINVAL otherwise. */
 int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp);
+
+/* --- fmap.c (the block map: fmap.h) ------------------------------------------------- */
 
 /*
  * Free every block of @ip in bounded steps (an unlinked inode on the orphan
  * list, before mfs_inode_free).  Caller holds ip->lock for writing, no handle.
  */
 int mfs_file_free_all(struct mfs *fs, struct mfs_ino *ip);
+
+/* --- file.c ------------------------------------------------------------------------ */
+
 /*
  * Finish a truncate recorded by the orphan list: free the blocks past EOF in
  * bounded steps, then (nlink > 0) take @ip off the list.  Caller holds
@@ -68,6 +76,19 @@ int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
                          const void *value, size_t size, int flags);
 int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
                             const char *name);
+/* The names of @ip's xattrs into @list, as mfs_listxattr.  Caller holds ip->lock. */
+ssize_t mfs_xattr_list_locked(struct mfs *fs, struct mfs_ino *ip, char *list, size_t size);
+/*
+ * The checks mfs_getxattr and mfs_removexattr make on @name before anything
+ * else (0, -EINVAL, -ERANGE or -EOPNOTSUPP), and mfs_setxattr on @name and
+ * the value (also -E2BIG, -EINVAL for a value missing, -ENOSPC for one too
+ * large without the xattr_blocks feature).
+ */
+int mfs_xattr_check_name(const char *name);
+int mfs_xattr_check_set(struct mfs *fs, const char *name, const void *value, size_t size);
+
+/* --- xattr_blocks.c (xattr_blocks.h; mfs_xattr_release: mfs_ops.h) ---------------------- */
+
 /*
  * The blocks of @ip's out-of-line xattr values (FORMAT.md §7.5), every
  * reference checked: *blocks (malloc'ed, the caller frees it) gets *nr block

@@ -5,11 +5,27 @@
  * use directly).  Built on fs/core/mfs.h.
  *
  *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_statfs, orphan processing
- *   inode.c   inode cache: mfs_iget / mfs_iput, mfs_inode_write, allocation and eviction
- *   namei.c   directories (entry B+tree, readdir cursors) and namespace operations
- *   file.c    extent map, read/write, truncate, fallocate, SEEK_DATA/SEEK_HOLE, fsync
- *   xattr.c   extended attributes (inline in the inode, then an xattr B+tree)
+ *
+ * and below it, above the layers of fs/core/mfs.h, lowest first (each file
+ * calls only those before it and those layers):
+ *
+ *   atime.c   access times: the policy and the list of lazy atimes (atime.h)
+ *   itable.c  the inode table: reading a slot (checked), mfs_inode_write, clearing a slot
+ *   fmap.c    a file's block map: mfs_bmap, freeing mapped blocks in bounded steps
+ *   xattr_blocks.c  out-of-line xattr values; releasing an inode's xattrs
+ *   inode.c   inode cache: mfs_iget / mfs_iput, allocation and eviction, atime write-back
+ *   fio.c     zeroing file bytes in place (fio.h: batches of bios)
+ *   read.c    mfs_read, mfs_read_direct
+ *   write.c   mfs_write (chunks of one transaction each)
+ *   file.c    truncate, fallocate, SEEK_DATA/SEEK_HOLE, fsync
+ *   xattr.c   extended attributes of locked inodes (inline in the inode, then a B+tree)
  *   acl.c     POSIX ACLs: validation, mode and ACL in step, default ACLs of new inodes (acl.h)
+ *   xattr_ops.c  mfs_setxattr, mfs_getxattr, mfs_listxattr, mfs_removexattr
+ *   attr.c    setattr
+ *   dir.c     directories (entry B+tree, readdir cursors): lookup, getattr, readdir
+ *   namei.c   create, mknod, mkdir, symlink, readlink, link, unlink, rmdir
+ *   rename.c  rename
+ *   recovery.c  the recovery operations (mfs_recovery.h)
  *
  * Every function returns 0 (or a byte count) or -errno, with errno values as
  * POSIX/Linux specify for the matching system call.  Permission checks are the
@@ -21,7 +37,7 @@
  * fs->rename_lock first (it serialises the cycle check).  Lock order:
  * rename_lock -> inode locks (ascending ino) -> the layers of fs/core/mfs.h.
  * Reads and writes of file data take only their inode's lock (shared for reads
- * and for writes into already-allocated blocks... see file.c): there is no
+ * and for writes into already-allocated blocks... see write.c): there is no
  * global lock on the read/write path.
  */
 #ifndef MENDFS_FS_MFS_OPS_H
@@ -86,7 +102,10 @@ void mfs_iput(struct mfs *fs, struct mfs_ino *ip);
 int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 void mfs_inode_to_stat(const struct mfs_ino *ip, struct stat *st);
 
-/* Namespace (namei.c).  *st receives the attributes of the resulting inode. */
+/*
+ * Namespace (dir.c, namei.c, rename.c, attr.c).  *st receives the attributes
+ * of the resulting inode.
+ */
 int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st);
 int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
 /* @valid: FATTR bits below; size changes truncate/extend; ctime updated. */
@@ -151,7 +170,7 @@ typedef int mfs_filldir_fn(void *arg, const char *name, size_t name_len, uint64_
                            unsigned dtype, uint64_t next_pos);
 int mfs_readdir(struct mfs *fs, uint64_t dir, uint64_t pos, mfs_filldir_fn *fn, void *arg);
 
-/* Files (file.c). */
+/* Files (read.c, write.c, file.c). */
 ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off);
 /*
  * Zero-copy read: call @emit once with iovecs describing the file's bytes
@@ -205,7 +224,7 @@ int mfs_truncate(struct mfs *fs, struct mfs_ino *ip, uint64_t size);
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len);
 off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence); /* SEEK_DATA / SEEK_HOLE */
 int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync);
-/* Map file block @lblk: *pblk = 0 for a hole; *count blocks share the mapping. */
+/* Map file block @lblk (fmap.c): *pblk = 0 for a hole; *count blocks share the mapping. */
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
              bool *unwritten);
 /*
@@ -216,7 +235,7 @@ int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, 
 int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 
 /*
- * Extended attributes (xattr.c): flags XATTR_CREATE / XATTR_REPLACE.  The
+ * Extended attributes (xattr_ops.c): flags XATTR_CREATE / XATTR_REPLACE.  The
  * POSIX ACLs system.posix_acl_access and system.posix_acl_default are
  * validated (-EINVAL) and kept in step with the mode (acl.h); with
  * MFS_XATTR_KILL_SGID setting an access ACL also clears setgid (the caller
@@ -228,6 +247,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size);
 ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size);
 int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name);
+/* Release @ip's whole xattr storage in @txn (freeing an inode; xattr_blocks.c).  0 or -errno. */
 int mfs_xattr_release(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 
 #endif /* MENDFS_FS_MFS_OPS_H */

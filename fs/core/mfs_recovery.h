@@ -55,7 +55,12 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len);
  */
 ssize_t mfs_recovery_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
 
-/* file.c */
+/*
+ * read.c: file bytes [off, off + len) into @buf, holes and unwritten extents
+ * as zeros, data with bios flagged @bio_flags (BLK_BIO_RECOVERY reports
+ * zero-filled sectors in @rec).  The caller holds ip->lock and has clipped
+ * the range to the file size.  Returns @len or -errno (-EIO: media error).
+ */
 ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
                              uint64_t off, unsigned bio_flags, struct blk_recovery *rec);
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Extended attributes (docs/FORMAT.md §6.2, §7.3, §7.4).
+ * Extended attributes of a locked inode (docs/FORMAT.md §6.2, §7.3, §7.4):
+ * the storage under the operations of xattr_ops.c and the ACLs of acl.c.
+ * Calls the B+tree and xattr_blocks.c, nothing above them.
  *
  * Small attributes live in the inode's inline area (di.inline_xattr,
  * inline_xattr_len bytes of packed struct mfs_xattr records); the others in
@@ -13,7 +15,8 @@
  * A record too large for a tree value (4 + name + value > MFS_BT_MAX_VALUE)
  * keeps its value out of line (xattr_blocks.c: metadata blocks named by a
  * reference in the record, MFS_XATTR_F_BLOCKS); the blocks of a value are
- * freed in the transaction that replaces or removes it, or frees the inode.
+ * freed in the transaction that replaces or removes it, or frees the inode
+ * (mfs_xattr_release, xattr_blocks.c).
  *
  * Limits, following Linux and ext4: names are "user.", "trusted.",
  * "security." or "system." plus at least one byte (other prefixes
@@ -22,27 +25,24 @@
  * xattr_blocks feature (a filesystem made before it) a value that does not
  * fit a tree value is -ENOSPC.
  *
- * system.posix_acl_access and system.posix_acl_default are POSIX ACLs: their
- * values are validated and they keep the mode in step (acl.c).
+ * system.posix_acl_access and system.posix_acl_default are stored here like
+ * any other name; validating them and keeping the mode in step is acl.c's.
  *
- * Locking: ip->lock shared for get and list, exclusive for set and remove;
- * the _locked variants (mfs_int.h) leave it and the transaction to the caller.
+ * Locking: the caller holds ip->lock, shared for get and list, exclusive for
+ * set and remove, and for a change a transaction handle (mfs_int.h).
  */
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <xxhash.h>
 
-#include "acl.h"
 #include "mfs_int.h"
 #include "xattr_blocks.h"
 
 #define XATTR_NAME_MAX_LEN 255u
 #define XATTR_VALUE_MAX    MFS_XATTR_SIZE_MAX
-#define XHDR               ((unsigned)sizeof(struct mfs_xattr))
 #define INLINE_CAP         ((unsigned)sizeof(((struct mfs_inode *)0)->inline_xattr))
 
 /* Where a found attribute lives. */
@@ -55,25 +55,6 @@ struct xloc {
 	bool ext;           /* tree: the value is out of line (the record holds a reference) */
 	uint32_t size;      /* the value's size */
 };
-
-/* Fields of a struct mfs_xattr record at any alignment. */
-static unsigned rec_name_len(const uint8_t *rec)
-{
-	return rec[0];
-}
-
-static unsigned rec_value_len(const uint8_t *rec)
-{
-	uint16_t v;
-
-	memcpy(&v, rec + 2, sizeof(v));
-	return le16toh(v);
-}
-
-static unsigned rec_flags(const uint8_t *rec)
-{
-	return rec[1];
-}
 
 /* The value size a tree record stands for (its reference's, when out of line). */
 static uint32_t rec_size(const uint8_t *rec)
@@ -89,21 +70,6 @@ static uint32_t rec_size(const uint8_t *rec)
 static bool has_blocks(const struct mfs *fs)
 {
 	return fs->sb.feature_incompat & MFS_FEATURE_INCOMPAT_XATTR_BLOCKS;
-}
-
-static struct mfs_btree xtree(const struct mfs_ino *ip)
-{
-	struct mfs_btree bt = {.root = le64toh(ip->di.xattr_root),
-	                       .depth = le16toh(ip->di.xattr_depth),
-	                       .kind = MFS_TREE_XATTR,
-	                       .owner = ip->ino};
-	return bt;
-}
-
-static void xtree_store(struct mfs_ino *ip, const struct mfs_btree *bt)
-{
-	ip->di.xattr_root = htole64(bt->root);
-	ip->di.xattr_depth = htole16(bt->depth);
 }
 
 static int check_name(const char *name, size_t *lenp)
@@ -199,18 +165,6 @@ static int inline_find_fn(void *arg, const uint8_t *rec, unsigned off, unsigned 
 	return 1;
 }
 
-/* A tree record's framing: lengths add up, known flags, a reference long enough. */
-static bool tree_rec_ok(const uint8_t *rec, uint16_t len)
-{
-	if (len < XHDR || rec_name_len(rec) == 0 ||
-	    XHDR + rec_name_len(rec) + rec_value_len(rec) != len)
-		return false;
-	if (rec_flags(rec) & ~MFS_XATTR_F_BLOCKS)
-		return false;
-	return !(rec_flags(rec) & MFS_XATTR_F_BLOCKS) ||
-	       rec_value_len(rec) >= sizeof(struct mfs_xattr_ref);
-}
-
 static int tree_find_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 {
 	struct find_arg *a = arg;
@@ -302,9 +256,11 @@ static void fill_record(uint8_t *rec, const char *name, size_t name_len, const v
 		memcpy(rec + XHDR + name_len, value, size);
 }
 
-static void touch_ctime(struct mfs_ino *ip)
+int mfs_xattr_check_name(const char *name)
 {
-	ip->di.ctime_ns = mfs_now_ns();
+	size_t len;
+
+	return check_name(name, &len);
 }
 
 /* The checks of a set: 0 or -errno; *name_len gets the name's length. */
@@ -322,6 +278,13 @@ static int set_check(struct mfs *fs, const char *name, const void *value, size_t
 	if (XHDR + *name_len + size > MFS_BT_MAX_VALUE && !has_blocks(fs))
 		return -ENOSPC;
 	return 0;
+}
+
+int mfs_xattr_check_set(struct mfs *fs, const char *name, const void *value, size_t size)
+{
+	size_t name_len;
+
+	return set_check(fs, name, value, size, &name_len);
 }
 
 int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const char *name,
@@ -400,58 +363,6 @@ int mfs_xattr_set_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
 	return old_nr ? mfs_xval_free(fs, txn, old + XHDR + name_len, old_nr) : 0;
 }
 
-int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
-                 int flags)
-{
-	struct mfs_txn *txn;
-	struct mfs_ino *ip;
-	size_t name_len = 0;
-	unsigned retries = 0;
-	bool tree = false;
-	int ret, err, type;
-
-	ret = set_check(fs, name, value, size, &name_len);
-	if (ret)
-		return ret;
-	if (flags & ~(XATTR_CREATE | XATTR_REPLACE | MFS_XATTR_KILL_SGID))
-		return -EINVAL;
-	type = mfs_acl_type(name);
-	if (type && mfs_acl_valid(value, size))
-		return -EINVAL;
-again:
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
-	pthread_rwlock_wrlock(&ip->lock);
-	ret = mfs_txn_begin(fs, &txn);
-	if (ret)
-		goto unlock;
-	if (type)
-		ret = mfs_acl_set(fs, txn, ip, type, value, size, flags & ~MFS_XATTR_KILL_SGID,
-		                  flags & MFS_XATTR_KILL_SGID);
-	else
-		ret = mfs_xattr_set_locked(fs, txn, ip, name, value, size, flags);
-	if (!ret)
-		touch_ctime(ip);
-	err = mfs_inode_write(fs, txn, ip);
-	if (!ret)
-		ret = err;
-	err = mfs_txn_end(txn);
-	if (!ret)
-		ret = err;
-	tree = true;
-unlock:
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	/* no meta block for the tree (the failed change left nothing): wait for an inode
-	 * being freed and start again, the attribute looked up anew */
-	if (ret == -ENOSPC && tree && mfs_space_retry(fs, MFS_SPACE_META, &retries)) {
-		tree = false;
-		goto again;
-	}
-	return ret;
-}
-
 ssize_t mfs_xattr_get_locked(struct mfs *fs, struct mfs_ino *ip, const char *name, void *value,
                              size_t size)
 {
@@ -477,25 +388,6 @@ ssize_t mfs_xattr_get_locked(struct mfs *fs, struct mfs_ino *ip, const char *nam
 	else
 		memcpy(value, rec + XHDR + name_len, loc.value_len);
 	return loc.value_len;
-}
-
-ssize_t mfs_getxattr(struct mfs *fs, uint64_t ino, const char *name, void *value, size_t size)
-{
-	struct mfs_ino *ip;
-	size_t name_len = 0;
-	ssize_t ret;
-
-	ret = check_name(name, &name_len);
-	if (ret)
-		return ret == -EINVAL ? -ENODATA : ret;
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
-	pthread_rwlock_rdlock(&ip->lock);
-	ret = mfs_xattr_get_locked(fs, ip, name, value, size);
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return ret;
 }
 
 struct list_arg {
@@ -537,17 +429,12 @@ static int list_tree_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 	return 0;
 }
 
-ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
+ssize_t mfs_xattr_list_locked(struct mfs *fs, struct mfs_ino *ip, char *list, size_t size)
 {
 	struct list_arg a = {.list = list, .size = list ? size : 0}; /* NULL: a size query */
-	struct mfs_ino *ip;
 	struct mfs_btree bt;
 	ssize_t ret;
 
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
-	pthread_rwlock_rdlock(&ip->lock);
 	ret = inline_walk(ip, list_inline_fn, &a);
 	bt = xtree(ip);
 	if (!ret && bt.root)
@@ -556,8 +443,6 @@ ssize_t mfs_listxattr(struct mfs *fs, uint64_t ino, char *list, size_t size)
 		ret = -EUCLEAN;
 	if (!ret)
 		ret = a.size && a.used > a.size ? -ERANGE : (ssize_t)a.used;
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
 	return ret;
 }
 
@@ -593,132 +478,4 @@ int mfs_xattr_remove_locked(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 	if (!ret && nr)
 		ret = mfs_xval_free(fs, txn, rec + XHDR + name_len, nr);
 	return ret;
-}
-
-int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
-{
-	struct mfs_txn *txn;
-	struct mfs_ino *ip;
-	struct xloc loc;
-	size_t name_len = 0;
-	int ret, err;
-
-	ret = check_name(name, &name_len);
-	if (ret)
-		return ret == -EINVAL ? -ENODATA : ret;
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
-	pthread_rwlock_wrlock(&ip->lock);
-	/* absent: nothing to write, no transaction */
-	ret = xattr_find(fs, ip, name, name_len, &loc, NULL, NULL);
-	if (ret)
-		goto unlock;
-	ret = mfs_txn_begin(fs, &txn);
-	if (ret)
-		goto unlock;
-	ret = mfs_xattr_remove_locked(fs, txn, ip, name);
-	if (!ret)
-		touch_ctime(ip);
-	err = mfs_inode_write(fs, txn, ip);
-	if (!ret)
-		ret = err;
-	err = mfs_txn_end(txn);
-	if (!ret)
-		ret = err;
-unlock:
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return ret;
-}
-
-/* Every block of the out-of-line values of a tree, checked, in a growing array. */
-struct blocks_arg {
-	struct mfs *fs;
-	uint64_t ino;
-	uint64_t *v;
-	size_t nr, cap;
-};
-
-static int blocks_fn(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	struct blocks_arg *a = arg;
-	const uint8_t *rec = val;
-	uint32_t size;
-	unsigned nr, i;
-	int ret;
-
-	(void)key;
-	if (!tree_rec_ok(rec, len))
-		return -EUCLEAN;
-	if (!(rec_flags(rec) & MFS_XATTR_F_BLOCKS))
-		return 0;
-	ret = mfs_xref_check(a->fs, a->ino, rec + XHDR + rec_name_len(rec), rec_value_len(rec),
-	                     &size, &nr);
-	if (ret)
-		return ret;
-	if (a->nr + nr > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 64;
-		uint64_t *v;
-
-		while (cap < a->nr + nr)
-			cap *= 2;
-		v = realloc(a->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		a->v = v;
-		a->cap = cap;
-	}
-	for (i = 0; i < nr; i++)
-		a->v[a->nr++] = mfs_xref_block(rec + XHDR + rec_name_len(rec), i);
-	return 0;
-}
-
-int mfs_xattr_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t **blocks, size_t *nr)
-{
-	struct blocks_arg a = {.fs = fs, .ino = ip->ino};
-	struct mfs_btree bt = xtree(ip);
-	int ret = 0;
-
-	if (bt.root)
-		ret = mfs_bt_iterate(fs, &bt, 0, blocks_fn, &a);
-	if (ret) {
-		free(a.v);
-		return ret;
-	}
-	*blocks = a.v;
-	*nr = a.nr;
-	return 0;
-}
-
-int mfs_xattr_release(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
-{
-	struct mfs_btree bt = xtree(ip);
-	uint64_t *blocks = NULL;
-	size_t nr = 0, i;
-	int ret;
-
-	/* every reference checked before anything is freed: a corrupt tree frees nothing */
-	ret = mfs_xattr_blocks(fs, ip, &blocks, &nr);
-	if (ret)
-		return ret;
-	ret = mfs_bt_destroy(fs, txn, &bt);
-	if (ret) {
-		free(blocks);
-		return ret;
-	}
-	xtree_store(ip, &bt);
-	for (i = 0; i < nr; i++) {
-		int r = mfs_free_meta(fs, txn, blocks[i]);
-
-		mfs_meta_forget(fs, blocks[i]);
-		if (r && !ret)
-			ret = r;
-	}
-	free(blocks);
-	if (ret)
-		return ret;
-	memset(ip->di.inline_xattr, 0, sizeof(ip->di.inline_xattr));
-	ip->di.inline_xattr_len = 0;
-	return 0;
 }

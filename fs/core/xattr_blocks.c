@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Out-of-line xattr values: see xattr_blocks.h and docs/FORMAT.md §7.5.
+ * Out-of-line xattr values, and the release of an inode's xattr storage:
+ * see xattr_blocks.h and docs/FORMAT.md §7.5.
  *
  * A value of up to 65536 bytes takes up to 17 blocks.  They are allocated
  * and filled before the tree record that names them changes, so a failed
@@ -15,6 +16,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -206,4 +208,95 @@ int mfs_xval_free(struct mfs *fs, struct mfs_txn *txn, const uint8_t *ref, unsig
 			ret = r;
 	}
 	return ret;
+}
+
+/* Every block of the out-of-line values of a tree, checked, in a growing array. */
+struct blocks_arg {
+	struct mfs *fs;
+	uint64_t ino;
+	uint64_t *v;
+	size_t nr, cap;
+};
+
+static int blocks_fn(void *arg, uint64_t key, const void *val, uint16_t len)
+{
+	struct blocks_arg *a = arg;
+	const uint8_t *rec = val;
+	uint32_t size;
+	unsigned nr, i;
+	int ret;
+
+	(void)key;
+	if (!tree_rec_ok(rec, len))
+		return -EUCLEAN;
+	if (!(rec_flags(rec) & MFS_XATTR_F_BLOCKS))
+		return 0;
+	ret = mfs_xref_check(a->fs, a->ino, rec + XHDR + rec_name_len(rec), rec_value_len(rec),
+	                     &size, &nr);
+	if (ret)
+		return ret;
+	if (a->nr + nr > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		uint64_t *v;
+
+		while (cap < a->nr + nr)
+			cap *= 2;
+		v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	for (i = 0; i < nr; i++)
+		a->v[a->nr++] = mfs_xref_block(rec + XHDR + rec_name_len(rec), i);
+	return 0;
+}
+
+int mfs_xattr_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t **blocks, size_t *nr)
+{
+	struct blocks_arg a = {.fs = fs, .ino = ip->ino};
+	struct mfs_btree bt = xtree(ip);
+	int ret = 0;
+
+	if (bt.root)
+		ret = mfs_bt_iterate(fs, &bt, 0, blocks_fn, &a);
+	if (ret) {
+		free(a.v);
+		return ret;
+	}
+	*blocks = a.v;
+	*nr = a.nr;
+	return 0;
+}
+
+int mfs_xattr_release(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
+{
+	struct mfs_btree bt = xtree(ip);
+	uint64_t *blocks = NULL;
+	size_t nr = 0, i;
+	int ret;
+
+	/* every reference checked before anything is freed: a corrupt tree frees nothing */
+	ret = mfs_xattr_blocks(fs, ip, &blocks, &nr);
+	if (ret)
+		return ret;
+	ret = mfs_bt_destroy(fs, txn, &bt);
+	if (ret) {
+		free(blocks);
+		return ret;
+	}
+	xtree_store(ip, &bt);
+	for (i = 0; i < nr; i++) {
+		int r = mfs_free_meta(fs, txn, blocks[i]);
+
+		mfs_meta_forget(fs, blocks[i]);
+		if (r && !ret)
+			ret = r;
+	}
+	free(blocks);
+	if (ret)
+		return ret;
+	memset(ip->di.inline_xattr, 0, sizeof(ip->di.inline_xattr));
+	ip->di.inline_xattr_len = 0;
+	return 0;
 }

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * File data I/O below the read and write paths: batches of bios submitted
+ * under one plug (inline here: the read and write paths call them for every
+ * request), bounce blocks for partial edge blocks, the device's unit of
+ * poison, and the zeroing of file bytes in place (fio.c).  Calls the block
+ * engine and, in fio.c, the block map.
+ *
+ * Data moves in bios through the block engine, straight between the device
+ * and the caller's buffer; only partial edge blocks go through a bounce
+ * block.  Each call submits its bios under one plug (in batches of
+ * FIO_BATCH) so that contiguous blocks merge.  No plug is open while
+ * metadata is read or locks are taken.
+ */
+#ifndef MENDFS_FS_FIO_H
+#define MENDFS_FS_FIO_H
+
+#include <stdlib.h>
+
+#include "fmap.h"
+
+#define BIO_MAX_BLOCKS 256u /* 1 MiB per bio */
+#define FIO_BATCH      128u
+
+/* A batch of bios, queued by fio_submit and submitted under one plug by fio_wait. */
+struct fio {
+	struct blk_dev *dev;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned pending; /* lock */
+	int err;          /* lock: first error */
+	unsigned nr;
+	struct blk_bio bio[FIO_BATCH];
+};
+
+static inline struct fio *fio_new(struct mfs *fs)
+{
+	struct fio *io = malloc(sizeof(*io));
+
+	if (!io)
+		return NULL;
+	io->dev = fs->dev;
+	pthread_mutex_init(&io->lock, NULL);
+	pthread_cond_init(&io->cond, NULL);
+	io->pending = 0;
+	io->err = 0;
+	io->nr = 0;
+	return io;
+}
+
+static inline void fio_end_io(struct blk_bio *bio)
+{
+	struct fio *io = bio->private;
+
+	pthread_mutex_lock(&io->lock);
+	if (bio->status != BLK_STS_OK && !io->err)
+		io->err = -blk_status_to_errno((enum blk_status)bio->status);
+	if (--io->pending == 0)
+		pthread_cond_broadcast(&io->cond);
+	pthread_mutex_unlock(&io->lock);
+}
+
+/* Submit the queued bios under one plug and wait for them.  Returns the first error seen. */
+static inline int fio_wait(struct fio *io)
+{
+	struct blk_plug plug;
+	unsigned i;
+	int err;
+
+	/*
+	 * The batch is submitted here, under one plug, with nothing else done
+	 * meanwhile: the map lookups that built it (metadata reads, buffer
+	 * locks) ran before, outside any plug.
+	 */
+	if (io->nr) {
+		pthread_mutex_lock(&io->lock);
+		io->pending += io->nr;
+		pthread_mutex_unlock(&io->lock);
+		blk_start_plug_nr_ios(&plug, (unsigned short)io->nr);
+		for (i = 0; i < io->nr; i++)
+			blk_submit_bio(io->dev, &io->bio[i]);
+		blk_finish_plug(&plug);
+	}
+	pthread_mutex_lock(&io->lock);
+	while (io->pending)
+		pthread_cond_wait(&io->cond, &io->lock);
+	err = io->err;
+	pthread_mutex_unlock(&io->lock);
+	io->nr = 0;
+	return err;
+}
+
+static inline int fio_free(struct fio *io)
+{
+	int err = fio_wait(io);
+
+	pthread_mutex_destroy(&io->lock);
+	pthread_cond_destroy(&io->cond);
+	free(io);
+	return err;
+}
+
+/* Queue one op over @nblk device blocks from @pblk (@buf NULL for WRITE_ZEROES): fio_wait submits.
+ */
+static inline void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, void *buf,
+                              uint64_t nblk, unsigned flags, struct blk_recovery *rec)
+{
+	while (nblk) {
+		uint64_t n = nblk < BIO_MAX_BLOCKS ? nblk : BIO_MAX_BLOCKS;
+		struct blk_bio *bio;
+
+		if (io->nr == FIO_BATCH)
+			fio_wait(io); /* keeps io->err */
+		bio = &io->bio[io->nr++];
+		blk_bio_init(bio, op, pblk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(n * BS),
+		             fio_end_io, io);
+		bio->flags = (uint8_t)flags;
+		bio->rec = rec;
+		pblk += n;
+		if (buf)
+			buf = (uint8_t *)buf + n * BS;
+		nblk -= n;
+	}
+}
+
+static inline void *bounce_alloc(void)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, BS, BS))
+		return NULL;
+	return p;
+}
+
+/*
+ * The unit of poison on the device, in bytes: the 512-byte sector on pmem and
+ * on devices with 512-byte logical blocks, the logical block otherwise (a
+ * device cannot lose less, nor be written in less).  Asked only once poison
+ * was met.
+ */
+static inline unsigned poison_unit(struct mfs *fs)
+{
+	struct blk_dev_info info;
+
+	blk_dev_get_info(fs->dev, &info);
+	return info.logical_block_size > BLK_SECTOR_SIZE ? info.logical_block_size
+	                                                 : BLK_SECTOR_SIZE;
+}
+
+/* --- zeroing in place (fio.c) -------------------------------------------------------- */
+
+/* Zero bytes [from, to) of file block @lblk where it holds written data.  Returns 0 or -errno. */
+int mfs_file_zero_partial(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, unsigned from,
+                          unsigned to);
+/*
+ * The size grows from @old to @new: zero the bytes past the old EOF in its
+ * last block, before the new size is set.  Returns 0 or -errno.
+ */
+int mfs_file_zero_past_eof(struct mfs *fs, struct mfs_ino *ip, uint64_t old, uint64_t new);
+
+#endif /* MENDFS_FS_FIO_H */

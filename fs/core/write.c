@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The write path: mfs_write and mfs_write_flags, cut into chunks of one
+ * transaction each.  Calls the inode cache and table, the block map, the
+ * allocator, the journal, space.c (retry on ENOSPC) and the block engine
+ * (fio.h).
+ *
+ * Ordered mode: a write allocates blocks inside a transaction handle, writes
+ * the data, waits for it, and only then maps the blocks and ends the handle;
+ * the journal's commit flushes before its commit record, so a committed
+ * mapping never points at unwritten data.  Writes are cut into chunks of at
+ * most CHUNK_BLOCKS (and of map changes whose worst case fits a step's
+ * limit), one handle each, to bound the transaction.
+ *
+ * Recovery contract (docs/RECOVERY.md, sector granularity): a partial-block
+ * write is a read-modify-write of the block; when that read meets poison the
+ * write goes by sectors: sectors it covers whole are overwritten in place
+ * (the engine clears their poison), and if it covers a poisoned sector only
+ * in part it fails with -EIO before writing anything (lost bytes are never
+ * silently replaced by zeros).  Whole blocks are overwritten in place.
+ *
+ * Locking: ip->lock exclusive (a write updates size and timestamps and may
+ * change the map, and partial-block read-modify-write must not interleave).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "fio.h"
+
+/* --- write ----------------------------------------------------------------------------- */
+
+enum seg_kind { SEG_MAPPED, SEG_UNWRITTEN, SEG_NEW };
+
+struct wseg {
+	uint64_t lblk, pblk, len;
+	enum seg_kind kind;
+};
+
+/* Free the blocks of the SEG_NEW segments from @from on (not mapped). */
+static void free_new_segs(struct mfs *fs, struct mfs_txn *txn, struct wseg *seg, unsigned from,
+                          unsigned nseg)
+{
+	for (unsigned i = from; i < nseg; i++)
+		if (seg[i].kind == SEG_NEW)
+			mfs_fmap_free_data(fs, txn, seg[i].pblk, seg[i].len);
+}
+
+static struct wseg *seg_of(struct wseg *seg, unsigned nseg, uint64_t lblk)
+{
+	for (unsigned i = 0; i < nseg; i++)
+		if (lblk >= seg[i].lblk && lblk < seg[i].lblk + seg[i].len)
+			return &seg[i];
+	return NULL;
+}
+
+/*
+ * Write bytes [from, to) of device block @pblk from @data when reading the
+ * block met poison: only the units of poison (poison_unit()) the range
+ * touches are written, through the bounce block @buf.  A unit the range
+ * covers in part is read first; if it is poisoned the write fails with -EIO
+ * before anything is written (lost bytes are never replaced by zeros).
+ * Whole units are overwritten in place, which clears their poison.
+ */
+static int write_sectors(struct mfs *fs, uint64_t pblk, uint8_t *buf, unsigned from, unsigned to,
+                         const uint8_t *data)
+{
+	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
+	unsigned g = poison_unit(fs), u0, u1;
+	int ret;
+
+	if (g > BS)
+		return -EIO; /* the block is part of one unit, which is poisoned */
+	u0 = from / g;
+	u1 = (to + g - 1) / g;
+	if (from % g) {
+		ret = blk_read(fs->dev, sec + u0 * (g / BLK_SECTOR_SIZE), buf + u0 * g, g, 0);
+		if (ret)
+			return ret;
+	}
+	if (to % g && !(u1 - 1 == u0 && from % g)) {
+		ret = blk_read(fs->dev, sec + (u1 - 1) * (g / BLK_SECTOR_SIZE), buf + (u1 - 1) * g,
+		               g, 0);
+		if (ret)
+			return ret;
+	}
+	memcpy(buf + from, data, to - from);
+	return blk_write(fs->dev, sec + u0 * (g / BLK_SECTOR_SIZE), buf + u0 * g, (u1 - u0) * g, 0);
+}
+
+/* Why write_chunk() stopped a write: an error, or MFS_SPACE_DATA / MFS_SPACE_META (ENOSPC). */
+#define WSTOP_ERROR 0x100u
+
+/*
+ * One transaction of a write: bytes [pos, end) of the file, at most
+ * CHUNK_BLOCKS blocks.  Returns the bytes written (maybe fewer on ENOSPC) or
+ * -errno; *stop (0: go on) says why not to go on: WSTOP_ERROR, or the space
+ * it ran out of (mfs_space_retry's @what).
+ */
+static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
+                           uint64_t end, unsigned *stop)
+{
+	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
+	struct wseg seg[CHUNK_SEGS];
+	uint8_t *edge[2] = {NULL, NULL};
+	uint64_t edge_lblk[2];
+	bool edge_done[2] = {false, false};
+	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
+	struct mfs_txn *txn;
+	struct fio *io = NULL;
+	ssize_t ret;
+	int err;
+
+	if (b1 - b0 > CHUNK_BLOCKS) {
+		b1 = b0 + CHUNK_BLOCKS;
+		end = b1 * BS;
+	}
+	ret = mfs_txn_begin(fs, &txn);
+	if (ret)
+		return ret;
+	room = mfs_txn_step_limit(fs);
+
+	/*
+	 * plan: existing mappings, and fresh blocks for the holes; segments
+	 * that change the map stop when their worst case would pass a step's
+	 * limit (the first always goes): the handle stays bounded, and the
+	 * transaction commits past half the journal as usual
+	 */
+	for (lblk = b0; lblk < b1 && nseg < CHUNK_SEGS;) {
+		uint64_t pblk, count, n, got, start;
+		bool unwritten;
+
+		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			goto fail_free;
+		n = count < b1 - lblk ? count : b1 - lblk;
+		if (!(pblk && !unwritten)) {
+			if (nseg && used + seg_cost(ip) > room)
+				break;
+			used += seg_cost(ip);
+		}
+		if (pblk) {
+			seg[nseg++] = (struct wseg){lblk, pblk, n,
+			                            unwritten ? SEG_UNWRITTEN : SEG_MAPPED};
+		} else {
+			if (!goal)
+				goal = mfs_fmap_goal(fs, ip, lblk);
+			ret = mfs_alloc_data(fs, txn, goal, n, &start, &got);
+			if (ret == -ENOSPC) {
+				*stop = MFS_SPACE_DATA;
+				break;
+			}
+			if (ret)
+				goto fail_free;
+			n = got;
+			seg[nseg++] = (struct wseg){lblk, start, n, SEG_NEW};
+		}
+		goal = seg[nseg - 1].pblk + n;
+		lblk += n;
+	}
+	if (lblk < b1) {
+		b1 = lblk;
+		if (end > b1 * BS)
+			end = b1 * BS;
+	}
+	if (nseg == 0 || end <= pos) {
+		ret = -ENOSPC; /* the first allocation failed */
+		*stop = MFS_SPACE_DATA;
+		goto out;
+	}
+
+	/* partial edge blocks: read-modify-write, or zeros around the data for fresh ones */
+	for (e = 0; e < 2; e++) {
+		uint64_t b = e == 0 ? b0 : b1 - 1, bstart = b * BS;
+		uint64_t from = bstart > pos ? bstart : pos,
+		         to = bstart + BS < end ? bstart + BS : end;
+		struct wseg *s;
+
+		if (e == 1 && b1 - 1 == b0)
+			break;
+		if (from == bstart && to == bstart + BS)
+			continue;
+		s = seg_of(seg, nseg, b);
+		edge[nedge] = bounce_alloc();
+		if (!edge[nedge]) {
+			ret = -ENOMEM;
+			goto fail_free;
+		}
+		edge_lblk[nedge] = b;
+		edge_done[nedge] = false;
+		if (s->kind == SEG_MAPPED) {
+			uint64_t pb = s->pblk + (b - s->lblk);
+
+			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
+			if (ret == -EIO) {
+				/* poison in the block: go by units of poison (docs/RECOVERY.md) */
+				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
+				                    (unsigned)(to - bstart), src + (from - pos));
+				edge_done[nedge] = true;
+			}
+			if (ret) {
+				nedge++;
+				goto fail_free;
+			}
+		} else {
+			memset(edge[nedge], 0, BS);
+		}
+		memcpy(edge[nedge] + (from - bstart), src + (from - pos), to - from);
+		nedge++;
+	}
+
+	/* the data, under one plug */
+	io = fio_new(fs);
+	if (!io) {
+		ret = -ENOMEM;
+		goto fail_free;
+	}
+	for (i = 0; i < nseg; i++) {
+		uint64_t j = 0;
+
+		while (j < seg[i].len) {
+			uint64_t b = seg[i].lblk + j, run;
+
+			for (e = 0; e < nedge && edge_lblk[e] != b; e++)
+				;
+			if (e < nedge) {
+				if (!edge_done[e])
+					fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0,
+					           NULL);
+				j++;
+				continue;
+			}
+			for (run = 1; j + run < seg[i].len; run++) {
+				for (e = 0; e < nedge && edge_lblk[e] != b + run; e++)
+					;
+				if (e < nedge)
+					break;
+			}
+			fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j,
+			           (void *)(src + (b * BS - pos)), run, 0, NULL);
+			j += run;
+		}
+	}
+	err = fio_free(io);
+	if (err) {
+		ret = err;
+		goto fail_free;
+	}
+
+	/* map what was written (data is on the device: ordered mode) */
+	for (i = 0; i < nseg; i++) {
+		if (seg[i].kind == SEG_NEW) {
+			err = mfs_fmap_add(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk, 0);
+			if (!err)
+				di_add_blocks(ip, (int64_t)seg[i].len);
+		} else if (seg[i].kind == SEG_UNWRITTEN) {
+			err = mfs_fmap_punch(fs, txn, ip, seg[i].lblk, seg[i].lblk + seg[i].len);
+			if (!err)
+				err = mfs_fmap_add(fs, txn, ip, seg[i].lblk, seg[i].len,
+				                   seg[i].pblk, 0);
+		} else {
+			err = 0;
+		}
+		if (err) {
+			free_new_segs(fs, txn, seg, seg[i].kind == SEG_NEW ? i : i + 1, nseg);
+			*stop = err == -ENOSPC ? MFS_SPACE_META : WSTOP_ERROR;
+			if (seg[i].lblk * BS <= pos) {
+				ret = err;
+				goto fail_inode;
+			}
+			end = seg[i].lblk * BS;
+			break;
+		}
+	}
+	if (end > di_size(ip))
+		di_set_size(ip, end);
+	di_touch(ip, true);
+	ret = (ssize_t)(end - pos);
+	err = mfs_inode_write(fs, txn, ip);
+	if (err)
+		ret = err;
+	goto out;
+
+fail_free:
+	free_new_segs(fs, txn, seg, 0, nseg);
+fail_inode:
+	*stop = ret == -ENOSPC ? MFS_SPACE_META : WSTOP_ERROR;
+	mfs_inode_write(fs, txn, ip);
+out:
+	err = mfs_txn_end(txn);
+	if (err && ret >= 0)
+		ret = err;
+	for (e = 0; e < nedge; e++)
+		free(edge[e]);
+	return ret;
+}
+
+ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off)
+{
+	return mfs_write_flags(fs, ino, buf, len, off, 0);
+}
+
+ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
+                        unsigned flags)
+{
+	const uint8_t *src = buf;
+	struct mfs_ino *ip;
+	uint64_t pos, end;
+	ssize_t done = 0, ret;
+	unsigned stop = 0, retries = 0;
+
+	if (off < 0)
+		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
+	if (!len)
+		return 0;
+	if ((uint64_t)off >= MAX_FILE_SIZE)
+		return -EFBIG;
+	if (len > MAX_FILE_SIZE - (uint64_t)off)
+		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	ret = mfs_file_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&ip->lock);
+	/* before the data, as the VFS does; the first chunk's transaction writes the inode */
+	if (flags & MFS_WRITE_KILL_SUIDGID)
+		ip->di.mode = htole32(mfs_mode_kill_suidgid(le32toh(ip->di.mode)));
+	if (flags & MFS_WRITE_KILL_SGID)
+		ip->di.mode &= htole32(~(uint32_t)S_ISGID);
+	pos = (uint64_t)off;
+	end = pos + len;
+	if (pos > di_size(ip)) {
+		ret = mfs_file_zero_past_eof(fs, ip, di_size(ip), pos);
+		if (ret)
+			stop = WSTOP_ERROR;
+	}
+	while (pos < end && !stop) {
+		ret = write_chunk(fs, ip, src + (pos - (uint64_t)off), pos, end, &stop);
+		if (ret > 0) {
+			pos += (uint64_t)ret;
+			done += ret;
+			retries = 0;
+		}
+		/* short of space: commit what is pending, wait for frees under way, retry */
+		if (stop && stop != WSTOP_ERROR && pos < end &&
+		    mfs_space_retry(fs, stop, &retries)) {
+			stop = 0;
+			continue;
+		}
+		if (ret < 0)
+			break;
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return done ? done : ret;
+}
