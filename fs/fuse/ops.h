@@ -11,6 +11,7 @@
  *   ops_file.c   open files: open, read, write, release, fsync, fallocate,
  *                lseek, copy_file_range (read and write are the hot path)
  *   ops_dir.c    open directories: opendir, readdir, readdirplus
+ *                (releasedir and fsyncdir are release and fsync)
  *   ops_ioctl.c  the recovery ioctls
  *
  * The table is main's (fuse_session_new); handlers call the node table,
@@ -84,8 +85,6 @@ void mfsd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                   struct fuse_file_info *fi);
 void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       struct fuse_file_info *fi);
-void mfsd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mfsd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 
 /* ops_ioctl.c */
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The handlers of open directories (ops.h): opendir, readdir, readdirplus
- * (whose entries take lookup references, node_table.h), releasedir and
- * fsyncdir.  Calls the node table, the core and libfuse.
+ * The handlers of open directories (ops.h): opendir, readdir and readdirplus
+ * (whose entries take lookup references, node_table.h); a directory is
+ * released and synced as a file is (mfsd_release, mfsd_fsync).  Calls the
+ * node table, the core and libfuse.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,19 +28,6 @@ void mfsd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	return;
 fail:
 	fuse_reply_err(req, -ret);
-}
-
-void mfsd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	mfsd_file_close(D(req), fi);
-	fuse_reply_err(req, 0);
-}
-
-void mfsd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
-{
-	(void)fi;
-	fuse_reply_err(req, -mfs_fsync(D(req)->fs, ino, datasync != 0));
 }
 
 /* readdir: entries straight into the reply buffer. */

@@ -314,52 +314,39 @@ void mfsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
 	fuse_reply_err(req, -ret);
 }
 
-void mfsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/*
+ * The tail of getxattr and listxattr: @n bytes of @buf (malloc'd, @size
+ * bytes), or with @size 0 the size the caller needs, or the error -@n.
+ */
+static void reply_xattr(fuse_req_t req, char *buf, size_t size, ssize_t n)
 {
-	ssize_t n = -ENOMEM;
-	char *buf = NULL;
-
-	if (size) {
-		buf = malloc(size);
-		if (!buf)
-			goto fail;
-	}
-	n = mfs_getxattr(D(req)->fs, ino, name, buf, size);
 	if (n < 0)
-		goto fail;
-	if (size)
+		fuse_reply_err(req, (int)-n);
+	else if (size)
 		fuse_reply_buf(req, buf, (size_t)n);
 	else
 		fuse_reply_xattr(req, (size_t)n);
 	free(buf);
-	return;
-fail:
-	free(buf);
-	fuse_reply_err(req, (int)-n);
+}
+
+void mfsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n = -ENOMEM;
+
+	if (buf || !size)
+		n = mfs_getxattr(D(req)->fs, ino, name, buf, size);
+	reply_xattr(req, buf, size, n);
 }
 
 void mfsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	char *buf = size ? malloc(size) : NULL;
 	ssize_t n = -ENOMEM;
-	char *buf = NULL;
 
-	if (size) {
-		buf = malloc(size);
-		if (!buf)
-			goto fail;
-	}
-	n = mfs_listxattr(D(req)->fs, ino, buf, size);
-	if (n < 0)
-		goto fail;
-	if (size)
-		fuse_reply_buf(req, buf, (size_t)n);
-	else
-		fuse_reply_xattr(req, (size_t)n);
-	free(buf);
-	return;
-fail:
-	free(buf);
-	fuse_reply_err(req, (int)-n);
+	if (buf || !size)
+		n = mfs_listxattr(D(req)->fs, ino, buf, size);
+	reply_xattr(req, buf, size, n);
 }
 
 void mfsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
