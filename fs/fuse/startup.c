@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_setup.c: paths, the mount source, and the utab record of a mount
- * (daemon_setup.h).
+ * startup.c: paths, the mount source, the mount flags, fork and detach, and
+ * the utab record of a mount (startup.h).  Calls libc, mount(8) (for utab)
+ * and the daemon's log.
  *
  * Why a utab record: for `umount /abs/dir` libmount learns the filesystem
  * type from statfs(2) unless utab holds a record for the directory, and
@@ -18,20 +19,25 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <syslog.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon_setup.h"
+#include "atime.h"
+#include "daemon.h"
+#include "startup.h"
 
 extern char **environ;
 
@@ -282,20 +288,101 @@ out:
 	return ret;
 }
 
-int mfsd_parse_fault(const char *val, uint64_t *nth, bool *dying)
+int mfsd_atime_show(const char *mnt, unsigned flags)
 {
-	char *end;
-	unsigned long long n;
+	struct mount_attr attr = {0};
 
-	if (*val < '0' || *val > '9')
-		return -1;
-	errno = 0;
-	n = strtoull(val, &end, 10);
-	if (errno)
-		return -1;
-	*dying = *end == '+';
-	if ((*end && (*end != '+' || end[1])) || (*dying && !n))
-		return -1;
-	*nth = n;
+	if (flags & MFS_ATIME_STRICT) {
+		attr.attr_clr = MOUNT_ATTR__ATIME; /* required to change the atime mode */
+		attr.attr_set = MOUNT_ATTR_STRICTATIME;
+	}
+	if ((flags & MFS_ATIME_NODIRATIME) && !(flags & MFS_ATIME_NONE))
+		attr.attr_set |= MOUNT_ATTR_NODIRATIME;
+	if (!attr.attr_set && !attr.attr_clr)
+		return 0;
+	if (syscall(SYS_mount_setattr, AT_FDCWD, mnt, 0, &attr, sizeof(attr)))
+		return -errno;
 	return 0;
+}
+
+/* The child reports the mount live with a zero byte on the pipe. */
+int mfsd_fork_and_wait(void)
+{
+	int pfd[2], status;
+	char c;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(pfd, O_CLOEXEC)) {
+		mfsd_log(LOG_ERR, "pipe: %s", strerror(errno));
+		exit(1);
+	}
+	pid = fork();
+	if (pid < 0) {
+		mfsd_log(LOG_ERR, "fork: %s", strerror(errno));
+		exit(1);
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		return pfd[1];
+	}
+	close(pfd[1]);
+	do
+		n = read(pfd[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && c == 0)
+		_exit(0);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(1);
+	_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* Daemonized: the core's messages on stderr go to syslog line by line. */
+static void *stderr_to_syslog(void *arg)
+{
+	FILE *f = fdopen((int)(intptr_t)arg, "r");
+	char line[1024];
+
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		mfsd_log(LOG_ERR, "%s", line);
+	}
+	fclose(f);
+	return NULL;
+}
+
+void mfsd_detach(int status_fd)
+{
+	pthread_t th;
+	int nullfd, pfd[2];
+	char c = 0;
+
+	mfsd_log_to_syslog();
+	if (setsid() < 0)
+		mfsd_log(LOG_WARNING, "setsid: %s", strerror(errno));
+	if (chdir("/"))
+		mfsd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+	nullfd = open("/dev/null", O_RDWR);
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (!pipe2(pfd, O_CLOEXEC)) {
+		dup2(pfd[1], 2);
+		close(pfd[1]);
+		if (pthread_create(&th, NULL, stderr_to_syslog, (void *)(intptr_t)pfd[0]) == 0)
+			pthread_detach(th);
+		else
+			close(pfd[0]);
+	}
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	if (write(status_fd, &c, 1) != 1)
+		mfsd_log(LOG_WARNING, "could not signal the parent: %s", strerror(errno));
+	close(status_fd);
 }

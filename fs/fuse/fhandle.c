@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Resolving file handles: the kernel's LOOKUP of "." and ".." (see
- * daemon_export.h).  The kernel's export operations (fs/fuse, with
+ * fhandle.h).  The kernel's export operations (fs/fuse, with
  * FUSE_EXPORT_SUPPORT set at INIT) turn a handle of an inode it no longer
  * holds into LOOKUP(nodeid, "."), then compare the reply's generation with
  * the handle's; a directory's dentry is reconnected to the tree through
@@ -14,9 +14,10 @@
  * ESTALE.  An unlinked inode that is still open answers through the
  * kernel's own inode cache (the kernel holds it, so it sends no lookup);
  * one the kernel has forgotten is on its way out, or an orphan left by a
- * crash, and must not come back.
+ * crash, and must not come back.  Called by the LOOKUP handler; calls the
+ * core only.
  */
-#include "daemon_export.h"
+#include "fhandle.h"
 
 #include <errno.h>
 #include <stdio.h>

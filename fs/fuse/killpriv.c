@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The daemon's custom I/O on /dev/fuse: see daemon_io.h.  Only the kernel's
- * ABI (<linux/fuse.h>) is used here, not libfuse's headers, whose macros
- * would clash with it.
+ * FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14 (see killpriv.h): the /dev/fuse
+ * read and writev hooks.  Only the kernel's ABI (<linux/fuse.h>) is used
+ * here, not libfuse's headers, whose macros would clash with it.  Calls libc
+ * only.
  */
-#include "daemon_io.h"
+#include "killpriv.h"
 
 #include <errno.h>
 #include <linux/fuse.h>
@@ -14,26 +15,14 @@
 #include <unistd.h>
 
 static bool want_v2;
-static atomic_bool granted_v2;
 /* the unique id of the INIT request while its reply is pending, else 0 */
 static _Atomic uint64_t init_unique;
 
-/* kill flag of the request this thread read last (and is now handling) */
-static __thread bool kill_suidgid;
+__thread bool mfsd_killpriv_req;
 
-void mfsd_io_want_killpriv_v2(bool on)
+void mfsd_killpriv_want(bool on)
 {
 	want_v2 = on;
-}
-
-bool mfsd_io_killpriv_v2(void)
-{
-	return atomic_load_explicit(&granted_v2, memory_order_relaxed);
-}
-
-bool mfsd_io_kill_suidgid(void)
-{
-	return kill_suidgid;
 }
 
 /* The argument of a request, if the request is long enough to hold @size bytes of it. */
@@ -44,7 +33,7 @@ static const void *req_arg(const void *buf, size_t len, size_t size)
 	return (const char *)buf + sizeof(struct fuse_in_header);
 }
 
-ssize_t mfsd_io_read(int fd, void *buf, size_t len, void *userdata)
+ssize_t mfsd_killpriv_read(int fd, void *buf, size_t len, void *userdata)
 {
 	const struct fuse_in_header *in = buf;
 	const struct fuse_write_in *w;
@@ -54,22 +43,22 @@ ssize_t mfsd_io_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t n;
 
 	(void)userdata;
-	kill_suidgid = false;
+	mfsd_killpriv_req = false;
 	n = read(fd, buf, len);
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	switch (in->opcode) {
 	case FUSE_WRITE:
 		w = req_arg(buf, (size_t)n, sizeof(*w));
-		kill_suidgid = w && (w->write_flags & FUSE_WRITE_KILL_SUIDGID);
+		mfsd_killpriv_req = w && (w->write_flags & FUSE_WRITE_KILL_SUIDGID);
 		break;
 	case FUSE_OPEN:
 		o = req_arg(buf, (size_t)n, sizeof(*o));
-		kill_suidgid = o && (o->open_flags & FUSE_OPEN_KILL_SUIDGID);
+		mfsd_killpriv_req = o && (o->open_flags & FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_CREATE:
 		c = req_arg(buf, (size_t)n, sizeof(*c));
-		kill_suidgid = c && (c->open_flags & FUSE_OPEN_KILL_SUIDGID);
+		mfsd_killpriv_req = c && (c->open_flags & FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_INIT:
 		/* protocol 7.33 has the flag; older fuse_init_in are shorter */
@@ -84,7 +73,7 @@ ssize_t mfsd_io_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-ssize_t mfsd_io_writev(int fd, struct iovec *iov, int count, void *userdata)
+ssize_t mfsd_killpriv_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct fuse_out_header *out;
 	struct fuse_init_out *init;
@@ -97,10 +86,8 @@ ssize_t mfsd_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			atomic_store(&init_unique, 0);
 			init = iov[1].iov_base;
 			if (out->error == 0 &&
-			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background)) {
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background))
 				init->flags |= FUSE_HANDLE_KILLPRIV_V2;
-				atomic_store(&granted_v2, true);
-			}
 		}
 	}
 	return writev(fd, iov, count);

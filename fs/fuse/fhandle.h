@@ -7,10 +7,11 @@
  * handle's node id, and to reconnect a directory, LOOKUP of ".." on it; no
  * path walk sends either (the VFS resolves them itself).  The kernel compares
  * the generation; the daemon must never answer with another inode than the
- * one the number names, nor with one that is deleted.
+ * one the number names, nor with one that is deleted.  Called by the LOOKUP
+ * handler; calls the core only (fhandle.c).
  */
-#ifndef MENDFS_DAEMON_EXPORT_H
-#define MENDFS_DAEMON_EXPORT_H
+#ifndef MENDFS_FHANDLE_H
+#define MENDFS_FHANDLE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node table and the open files (node_table.c).  Node ids are inode
+ * numbers (FUSE_ROOT_ID == MFS_ROOT_INO == 1).  The kernel counts the lookups
+ * it was given per node; the daemon mirrors that count here and holds one
+ * core reference (mfs_iget) per node while its count is non-zero, dropped
+ * when forget brings it to zero.  Open files hold a reference of their own
+ * (fi->fh).  An unlinked inode therefore lives while the kernel knows it or a
+ * file is open on it, and the core frees it at the last mfs_iput.  Numbers
+ * cannot be reused while the kernel knows them.
+ *
+ * Called by the handlers and main; calls the core only.
+ */
+#ifndef MENDFS_NODE_TABLE_H
+#define MENDFS_NODE_TABLE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define MFSD_NODE_BUCKETS 4096u
+
+struct fuse_entry_param;
+struct fuse_file_info;
+struct mfsd;
+
+/* A node the kernel knows: its lookup count and the reference it pins. */
+struct mfsd_node {
+	uint64_t ino;
+	uint64_t nlookup;
+	struct mfs_ino *ip; /* one core reference while nlookup > 0 */
+	struct mfsd_node *next;
+};
+
+/* An open file or directory handle (fi->fh). */
+struct mfsd_file {
+	struct mfs_ino *ip; /* a core reference of its own */
+	int flags;          /* open(2) flags: the recovery ioctls check O_ACCMODE */
+	struct mfsd_file *prev, *next;
+};
+
+/* lock is a leaf: no core call under it */
+struct mfsd_nodes {
+	pthread_mutex_t lock;
+	struct mfsd_node *buckets[MFSD_NODE_BUCKETS];
+	struct mfsd_file files; /* list head */
+};
+
+void mfsd_nodes_init(struct mfsd_nodes *nt);
+void mfsd_nodes_destroy(struct mfsd_nodes *nt);
+
+/*
+ * Take one lookup reference on @ino for a reply: pin the inode (one core
+ * reference per known node) and fill @e from the pinned inode, so that the
+ * attributes and generation are those of the inode the kernel will know.
+ * Returns 0 or -errno.
+ */
+int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e);
+
+/* The kernel forgets @nlookup lookups of @ino; the last one unpins it. */
+void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup);
+
+/* Open @ino for @fi (fi->fh): a core reference of its own.  Returns 0 or -errno. */
+int mfsd_file_open(struct mfsd *d, uint64_t ino, struct fuse_file_info *fi);
+
+/* Close the handle of @fi (none: nothing to do). */
+void mfsd_file_close(struct mfsd *d, struct fuse_file_info *fi);
+
+/*
+ * After the session: drop what the kernel did not forget or release (the
+ * forgets it queues while unmounting are not read once the connection is
+ * gone).  Returns the number of nodes and open handles dropped.
+ */
+unsigned long mfsd_drop_all(struct mfsd *d);
+
+#endif

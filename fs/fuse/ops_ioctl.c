@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The recovery ioctls (include/mendfs/ioctl.h, docs/RECOVERY.md): restricted
+ * ioctls only, each with its exact struct size in and out, checked and
+ * translated into one call of the core's recovery API (mfs_recovery.h) or of
+ * the engine's statistics and poison table.  Recovery read needs the file
+ * open for reading, zero-init and recovery write open for writing.  Called
+ * through the ops table; calls the core, the engine, libfuse and the daemon's
+ * log.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "mendfs/ioctl.h"
+#include "mfs_recovery.h"
+#include "ops.h"
+
+/* One ioctl: what a translator may need besides its struct. */
+struct ioc_call {
+	struct mfsd *d;
+	fuse_req_t req;
+	fuse_ino_t ino;
+	struct mfsd_file *f; /* the open file or directory it came through */
+};
+
+/* The header every MENDFS_IOC_* struct starts with; reserved words must be zero. */
+static bool ioc_valid(uint32_t version, uint32_t flags, const uint64_t reserved[4])
+{
+	if (version != MENDFS_IOC_VERSION || flags)
+		return false;
+	for (unsigned i = 0; i < 4; i++)
+		if (reserved[i])
+			return false;
+	return true;
+}
+
+/* A byte range of a file: not empty, at most @max bytes, ending by INT64_MAX. */
+static bool ioc_range_valid(uint64_t offset, uint64_t length, uint64_t max)
+{
+	return length && length <= max && offset <= (uint64_t)INT64_MAX - length;
+}
+
+static bool can_read(const struct mfsd_file *f)
+{
+	return (f->flags & O_ACCMODE) == O_RDONLY || (f->flags & O_ACCMODE) == O_RDWR;
+}
+
+/* A write through the ioctl's file: open for writing (EBADF) on a writable mount (EROFS). */
+static int ioc_may_write(const struct ioc_call *c)
+{
+	if ((c->f->flags & O_ACCMODE) != O_WRONLY && (c->f->flags & O_ACCMODE) != O_RDWR)
+		return -EBADF;
+	if (c->d->read_only)
+		return -EROFS;
+	return 0;
+}
+
+/* Written behind the kernel's back: its cached pages and attributes are stale. */
+static void ioc_written(const struct ioc_call *c, uint64_t offset, uint64_t length)
+{
+	fuse_lowlevel_notify_inval_inode(c->d->se, c->ino, (off_t)offset, (off_t)length);
+}
+
+/* The core's @nr ranges into @out, of @cap entries: the rest zeroed. */
+static void ioc_ranges(struct mendfs_ioc_range *out, unsigned cap, const struct mfs_frange *r,
+                       unsigned nr)
+{
+	memset(out, 0, cap * sizeof(*out));
+	for (unsigned i = 0; i < nr; i++) {
+		out[i].offset = r[i].offset;
+		out[i].length = r[i].length;
+	}
+}
+
+static int ioc_recovery_read(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_recovery_read *a = arg;
+	struct mfs_frange r[MENDFS_RR_MAX_RANGES];
+	unsigned nr;
+	bool trunc;
+	ssize_t n;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) ||
+	    !ioc_range_valid(a->offset, a->length, MENDFS_RR_CHUNK))
+		return -EINVAL;
+	if (!can_read(c->f))
+		return -EBADF;
+	n = mfs_recovery_read(c->d->fs, c->ino, a->data, (size_t)a->length, a->offset, r,
+	                      MENDFS_RR_MAX_RANGES, &nr, &trunc);
+	if (n < 0)
+		return (int)n;
+	memset(a->data + n, 0, MENDFS_RR_CHUNK - (size_t)n);
+	a->bytes = (uint64_t)n;
+	a->nr_zeroed = nr;
+	a->truncated = trunc;
+	ioc_ranges(a->zeroed, MENDFS_RR_MAX_RANGES, r, nr);
+	return 0;
+}
+
+static int ioc_badranges(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_badranges *a = arg;
+	struct mfs_frange r[MENDFS_BADRANGES_MAX];
+	unsigned nr;
+	bool last;
+	int ret;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) || a->start > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = mfs_badranges(c->d->fs, c->ino, a->start, r, MENDFS_BADRANGES_MAX, &nr, &a->next,
+	                    &last);
+	if (ret)
+		return ret;
+	a->nr = nr;
+	a->last = last;
+	ioc_ranges(a->ranges, MENDFS_BADRANGES_MAX, r, nr);
+	return 0;
+}
+
+static int ioc_bmap(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_bmap *a = arg;
+	struct mfs_fextent x[MENDFS_BMAP_MAX];
+	unsigned nr, i;
+	bool last;
+	int ret;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) || a->start > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = mfs_bmap_extents(c->d->fs, c->ino, a->start, x, MENDFS_BMAP_MAX, &nr, &a->next,
+	                       &last);
+	if (ret)
+		return ret;
+	memset(a->extents, 0, sizeof(a->extents));
+	a->nr = nr;
+	a->last = last;
+	for (i = 0; i < nr; i++) {
+		a->extents[i].offset = x[i].offset;
+		a->extents[i].length = x[i].length;
+		a->extents[i].sector = x[i].sector;
+		a->extents[i].flags = x[i].unwritten ? MENDFS_EXTENT_UNWRITTEN : 0;
+	}
+	return 0;
+}
+
+static int ioc_zeroinit(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_zeroinit *a = arg;
+	int ret;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) ||
+	    !ioc_range_valid(a->offset, a->length, UINT64_MAX) || a->offset % 512 ||
+	    a->length % 512)
+		return -EINVAL;
+	ret = ioc_may_write(c);
+	if (!ret)
+		ret = mfs_zeroinit(c->d->fs, c->ino, a->offset, a->length);
+	if (!ret) /* the kernel's cached pages and attributes (mtime) are stale now */
+		ioc_written(c, a->offset, a->length);
+	return ret;
+}
+
+static int ioc_recovery_write(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_recovery_write *a = arg;
+	ssize_t n;
+	int ret;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) ||
+	    !ioc_range_valid(a->offset, a->length, MENDFS_RW_CHUNK))
+		return -EINVAL;
+	ret = ioc_may_write(c);
+	if (ret)
+		return ret;
+	n = mfs_recovery_write(c->d->fs, c->ino, a->data, (size_t)a->length, a->offset);
+	if (n < 0)
+		return (int)n;
+	a->written = (uint64_t)n;
+	ioc_written(c, a->offset, a->length); /* its cached pages and size */
+	return 0;
+}
+
+/*
+ * Online poison injection: root (the requesting process's uid as FUSE reports
+ * it) on a -o poison_inject mount, checked before the struct (EPERM), then
+ * the range (EINVAL), then the mount (EROFS: nothing is written on a
+ * read-only mount, not even the emulation file).
+ */
+static int ioc_inject(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_inject *a = arg;
+	struct mfsd *d = c->d;
+	struct blk_dev_info info;
+	uint64_t nr_sectors;
+	int ret;
+
+	blk_dev_get_info(d->fs->dev, &info);
+	nr_sectors = info.nr_sectors;
+	if (!d->poison_inject || fuse_req_ctx(c->req)->uid != 0)
+		return -EPERM;
+	if (!ioc_valid(a->version, a->flags, a->reserved) || !a->count || a->sector >= nr_sectors ||
+	    a->count > nr_sectors - a->sector)
+		return -EINVAL;
+	if (d->read_only)
+		return -EROFS;
+	ret = blk_poison_add(d->fs->dev, a->sector, a->count);
+	if (ret)
+		mfsd_log(LOG_ERR, "inject poison at sector %llu count %llu: %s",
+		         (unsigned long long)a->sector, (unsigned long long)a->count,
+		         strerror(-ret));
+	else
+		mfsd_log(LOG_NOTICE, "injected poison at sector %llu count %llu (pid %d)",
+		         (unsigned long long)a->sector, (unsigned long long)a->count,
+		         (int)fuse_req_ctx(c->req)->pid);
+	return ret;
+}
+
+static int ioc_stats(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_stats *a = arg;
+	struct mfs_stats *fst = &c->d->fs->stats;
+	struct blk_dev *dev = c->d->fs->dev;
+	struct blk_stats st;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved))
+		return -EINVAL;
+	blk_dev_get_stats(dev, &st);
+	memset((uint8_t *)a + offsetof(struct mendfs_ioc_stats, reads), 0,
+	       sizeof(*a) - offsetof(struct mendfs_ioc_stats, reads));
+	a->reads = st.ios[BLK_OP_READ];
+	a->writes = st.ios[BLK_OP_WRITE];
+	a->write_zeroes = st.ios[BLK_OP_WRITE_ZEROES];
+	a->read_bytes = st.bytes[BLK_OP_READ];
+	a->write_bytes = st.bytes[BLK_OP_WRITE];
+	a->requests = st.requests;
+	a->errors = st.errors;
+	a->poison_hits = st.poison_hits;
+	a->media_errors = st.media_errors;
+	a->recovered_sectors = st.recovered_sectors;
+	a->poison_cleared = st.poison_cleared;
+	a->faults = st.faults;
+	a->poison_ranges = blk_poison_count(dev);
+	a->meta_reads = fst->meta_reads;
+	a->meta_writes = fst->meta_writes;
+	a->meta_repairs = fst->meta_repairs;
+	a->meta_lost = fst->meta_lost;
+	a->commits = fst->commits;
+	a->journal_blocks = fst->journal_blocks;
+	a->checkpoints = fst->checkpoints;
+	return 0;
+}
+
+/* Every ioctl the daemon knows; its struct's size is in the number (_IOC_SIZE). */
+static const struct {
+	unsigned cmd;
+	int (*fn)(const struct ioc_call *c, void *arg);
+} ioc_table[] = {
+        {MENDFS_IOC_RECOVERY_READ, ioc_recovery_read},
+        {MENDFS_IOC_BADRANGES, ioc_badranges},
+        {MENDFS_IOC_BMAP, ioc_bmap},
+        {MENDFS_IOC_ZEROINIT, ioc_zeroinit},
+        {MENDFS_IOC_STATS, ioc_stats},
+        {MENDFS_IOC_INJECT, ioc_inject},
+        {MENDFS_IOC_RECOVERY_WRITE, ioc_recovery_write},
+};
+
+void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+                size_t out_bufsz)
+{
+	struct ioc_call c = {.d = D(req), .req = req, .ino = ino, .f = mfsd_file_of(fi)};
+	size_t size = _IOC_SIZE(cmd);
+	unsigned i;
+	void *a;
+	int ret;
+
+	(void)arg;
+	for (i = 0; i < sizeof(ioc_table) / sizeof(ioc_table[0]); i++)
+		if (ioc_table[i].cmd == cmd)
+			break;
+	if (i == sizeof(ioc_table) / sizeof(ioc_table[0])) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (flags & FUSE_IOCTL_UNRESTRICTED || in_bufsz != size || out_bufsz != size || !c.f) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	a = malloc(size);
+	if (!a) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(a, in_buf, size);
+	ret = ioc_table[i].fn(&c, a);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_ioctl(req, 0, a, size);
+	free(a);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How requests reach the ops: a transport reads the requests of a mounted
+ * FUSE session, hands each to libfuse (which decodes it and calls the ops
+ * table, ops.c) and carries the replies back.  The ops never know which
+ * transport carried a request.  Today there is one, /dev/fuse read through
+ * libfuse's multithreaded session loop (transport_dev.c); FUSE over io_uring
+ * would be a second struct mfsd_transport_ops beside it.
+ *
+ * main sets up the session (ops table, signal handlers, mount), then calls
+ * start, loop (until unmount or a signal) and stop.  A transport calls
+ * libfuse, killpriv.c and the daemon's log; never the ops or main.
+ */
+#ifndef MENDFS_TRANSPORT_H
+#define MENDFS_TRANSPORT_H
+
+#include <stdbool.h>
+
+struct fuse_session;
+struct mfsd_transport;
+
+struct mfsd_transport_ops {
+	const char *name;
+	/*
+	 * Take over the I/O of the session, mounted and not read from yet
+	 * (INIT is the first request).  Returns 0 or -errno.
+	 */
+	int (*start)(struct mfsd_transport *t);
+	/*
+	 * Serve requests until the session ends (unmount, or a signal that
+	 * fuse_set_signal_handlers caught).  Returns 0, or -errno after logging
+	 * why.
+	 */
+	int (*loop)(struct mfsd_transport *t);
+	/* After the loop, before the session is unmounted: undo start. */
+	void (*stop)(struct mfsd_transport *t);
+};
+
+struct mfsd_transport {
+	const struct mfsd_transport_ops *ops;
+	struct fuse_session *se; /* mounted, with the ops table */
+	unsigned threads;        /* worker threads at most; 0: the transport's default */
+	bool killpriv_v2;        /* grant FUSE_HANDLE_KILLPRIV_V2 if offered (killpriv.h) */
+	void *priv;              /* the transport's own */
+};
+
+/* /dev/fuse, libfuse's multithreaded session loop and our read/writev hooks. */
+extern const struct mfsd_transport_ops mfsd_transport_dev;
+
+#endif
