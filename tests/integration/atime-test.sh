@@ -25,6 +25,8 @@ at() { stat -c %x "$1"; }
 old() { touch -a -d "$OLD" "$1" && [[ $(at "$1") == 2020-01-02* ]] || fail "touch -a $1"; }
 moved() { [[ $(at "$1") != 2020-01-02* ]] || fail "$2: atime of $1 did not move"; }
 kept() { [[ $(at "$1") == 2020-01-02* ]] || fail "$2: atime of $1 moved to $(at "$1")"; }
+# still FILE ATIME WHEN: FILE's atime is still ATIME
+still() { [ "$(at "$1")" = "$2" ] || fail "$3: atime $(at "$1"), was $2"; }
 flags() { awk -v m="$MNT" '$5 == m { print $6 }' /proc/self/mountinfo; }
 
 mkfs_mendfs -f "$IMG" 64M
@@ -100,7 +102,7 @@ persist)
 	a=$(at "$MNT/f")
 	umount_fg
 	mount_fg
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after remount: atime $(at "$MNT/f"), was $a"
+	still "$MNT/f" "$a" "after remount"
 
 	# no periodic commit: a read's atime is lost in a crash (no transaction)...
 	step=commit=0
@@ -118,7 +120,7 @@ persist)
 	sync "$MNT/f"
 	crash
 	mount_fg
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after fsync and a crash: atime $(at "$MNT/f"), was $a"
+	still "$MNT/f" "$a" "after fsync and a crash"
 
 	# the periodic commit writes it
 	step=commit=1
@@ -130,7 +132,7 @@ persist)
 	sleep 2.5
 	crash
 	mount_fg
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after a commit and a crash: atime $(at "$MNT/f"), was $a"
+	still "$MNT/f" "$a" "after a commit and a crash"
 	umount_fg
 	;;
 *)

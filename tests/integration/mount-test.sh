@@ -38,6 +38,12 @@ mkfs() {
 	mkfs_mendfs "$IMG" 64M
 }
 
+# need_mount_ns [WHAT FOR]: skip without a private mount namespace (unshare -m)
+need_mount_ns() {
+	unshare -m --propagation private true 2>/dev/null ||
+		skip "no private mount namespace (unshare -m)${1:+ $1}"
+}
+
 fsops() {
 	timeout 60 "$FSOPS" "$1" "$2" || fail "fsops $1"
 }
@@ -162,9 +168,7 @@ helper)
 	# run mount(8) in a private mount namespace where a tmpfs holding a link to
 	# the built helper is mounted over /sbin (and a test fstab over
 	# /etc/fstab); the daemon is found beside the helper.
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m) for mount(8)'s helper lookup"
-	fi
+	need_mount_ns "for mount(8)'s helper lookup"
 	mkfs
 	mkdir -p "$WORK/sbin"
 	cat >"$WORK/fstab" <<-EOF
@@ -326,9 +330,7 @@ umount-wait)
 	# 'helper', /sbin is a tmpfs holding links to the built helpers, in a
 	# private mount namespace, and so is /run/mount (utab).
 	need_progs FSCK_MENDFS UMOUNT_MENDFS
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m) for umount(8)'s helper lookup"
-	fi
+	need_mount_ns "for umount(8)'s helper lookup"
 	mkfs
 	mkdir -p "$WORK/sbin"
 	cat >"$WORK/inner.sh" <<-'EOF'
@@ -428,9 +430,7 @@ umount-elsewhere)
 	# FUSE connections, umount.fuse.mendfs sees the connection outlive the
 	# unmount, says so and returns at once instead of waiting in vain.
 	need_progs UMOUNT_MENDFS
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m)"
-	fi
+	need_mount_ns
 	mkfs
 	cat >"$WORK/inner.sh" <<-'EOF'
 		set -u

@@ -65,16 +65,22 @@ first_sector() {
 	grep -o '"sector":[0-9]*' <<<"$j" | cut -d: -f2
 }
 
+# make_f [OPTS]: mounted (with OPTS), f gets the pattern ($SIZE bytes), its
+# first sector in $S and its map in $map; unmounted again
+make_f() {
+	mount_fg "${1:-}"
+	rcheck pattern "$MNT/f" $SIZE
+	S=$(first_sector "$MNT/f" $SIZE)
+	map=$(mendctl bmap --json "$MNT/f")
+	umount_fg
+}
+
 mkfs_mendfs "$IMG" 64M
 SIZE=65536
 
 case $name in
 read)
-	mount_fg
-	rcheck pattern "$MNT/f" $SIZE
-	S=$(first_sector "$MNT/f" $SIZE)
-	map=$(mendctl bmap --json "$MNT/f")
-	umount_fg
+	make_f
 	# one sector mid-block: sector 3 of block 5, bytes [22016, 22528)
 	echo "$((S + 5 * 8 + 3)) 1" >"$IMG.badblocks"
 	mount_fg
@@ -234,11 +240,7 @@ writeback)
 	# a write into a page holding poison fails with EIO (never zeros written),
 	# even one covering whole poisoned sectors; a whole-page overwrite needs
 	# no read and clears the poison in place when written back
-	mount_fg
-	rcheck pattern "$MNT/f" $SIZE
-	S=$(first_sector "$MNT/f" $SIZE)
-	map=$(mendctl bmap --json "$MNT/f")
-	umount_fg
+	make_f
 	# poisoned before the mount, so that no page of f is cached:
 	# sector 2 of block 1 (bytes [5120, 5632)) and sector 0 of block 3 ([12288, 12800))
 	printf '%s 1\n%s 1\n' $((S + 8 + 2)) $((S + 3 * 8)) >"$IMG.badblocks"
@@ -409,11 +411,7 @@ EOF
 	BB=$WORK/bb
 	OPTS="backend=uring,poison_inject,badblocks=$BB"
 	mkfs_mendfs -f "$DEV"
-	mount_fg "$OPTS"
-	rcheck pattern "$MNT/f" $SIZE
-	S=$(first_sector "$MNT/f" $SIZE)
-	map=$(mendctl bmap --json "$MNT/f")
-	umount_fg
+	make_f "$OPTS"
 	# the emulation file names one sector of block 13: its whole logical block is lost
 	echo "$((S + 13 * 8 + 5)) 1" >"$BB"
 	mount_fg "$OPTS"

@@ -63,26 +63,26 @@ static uint64_t create(const char *name)
 	return st.st_ino;
 }
 
-static uint64_t fsize(uint64_t ino)
+/* A copy of @ino's inode as the filesystem holds it. */
+static struct mfs_inode dinode(uint64_t ino)
 {
 	struct mfs_ino *ip;
-	uint64_t size;
+	struct mfs_inode di;
 
 	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	size = le64toh(ip->di.size);
+	di = ip->di;
 	mfs_iput(fs, ip);
-	return size;
+	return di;
+}
+
+static uint64_t fsize(uint64_t ino)
+{
+	return le64toh(dinode(ino).size);
 }
 
 static uint64_t fblocks(uint64_t ino)
 {
-	struct mfs_ino *ip;
-	uint64_t n;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	n = le64toh(ip->di.blocks);
-	mfs_iput(fs, ip);
-	return n;
+	return le64toh(dinode(ino).blocks);
 }
 
 static void bmap(uint64_t ino, uint64_t lblk, uint64_t *pblk, uint64_t *count, bool *unwritten)
