@@ -13,90 +13,29 @@
 #
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse).
 set -eu
+. "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: atime-test.sh NAME}
-for v in MENDFS MKFS_MENDFS; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	echo "skip: needs root and /dev/fuse"
-	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-fi
-
-WORK=$(mktemp -d /tmp/mendfs-atime.XXXXXX)
-IMG=$WORK/img
-MNT=$WORK/m
-mkdir -p "$MNT"
-DPID=""
+need_progs MENDFS MKFS_MENDFS
+need_root_fuse
+work_init atime
 OLD="2020-01-02 03:04:05"
-
-cleanup() {
-	set +e
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-		kill "$DPID" 2>/dev/null
-		sleep 1
-		kill -9 "$DPID" 2>/dev/null
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-	echo "FAIL ($name${mode:+, $mode}): $*" >&2
-	[ -s "$WORK/log" ] && tail -20 "$WORK/log" | sed 's/^/  daemon: /' >&2
-	exit 1
-}
-
-# mount_fs [OPTS]: a foreground daemon
-mount_fs() {
-	local i
-	"$MENDFS" -f ${1:+-o "$1"} "$IMG" "$MNT" 2>>"$WORK/log" &
-	DPID=$!
-	for ((i = 0; i < 200; i++)); do
-		mountpoint -q "$MNT" && return 0
-		kill -0 "$DPID" 2>/dev/null || fail "mendfs -o '${1:-}' exited"
-		sleep 0.1
-	done
-	fail "not mounted after 20 s"
-}
-
-umount_fs() {
-	local i
-	timeout 30 umount "$MNT" || fail "umount"
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.1
-	done
-	wait "$DPID" || fail "the daemon exited with status $?"
-	DPID=""
-}
-
-# crash: kill -9 the daemon and remove its dead mount
-crash() {
-	kill -9 "$DPID"
-	wait "$DPID" 2>/dev/null || true
-	DPID=""
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
-}
 
 at() { stat -c %x "$1"; }
 old() { touch -a -d "$OLD" "$1" && [[ $(at "$1") == 2020-01-02* ]] || fail "touch -a $1"; }
 moved() { [[ $(at "$1") != 2020-01-02* ]] || fail "$2: atime of $1 did not move"; }
 kept() { [[ $(at "$1") == 2020-01-02* ]] || fail "$2: atime of $1 moved to $(at "$1")"; }
+# still FILE ATIME WHEN: FILE's atime is still ATIME
+still() { [ "$(at "$1")" = "$2" ] || fail "$3: atime $(at "$1"), was $2"; }
 flags() { awk -v m="$MNT" '$5 == m { print $6 }' /proc/self/mountinfo; }
 
-"$MKFS_MENDFS" -q -f "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log"; fail mkfs; }
+mkfs_mendfs -f "$IMG" 64M
 
 case $name in
 modes)
 	for mode in relatime strictatime noatime nodiratime; do
-		mount_fs "$mode"
+		step=$mode # for messages
+		mount_fg "$mode"
 		f=$MNT/f-$mode
 		d=$MNT/d-$mode
 		echo data >"$f"
@@ -142,59 +81,59 @@ modes)
 		noatime | nodiratime) kept "$d" "ls" ;;
 		*) moved "$d" "ls" ;;
 		esac
-		umount_fs
+		umount_fg
 	done
-	mode=""
+	step=""
 	# the last of atime, relatime, strictatime and noatime wins, as with mount(8)
-	mount_fs noatime,strictatime
+	mount_fg noatime,strictatime
 	[[ ,$(flags), != *atime,* ]] || fail "noatime,strictatime: mount flags $(flags)"
 	echo x >"$MNT/g"
 	old "$MNT/g"
 	cat "$MNT/g" >/dev/null
 	moved "$MNT/g" "noatime,strictatime"
-	umount_fs
+	umount_fg
 	;;
 persist)
 	# unmount writes what is in memory only
-	mount_fs
+	mount_fg
 	echo data >"$MNT/f"
 	old "$MNT/f"
 	cat "$MNT/f" >/dev/null
 	a=$(at "$MNT/f")
-	umount_fs
-	mount_fs
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after remount: atime $(at "$MNT/f"), was $a"
+	umount_fg
+	mount_fg
+	still "$MNT/f" "$a" "after remount"
 
 	# no periodic commit: a read's atime is lost in a crash (no transaction)...
-	mode=commit=0
+	step=commit=0
 	old "$MNT/f"
-	umount_fs
-	mount_fs commit=0
+	umount_fg
+	mount_fg commit=0
 	cat "$MNT/f" >/dev/null
 	moved "$MNT/f" "cat"
 	crash
-	mount_fs commit=0
+	mount_fg commit=0
 	kept "$MNT/f" "crash without a commit"
 	# ...and fsync writes it
 	cat "$MNT/f" >/dev/null
 	a=$(at "$MNT/f")
 	sync "$MNT/f"
 	crash
-	mount_fs
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after fsync and a crash: atime $(at "$MNT/f"), was $a"
+	mount_fg
+	still "$MNT/f" "$a" "after fsync and a crash"
 
 	# the periodic commit writes it
-	mode=commit=1
+	step=commit=1
 	old "$MNT/f"
-	umount_fs
-	mount_fs commit=1
+	umount_fg
+	mount_fg commit=1
 	cat "$MNT/f" >/dev/null
 	a=$(at "$MNT/f")
 	sleep 2.5
 	crash
-	mount_fs
-	[ "$(at "$MNT/f")" = "$a" ] || fail "after a commit and a crash: atime $(at "$MNT/f"), was $a"
-	umount_fs
+	mount_fg
+	still "$MNT/f" "$a" "after a commit and a crash"
+	umount_fg
 	;;
 *)
 	echo "unknown test $name" >&2

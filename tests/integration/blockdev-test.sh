@@ -21,55 +21,20 @@
 # Every mount, daemon, zram device and loop device made here is undone on
 # exit, whatever happened, and every wait is bounded.
 set -u
+. "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: blockdev-test.sh zram-uring|loop4k-uring|loop8k-refused}
-for v in MENDFS MKFS_MENDFS; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-
-skip() {
-	if [ "${MENDFS_TEST_STRICT:-0}" = 1 ]; then
-		echo "FAIL ($name): cannot run (MENDFS_TEST_STRICT=1): $*" >&2
-		exit 1
-	fi
-	echo "skip: $*"
-	exit 77
-}
-
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	skip "needs root and /dev/fuse"
-fi
-
-WORK=$(mktemp -d /tmp/mendfs-bdev.XXXXXX)
-MNT=$WORK/m
-mkdir -p "$MNT"
-PIDS=()
+need_progs MENDFS MKFS_MENDFS
+need_root_fuse
+work_init bdev
 LOOPS=()
 ZRAM_ID=       # the zram device number we set up
 ZRAM_ADDED=0   # 1: made by hot_add (removed on exit), 0: /dev/zram0 (reset on exit)
 DEV=
 
-wait_gone() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-cleanup() {
-	local p l i
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait_gone "$p" 10 || kill -9 "$p" 2>/dev/null
-	done
+# shellcheck disable=SC2317 # run by lib.sh on exit
+on_cleanup() {
+	local l i
 	for l in "${LOOPS[@]}"; do
 		losetup -d "$l" 2>/dev/null || echo "warning: losetup -d $l failed" >&2
 	done
@@ -85,25 +50,6 @@ cleanup() {
 				echo "warning: cannot remove zram$ZRAM_ID" >&2
 		fi
 	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP # meson's timeout: clean up all the same
-
-fail() {
-	echo "FAIL ($name): $*" >&2
-	[ -s "$WORK/log" ] && sed 's/^/  daemon: /' "$WORK/log" >&2
-	exit 1
-}
-
-wait_mounted() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		mountpoint -q "$MNT" && return 0
-		kill -0 "$DPID" 2>/dev/null || fail "the daemon exited before mounting"
-		sleep 0.1
-	done
-	fail "$MNT not mounted after 20 s"
 }
 
 # setup_zram: a 256 MiB zram device in $DEV
@@ -128,8 +74,8 @@ setup_zram() {
 
 # setup_loop BLOCKSIZE: a loop device over a 256 MiB sparse image in $DEV
 setup_loop() {
-	truncate -s 256M "$WORK/img" || fail "cannot create the image"
-	DEV=$(losetup -f --show -b "$1" "$WORK/img" 2>"$WORK/losetup.log") ||
+	truncate -s 256M "$IMG" || fail "cannot create the image"
+	DEV=$(losetup -f --show -b "$1" "$IMG" 2>"$WORK/losetup.log") ||
 		skip "losetup -b $1: $(cat "$WORK/losetup.log")"
 	LOOPS+=("$DEV")
 }
@@ -141,17 +87,8 @@ check_lbs() {
 	[ "$lbs" = "$1" ] || skip "$DEV has $lbs-byte logical blocks, not $1"
 }
 
-mount_fg() {
-	"$MENDFS" -f -o backend=uring "$DEV" "$MNT" 2>>"$WORK/log" &
-	DPID=$!
-	PIDS+=("$DPID")
-	wait_mounted
-}
-
-umount_fg() {
-	umount "$MNT" || fail "umount"
-	wait_gone "$DPID" 20 || fail "the daemon did not exit after umount"
-	wait "$DPID" || fail "the daemon exited with status $? after umount"
+mount_uring() {
+	mount_fg backend=uring
 }
 
 alive() {
@@ -167,11 +104,10 @@ compare() {
 }
 
 roundtrip() {
-	"$MKFS_MENDFS" -q "$DEV" >"$WORK/mkfs.log" 2>&1 ||
-		{ cat "$WORK/mkfs.log" >&2; fail "mkfs.mendfs $DEV"; }
+	mkfs_mendfs "$DEV"
 	head -c 64M /dev/urandom >"$WORK/src" || fail "random data"
 	head -c 1234567 /dev/urandom >"$WORK/odd" || fail "random data"
-	mount_fg
+	mount_uring
 	cp "$WORK/src" "$MNT/big" || fail "write 64 MiB"
 	cp "$WORK/odd" "$MNT/odd" || fail "write the odd-sized file"
 	sync || fail "sync"
@@ -185,7 +121,7 @@ roundtrip() {
 		fail "a part read with 12 KiB reads differs"
 	alive "after the partial reads"
 	umount_fg
-	mount_fg
+	mount_uring
 	compare "after umount and mount"
 	umount_fg
 }

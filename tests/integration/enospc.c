@@ -42,26 +42,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define MIB (1L << 20)
 
-static int failures, checks;
 static long rounds = 15, big_mib = 80, held = 2;
 static atomic_bool meta_stop;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		bool ok_ = (cond);                                                                 \
-		int e_ = errno;                                                                    \
-		checks++;                                                                          \
-		printf("%s ", ok_ ? "ok" : "FAIL");                                                \
-		printf(__VA_ARGS__);                                                               \
-		if (!ok_) {                                                                        \
-			printf(" [%s] (errno %s)", #cond, strerror(e_));                           \
-			failures++;                                                                \
-		}                                                                                  \
-		printf("\n");                                                                      \
-		fflush(stdout);                                                                    \
-	} while (0)
 
 /* What one loop saw: calls made, calls that failed with ENOSPC, other errors. */
 struct loop {

@@ -31,38 +31,15 @@
 # keeps its files in $FAULT_LOOP_KEEP if set.  Exit 0 pass, 1 fail, 77 skip
 # (not root, no /dev/fuse; fail with MENDFS_TEST_STRICT=1).
 set -eu
+. "$(dirname "$0")/lib.sh"
 
-for v in MENDFS MKFS_MENDFS FSCK_MENDFS FAULTLOAD; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	echo "skip: needs root and /dev/fuse"
-	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-fi
-
+name=fault-loop
+need_progs MENDFS MKFS_MENDFS FSCK_MENDFS FAULTLOAD
+need_root_fuse
 base=/dev/shm
 [ -d "$base" ] && [ -w "$base" ] || base=/tmp
-WORK=$(mktemp -d "$base/mendfs-fl.XXXXXX")
+work_init fl "$base"
 TPL=$WORK/template
-IMG=$WORK/img
-MNT=$WORK/m
-LOG=$WORK/log
-mkdir -p "$MNT"
-DPID=""
-
-cleanup() {
-	set +e
-	if is_mounted; then
-		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	fi
-	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-		kill -9 "$DPID" 2>/dev/null
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 failures=0
 failed_points=""
@@ -95,6 +72,7 @@ start() {
 	local i
 	"$MENDFS" -f -o "commit=0$1" "$IMG" "$MNT" 2>>"$LOG" &
 	DPID=$!
+	PIDS+=("$DPID")
 	for ((i = 0; i < 2000; i++)); do
 		is_mounted && return 0
 		kill -0 "$DPID" 2>/dev/null || return 1
@@ -125,9 +103,8 @@ stop_daemon() {
 		kill -9 "$DPID" 2>/dev/null
 		dstatus=hang
 	fi
-	wait "$DPID" 2>/dev/null && s=0 || s=$?
+	reap "$DPID" 2>/dev/null && s=0 || s=$?
 	[ "$dstatus" = hang ] || dstatus=$s
-	DPID=""
 }
 
 daemon_ok() {
@@ -173,8 +150,7 @@ point() {
 	fi
 }
 
-"$MKFS_MENDFS" -q -f -N 1024 "$TPL" 16M >"$WORK/mkfs.log" 2>&1 ||
-	{ cat "$WORK/mkfs.log" >&2; exit 1; }
+mkfs_mendfs -f -N 1024 "$TPL" 16M
 
 if [ -n "${FAULT_LOOP_ONLY:-}" ]; then
 	point $FAULT_LOOP_ONLY
@@ -187,13 +163,13 @@ fi
 # the dry run: no fault, count the operations
 cp "$TPL" "$IMG"
 : >"$LOG"
-start ",fault_inject=0" || { cat "$LOG" >&2; echo "FAIL: mount without faults" >&2; exit 1; }
+start ",fault_inject=0" || fail "mount without faults"
 "$FAULTLOAD" run "$MNT" "$WORK/manifest" >"$WORK/out" 2>&1 ||
-	{ cat "$WORK/out" >&2; echo "FAIL: the workload without faults" >&2; exit 1; }
+	{ cat "$WORK/out" >&2; fail "the workload without faults"; }
 stop_daemon
-[ "$dstatus" = 0 ] || { cat "$LOG" >&2; echo "FAIL: daemon status $dstatus without faults" >&2; exit 1; }
+[ "$dstatus" = 0 ] || fail "daemon status $dstatus without faults"
 K=$(sed -n 's/^mendblk: fault injection: \([0-9]*\) operations.*/\1/p' "$LOG")
-[ -n "$K" ] && [ "$K" -gt 0 ] || { cat "$LOG" >&2; echo "FAIL: no operation count" >&2; exit 1; }
+[ -n "$K" ] && [ "$K" -gt 0 ] || fail "no operation count"
 echo "workload: $K device operations"
 [ -n "${FAULT_LOOP_MAX:-}" ] && [ "$K" -gt "$FAULT_LOOP_MAX" ] && K=$FAULT_LOOP_MAX
 

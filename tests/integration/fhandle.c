@@ -26,23 +26,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		int e_ = errno;                                                                    \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf(" [%s] (errno %s)\n", #cond, strerror(e_));                         \
-			failures++;                                                                \
-		} else {                                                                           \
-			printf("ok ");                                                             \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define HANDLE_MAX 64 /* FUSE handles are 12 bytes (24 with the parent) */
 

@@ -27,17 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, " (errno %s)\n", strerror(errno));                         \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static int xrenameat2(const char *from, const char *to, unsigned flags)
 {
@@ -539,6 +529,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	umask(022);
+	check_quiet = true; /* the failures only: some checks run 1000 times */
 	if (!strcmp(check, "basic")) {
 		basic_files();
 		basic_dirs();

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,21 @@ static void same(const char *what, int r1, int r2)
 	if (r1 != r2)
 		die("%s: mendfs %d (%s), mirror %d (%s)", what, r1, r1 ? strerror(-r1) : "ok", r2,
 		    r2 ? strerror(-r2) : "ok");
+}
+
+/*
+ * Open @a (mendfs) and @b (the mirror) with @flags: the same result on both,
+ * or die.  Returns false when both opens failed.
+ */
+static bool open_both(const char *what, const char *a, const char *b, int flags, int *f1, int *f2)
+{
+	int r1;
+
+	*f1 = open(a, flags, 0644);
+	r1 = RES(*f1);
+	*f2 = open(b, flags, 0644);
+	same(what, r1, RES(*f2));
+	return *f1 >= 0;
 }
 
 static void fill(char *b, size_t len)
@@ -316,17 +332,12 @@ static void op_write(const char *rel)
 	char a[8192], b[8192];
 	off_t off = pick_off();
 	size_t len = pick_len();
-	int f1, f2, r1, r2;
+	int f1, f2;
 	ssize_t n1, n2;
 
 	both(rel, a, b);
 	note("write %s off %lld len %zu", rel, (long long)off, len);
-	f1 = open(a, O_WRONLY | O_CREAT, 0644);
-	r1 = RES(f1);
-	f2 = open(b, O_WRONLY | O_CREAT, 0644);
-	r2 = RES(f2);
-	same("open for write", r1, r2);
-	if (f1 < 0)
+	if (!open_both("open for write", a, b, O_WRONLY | O_CREAT, &f1, &f2))
 		return;
 	fill(buf1, len);
 	n1 = pwrite(f1, buf1, len, off);
@@ -352,12 +363,7 @@ static void op_read(const char *rel)
 
 	both(rel, a, b);
 	note("read %s off %lld len %zu", rel, (long long)off, len);
-	f1 = open(a, O_RDONLY);
-	r1 = RES(f1);
-	f2 = open(b, O_RDONLY);
-	r2 = RES(f2);
-	same("open for read", r1, r2);
-	if (f1 < 0)
+	if (!open_both("open for read", a, b, O_RDONLY, &f1, &f2))
 		return;
 	n1 = pread(f1, buf1, len, off);
 	r1 = RES(n1);
@@ -421,12 +427,7 @@ static void op_fallocate(const char *rel)
 
 	both(rel, a, b);
 	note("fallocate %s mode %#x off %lld len %lld", rel, mode, (long long)off, (long long)len);
-	f1 = open(a, O_WRONLY);
-	r1 = RES(f1);
-	f2 = open(b, O_WRONLY);
-	r2 = RES(f2);
-	same("open for fallocate", r1, r2);
-	if (f1 < 0)
+	if (!open_both("open for fallocate", a, b, O_WRONLY, &f1, &f2))
 		return;
 	r1 = RES(fallocate(f1, mode, off, len));
 	if (mode & FALLOC_FL_ZERO_RANGE)

@@ -12,68 +12,20 @@
 # Every mount made here is undone on exit, whatever happened, and every wait
 # is bounded.
 set -u
-
-# skip WHY: exit 77, or 1 under MENDFS_TEST_STRICT=1
-skip() {
-	echo "skip: $*"
-	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && { echo "MENDFS_TEST_STRICT=1: failing instead" >&2; exit 1; }
-	exit 77
-}
+. "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: mount-test.sh NAME}
-for v in MENDFS MOUNT_MENDFS MKFS_MENDFS FSOPS; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	skip "needs root and /dev/fuse"
-fi
-
-WORK=$(mktemp -d /tmp/mendfs-it.XXXXXX)
-IMG=$WORK/img
-MNT=$WORK/m
-mkdir -p "$MNT"
-PIDS=()
+need_progs MENDFS MOUNT_MENDFS MKFS_MENDFS FSOPS
+need_root_fuse
+work_init it
+UNMOUNT=("$WORK/m2")
 STRAY=() # files a test may create outside $WORK (only if the code under test is wrong)
-
-cleanup() {
-	local d p
-	for p in "${PIDS[@]}"; do
-		kill -CONT "$p" 2>/dev/null # exit-wait stops daemons
-	done
-	for d in "$WORK"/m "$WORK"/m2; do
-		if [ -d "$d" ] && mountpoint -q "$d" 2>/dev/null; then
-			timeout 10 umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
-				fusermount3 -u -z "$d" 2>/dev/null
-		fi
-	done
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait_gone "$p" 5 || kill -9 "$p" 2>/dev/null
-	done
+# shellcheck disable=SC2317 # run by lib.sh on exit
+on_cleanup() {
+	local p
 	for p in "${STRAY[@]}"; do
 		rm -f "$p"
 	done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP # meson's timeout: clean up all the same
-
-fail() {
-	echo "FAIL ($name): $*" >&2
-	[ -s "$WORK/log" ] && sed 's/^/  daemon: /' "$WORK/log" >&2
-	exit 1
-}
-
-# wait_gone PID SECONDS: true once the process has ended
-wait_gone() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	return 1
 }
 
 # wait_unlocked IMAGE: the daemon (whatever its pid) holds an exclusive flock on
@@ -82,40 +34,14 @@ wait_unlocked() {
 	timeout 20 flock -x "$1" true || fail "the daemon still holds $1 after 20 s"
 }
 
-wait_mounted() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		mountpoint -q "$1" && return 0
-		sleep 0.1
-	done
-	fail "$1 not mounted after 20 s"
-}
-
 mkfs() {
-	"$MKFS_MENDFS" -q "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
+	mkfs_mendfs "$IMG" 64M
 }
 
-# mount_fg [OPTS...]: a foreground daemon (its pid in $DPID), waited until live
-mount_fg() {
-	"$MENDFS" -f "$@" "$IMG" "$MNT" 2>>"$WORK/log" &
-	DPID=$!
-	PIDS+=("$DPID")
-	wait_mounted "$MNT"
-}
-
-# umount_fg: unmount and check that the foreground daemon exits 0
-umount_fg() {
-	umount "$MNT" || fail "umount"
-	wait_gone "$DPID" 20 || fail "the daemon did not exit after umount"
-	wait "$DPID" || fail "the daemon exited with status $?"
-}
-
-# need VAR...: the programs only some tests use
-need() {
-	local v
-	for v; do
-		[ -x "${!v:-}" ] || fail "$v not set or not executable"
-	done
+# need_mount_ns [WHAT FOR]: skip without a private mount namespace (unshare -m)
+need_mount_ns() {
+	unshare -m --propagation private true 2>/dev/null ||
+		skip "no private mount namespace (unshare -m)${1:+ $1}"
 }
 
 fsops() {
@@ -135,7 +61,7 @@ basic)
 	umount "$MNT" || fail "umount"
 	wait_unlocked "$IMG"
 	# data survives unmount and remount (and the options reach the kernel)
-	mount_fg -o timeout=0,threads=2,allow_other,noexec
+	mount_fg timeout=0,threads=2,allow_other,noexec
 	grep -q " $MNT fuse.mendfs rw,nosuid,nodev,noexec,.*allow_other" /proc/mounts ||
 		fail "mount options: $(grep " $MNT " /proc/mounts)"
 	fsops verify "$MNT"
@@ -169,15 +95,13 @@ kill9)
 	mkfs
 	mount_fg
 	fsops fsynced "$MNT"
-	kill -9 "$DPID"
-	wait_gone "$DPID" 10 || fail "kill -9"
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+	crash
 	mount_fg
 	fsops fsynced-verify "$MNT"
 	# SIGTERM ends the daemon cleanly (exit 0) and removes the mount
 	kill -TERM "$DPID"
 	wait_gone "$DPID" 20 || fail "SIGTERM did not end the daemon"
-	wait "$DPID" || fail "the daemon exited with status $? after SIGTERM"
+	reap "$DPID" || fail "the daemon exited with status $? after SIGTERM"
 	mountpoint -q "$MNT" && fail "still mounted after SIGTERM"
 	mount_fg
 	fsops fsynced-verify "$MNT"
@@ -217,7 +141,7 @@ poison)
 	off=$(grep -obUa MENDPOISONBLK0005 "$IMG" | head -1 | cut -d: -f1)
 	[ -n "$off" ] || fail "block 5 not found in the image"
 	echo "$((off / 512 + 3)) 1" >"$WORK/bb"
-	mount_fg -o badblocks="$WORK/bb"
+	mount_fg badblocks="$WORK/bb"
 	dd if="$MNT/p" of=/dev/null bs=4096 skip=4 count=1 status=none || fail "clean page"
 	out=$(dd if="$MNT/p" of=/dev/null bs=4096 skip=5 count=1 status=none 2>&1) &&
 		fail "a poisoned page was read"
@@ -232,7 +156,7 @@ readonly)
 	fsops populate "$MNT"
 	umount_fg
 	sum=$(sha256sum <"$IMG")
-	mount_fg -o ro
+	mount_fg ro
 	grep -q " $MNT fuse.mendfs ro," /proc/mounts || fail "not mounted ro"
 	fsops rofs "$MNT"
 	fsops verify "$MNT"
@@ -244,9 +168,7 @@ helper)
 	# run mount(8) in a private mount namespace where a tmpfs holding a link to
 	# the built helper is mounted over /sbin (and a test fstab over
 	# /etc/fstab); the daemon is found beside the helper.
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m) for mount(8)'s helper lookup"
-	fi
+	need_mount_ns "for mount(8)'s helper lookup"
 	mkfs
 	mkdir -p "$WORK/sbin"
 	cat >"$WORK/fstab" <<-EOF
@@ -291,12 +213,10 @@ commit)
 	# the image before a checkpoint)
 	mkfs
 	for c in 1 0; do
-		mount_fg -o commit=$c
+		mount_fg commit=$c
 		printf 'committed by the timer %s\n' $c >"$MNT/c$c" || fail "write c$c"
 		sleep 2.5
-		kill -9 "$DPID"
-		wait_gone "$DPID" 10 || fail "kill -9"
-		umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+		crash
 		mount_fg
 		if [ $c = 1 ]; then
 			[ "$(cat "$MNT/c1" 2>&1)" = "committed by the timer 1" ] ||
@@ -357,7 +277,7 @@ relpath)
 	# detached daemon works in /, yet the poison it records lands beside the
 	# image (and at PATH), where fsck.mendfs and the next mount find it.  The
 	# image has a name of its own so that a stray /NAME.badblocks is ours.
-	need FSCK_MENDFS MENDCTL
+	need_progs FSCK_MENDFS MENDCTL
 	rel=$(basename "$WORK").img
 	IMG=$WORK/$rel
 	STRAY=("/$rel.badblocks" "/$rel.bb2")
@@ -409,10 +329,8 @@ umount-wait)
 	# after round, for mounts by mount(8) and by the daemon alone.  As in
 	# 'helper', /sbin is a tmpfs holding links to the built helpers, in a
 	# private mount namespace, and so is /run/mount (utab).
-	need FSCK_MENDFS UMOUNT_MENDFS
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m) for umount(8)'s helper lookup"
-	fi
+	need_progs FSCK_MENDFS UMOUNT_MENDFS
+	need_mount_ns "for umount(8)'s helper lookup"
 	mkfs
 	mkdir -p "$WORK/sbin"
 	cat >"$WORK/inner.sh" <<-'EOF'
@@ -466,7 +384,7 @@ umount-wait)
 umount-helper)
 	# umount.fuse.mendfs run directly: what umount(8) passes (-v, -l, -f, -r,
 	# a relative DIR by hand) and its exit codes (1 usage, 32 failed)
-	need UMOUNT_MENDFS
+	need_progs UMOUNT_MENDFS
 	mkfs
 	"$UMOUNT_MENDFS" 2>/dev/null
 	[ $? = 1 ] || fail "no DIR: not exit 1"
@@ -511,10 +429,8 @@ umount-elsewhere)
 	# unmounting it here does not end the daemon.  Where fusectl shows the
 	# FUSE connections, umount.fuse.mendfs sees the connection outlive the
 	# unmount, says so and returns at once instead of waiting in vain.
-	need UMOUNT_MENDFS
-	if ! unshare -m --propagation private true 2>/dev/null; then
-		skip "no private mount namespace (unshare -m)"
-	fi
+	need_progs UMOUNT_MENDFS
+	need_mount_ns
 	mkfs
 	cat >"$WORK/inner.sh" <<-'EOF'
 		set -u
@@ -551,7 +467,7 @@ exit-wait)
 	# `umount -i -l`, which runs no helper) still holds the image: fsck.mendfs
 	# (-y and -n), mkfs.mendfs and a new daemon wait for it, say so, and go
 	# on once it is done.  A mounted image is refused at once, no waiting.
-	need FSCK_MENDFS
+	need_progs FSCK_MENDFS
 	mkfs
 	mount_fg
 	out=$("$FSCK_MENDFS" -y "$IMG" 2>&1)
@@ -588,7 +504,7 @@ exit-wait)
 		st=$?
 		[ $st = 0 ] || fail "$prog after an exiting daemon: exit $st: $(cat "$WORK/out")"
 		grep -q "$msg" "$WORK/out" || fail "$prog: no '$msg': $(cat "$WORK/out")"
-		wait "$DPID" || fail "$prog: the stopped daemon exited with status $?"
+		reap "$DPID" || fail "$prog: the stopped daemon exited with status $?"
 		[ $prog = fsck-n ] && grep -q "F0[0-9]" "$WORK/out" &&
 			fail "fsck -n found problems after waiting: $(cat "$WORK/out")"
 		if [ $prog = mendfs ]; then

@@ -24,82 +24,20 @@
 # $PERM_TEST_KEEP names a directory to keep both outputs in (ext4.out,
 # mendfs.out).
 set -eu
+. "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: perm-test.sh suid|acl}
-for v in MENDFS MKFS_MENDFS PERM_OP; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-
-skip() {
-	if [ "${MENDFS_TEST_STRICT:-0}" = 1 ]; then
-		echo "FAIL ($name): cannot run: $*" >&2
-		exit 1
-	fi
-	echo "skip: $*"
-	exit 77
-}
-
-[ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
-for t in mkfs.ext4 losetup setfacl getfacl setpriv; do
-	command -v "$t" >/dev/null || skip "needs $t"
-done
-
-WORK=$(mktemp -d /tmp/mendfs-perm.XXXXXX)
+need_progs MENDFS MKFS_MENDFS PERM_OP
+need_root_fuse
+need_cmds mkfs.ext4 losetup setfacl getfacl setpriv
+work_init perm
 chmod 755 "$WORK" # the unprivileged users must reach both mounts
-IMG=$WORK/img
-MNT=$WORK/m
 REF=$WORK/ref
-mkdir -p "$MNT" "$REF"
-DPID=""
-
-cleanup() {
-	set +e
-	for d in "$MNT" "$REF"; do
-		if mountpoint -q "$d" 2>/dev/null; then
-			timeout 10 umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null
-		fi
-	done
-	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-		kill "$DPID" 2>/dev/null
-		sleep 1
-		kill -9 "$DPID" 2>/dev/null
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-	echo "FAIL ($name): $*" >&2
-	[ -s "$WORK/log" ] && tail -50 "$WORK/log" | sed 's/^/  daemon: /' >&2
-	exit 1
-}
-
-wait_mounted() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		mountpoint -q "$MNT" && return 0
-		sleep 0.1
-	done
-	fail "$MNT not mounted after 20 s"
-}
+mkdir -p "$REF"
+UNMOUNT=("$REF")
 
 mount_mendfs() {
-	"$MENDFS" -f -o "allow_other,suid,timeout=86400${MENDFS_OPTS:+,$MENDFS_OPTS}" "$IMG" "$MNT" \
-		2>>"$WORK/log" &
-	DPID=$!
-	wait_mounted
-}
-
-umount_mendfs() {
-	local i
-	timeout 30 umount "$MNT" || fail "umount"
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.1
-	done
-	wait "$DPID" || fail "the daemon exited with status $?"
-	DPID=""
+	mount_fg "allow_other,suid,timeout=86400${MENDFS_OPTS:+,$MENDFS_OPTS}"
 }
 
 # The reference: ext4 (POSIX ACLs on by default) on a loop device.
@@ -108,7 +46,7 @@ mkfs.ext4 -q -F "$WORK/ext4.img" >"$WORK/mkfs-ext4.log" 2>&1 ||
 	{ cat "$WORK/mkfs-ext4.log" >&2; fail "mkfs.ext4"; }
 mount -o loop "$WORK/ext4.img" "$REF" 2>"$WORK/mount-ext4.log" ||
 	skip "cannot loop-mount ext4: $(cat "$WORK/mount-ext4.log")"
-"$MKFS_MENDFS" -q -f "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
+mkfs_mendfs -f "$IMG" 64M
 mount_mendfs
 
 # Users: the file owner 1001 (group 1001), another user 1002, and group 1003,
@@ -376,7 +314,7 @@ acl)
 	grep -q '^-- d1/sub: .* system.posix_acl_access system.posix_acl_default$' "$WORK/mendfs.out" ||
 		fail "d1/sub did not inherit both ACLs"
 	# and the ACLs survive a remount (they are ordinary xattrs on disk)
-	umount_mendfs
+	umount_fg
 	mount_mendfs
 	as nobody "$PERM_OP" read "$MNT/t/r1" | grep -qx 'read ok' ||
 		fail "r1 (0600, u:nobody:r) unreadable by nobody after a remount"
@@ -384,6 +322,6 @@ acl)
 		fail "r2 (0644, u:nobody:-) readable by nobody after a remount"
 	;;
 esac
-umount_mendfs
+umount_fg
 echo "ok $name ($(wc -l <"$WORK/mendfs.out") lines as on ext4)"
 exit 0

@@ -47,7 +47,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static int failures, checks;
+#include "check.h"
+
 /*
  * Mounted with -o writeback ($MENDFS_OPTS): the daemon cannot see the kernel's
  * dirty pages, so it leaves SEEK_DATA/SEEK_HOLE to the kernel's generic
@@ -66,23 +67,6 @@ static off_t seek_want(int fd, off_t off, int whence, off_t precise)
 		return -1;
 	return whence == SEEK_DATA ? off : st.st_size;
 }
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		int e_ = errno;                                                                    \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf(" [%s] (errno %s)\n", #cond, strerror(e_));                         \
-			failures++;                                                                \
-		} else {                                                                           \
-			printf("ok ");                                                             \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-		}                                                                                  \
-		fflush(stdout);                                                                    \
-	} while (0)
 
 /* ERR(call, E): the call fails with errno E */
 #define ERR(call, E, ...) CHECK((errno = 0, (call) < 0 && errno == (E)), __VA_ARGS__)

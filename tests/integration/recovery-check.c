@@ -31,6 +31,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "die.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
 
@@ -38,19 +39,6 @@
 
 static struct mendfs_range zr[MAXR];
 static unsigned nzr;
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("recovery-check: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
 
 static uint8_t pat(uint64_t i)
 {
@@ -92,24 +80,6 @@ static void compare(const uint8_t *buf, uint64_t off, uint64_t len, const char *
 		if (buf[i] != expect(off + i))
 			die("%s: byte %llu is %#x, expected %#x", what,
 			    (unsigned long long)(off + i), buf[i], expect(off + i));
-}
-
-static int xopen(const char *path, int flags)
-{
-	int fd = open(path, flags, 0644);
-
-	if (fd < 0)
-		die("open %s: %s", path, strerror(errno));
-	return fd;
-}
-
-static uint8_t *xmalloc(size_t n)
-{
-	uint8_t *p = malloc(n ? n : 1);
-
-	if (!p)
-		die("out of memory");
-	return p;
 }
 
 static void write_pattern(int fd, uint64_t off, uint64_t len, bool zeros)

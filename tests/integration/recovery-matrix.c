@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "die.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
 
@@ -55,40 +56,9 @@
 
 static const char *mnt, *dir;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("recovery-matrix: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
-
 static uint8_t pat(uint64_t i, unsigned gen)
 {
 	return (uint8_t)(((i * 2654435761u) >> 13) ^ (i >> 12) ^ (0x5a + gen * 37));
-}
-
-static int xopen(const char *path, int flags)
-{
-	int fd = open(path, flags, 0644);
-
-	if (fd < 0)
-		die("open %s: %s", path, strerror(errno));
-	return fd;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = calloc(1, n ? n : 1);
-
-	if (!p)
-		die("out of memory");
-	return p;
 }
 
 static char *path_of(const char *name)

@@ -37,72 +37,24 @@
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK.  Exit 0 pass, 1 fail,
 # 77 skip (not root, no /dev/fuse).  Every mount is undone on exit.
 set -u
+. "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: recovery-test.sh NAME}
-for v in MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE; do
-	[ -x "${!v:-}" ] || { echo "$v not set or not executable" >&2; exit 1; }
-done
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
-	echo "skip: needs root and /dev/fuse"
-	# in CI (MENDFS_TEST_STRICT=1) a test that cannot run fails
-	[ "${MENDFS_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-fi
-
-WORK=$(mktemp -d /tmp/mendfs-rec.XXXXXX)
-IMG=$WORK/img
-MNT=$WORK/m
-mkdir -p "$MNT"
-DPID=
+need_progs MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE
+need_root_fuse
+work_init rec
+UNMOUNT=("$WORK/small")
 DEV=  # the device to mount: $IMG unless set
 LOOP= # a loop device made here (detached on exit)
-cleanup() {
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		timeout 10 umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	mountpoint -q "$WORK/small" 2>/dev/null && umount "$WORK/small"
-	if [ -n "$DPID" ]; then
-		for ((i = 0; i < 50; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$DPID" 2>/dev/null
-	fi
+# shellcheck disable=SC2317 # run by lib.sh on exit
+on_cleanup() {
 	if [ -n "$LOOP" ]; then
 		losetup -d "$LOOP" 2>/dev/null || echo "warning: losetup -d $LOOP failed" >&2
 	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-	echo "FAIL ($name): $*" >&2
-	[ -s "$WORK/log" ] && sed 's/^/  daemon: /' "$WORK/log" >&2
-	exit 1
 }
 
 rcheck() { timeout 60 "$RCHECK" "$@" || fail "recovery-check $*"; }
 mendctl() { timeout 60 "$MENDCTL" "$@"; }
-
-# mount_fg [MOUNT OPTIONS]
-mount_fg() {
-	"$MENDFS" -f ${1:+-o "$1"} "${DEV:-$IMG}" "$MNT" 2>>"$WORK/log" &
-	DPID=$!
-	for ((i = 0; i < 200; i++)); do
-		mountpoint -q "$MNT" && return 0
-		sleep 0.1
-	done
-	fail "$MNT not mounted after 20 s"
-}
-
-umount_fg() {
-	umount "$MNT" || fail "umount"
-	for ((i = 0; i < 200; i++)); do
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.1
-	done
-	wait "$DPID" || fail "the daemon exited with status $?"
-	DPID=
-}
 
 # first_sector FILE SIZE: the device sector of FILE's one extent (from mendctl bmap --json)
 first_sector() {
@@ -113,16 +65,22 @@ first_sector() {
 	grep -o '"sector":[0-9]*' <<<"$j" | cut -d: -f2
 }
 
-"$MKFS_MENDFS" -q "$IMG" 64M >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs"; }
-SIZE=65536
-
-case $name in
-read)
-	mount_fg
+# make_f [OPTS]: mounted (with OPTS), f gets the pattern ($SIZE bytes), its
+# first sector in $S and its map in $map; unmounted again
+make_f() {
+	mount_fg "${1:-}"
 	rcheck pattern "$MNT/f" $SIZE
 	S=$(first_sector "$MNT/f" $SIZE)
 	map=$(mendctl bmap --json "$MNT/f")
 	umount_fg
+}
+
+mkfs_mendfs "$IMG" 64M
+SIZE=65536
+
+case $name in
+read)
+	make_f
 	# one sector mid-block: sector 3 of block 5, bytes [22016, 22528)
 	echo "$((S + 5 * 8 + 3)) 1" >"$IMG.badblocks"
 	mount_fg
@@ -282,11 +240,7 @@ writeback)
 	# a write into a page holding poison fails with EIO (never zeros written),
 	# even one covering whole poisoned sectors; a whole-page overwrite needs
 	# no read and clears the poison in place when written back
-	mount_fg
-	rcheck pattern "$MNT/f" $SIZE
-	S=$(first_sector "$MNT/f" $SIZE)
-	map=$(mendctl bmap --json "$MNT/f")
-	umount_fg
+	make_f
 	# poisoned before the mount, so that no page of f is cached:
 	# sector 2 of block 1 (bytes [5120, 5632)) and sector 0 of block 3 ([12288, 12800))
 	printf '%s 1\n%s 1\n' $((S + 8 + 2)) $((S + 3 * 8)) >"$IMG.badblocks"
@@ -335,11 +289,7 @@ quarantine)
 	umount_fg
 	;;
 cli)
-	if ! command -v python3 >/dev/null; then
-		[ "${MENDFS_TEST_STRICT:-}" = 1 ] && fail "python3 is needed (JSON checks)"
-		echo "skip: needs python3"
-		exit 77
-	fi
+	need_cmds python3 # the JSON checks
 	# no temporary file of recover left in DIR...
 	no_tmp() { ! ls -A "$@" | grep -q 'mendctl-recover' || fail "temporary file left: $(ls -A "$@")"; }
 	# json_error RC ARGS...: mendctl --json ARGS exits RC and prints one error object, no result
@@ -453,27 +403,15 @@ EOF
 	umount_fg
 	;;
 4k)
-	skip4k() {
-		if [ "${MENDFS_TEST_STRICT:-0}" = 1 ]; then
-			echo "FAIL ($name): cannot run (MENDFS_TEST_STRICT=1): $*" >&2
-			exit 1
-		fi
-		echo "skip: $*"
-		exit 77
-	}
-	command -v losetup >/dev/null || skip4k "no losetup"
+	need_cmds losetup
 	LOOP=$(losetup -f --show -b 4096 "$IMG" 2>"$WORK/losetup.log") ||
-		{ LOOP=; skip4k "losetup -b 4096: $(cat "$WORK/losetup.log")"; }
+		{ LOOP=; skip "losetup -b 4096: $(cat "$WORK/losetup.log")"; }
 	[ "$(blockdev --getss "$LOOP")" = 4096 ] || fail "$LOOP: logical block $(blockdev --getss "$LOOP")"
 	DEV=$LOOP
 	BB=$WORK/bb
 	OPTS="backend=uring,poison_inject,badblocks=$BB"
-	"$MKFS_MENDFS" -q -f "$DEV" >"$WORK/mkfs.log" 2>&1 || { cat "$WORK/mkfs.log" >&2; fail "mkfs $DEV"; }
-	mount_fg "$OPTS"
-	rcheck pattern "$MNT/f" $SIZE
-	S=$(first_sector "$MNT/f" $SIZE)
-	map=$(mendctl bmap --json "$MNT/f")
-	umount_fg
+	mkfs_mendfs -f "$DEV"
+	make_f "$OPTS"
 	# the emulation file names one sector of block 13: its whole logical block is lost
 	echo "$((S + 13 * 8 + 5)) 1" >"$BB"
 	mount_fg "$OPTS"
@@ -596,11 +534,7 @@ meta)
 	mount_fg
 	dd if=/dev/urandom of="$MNT/j" bs=4096 count=3 conv=fsync status=none || fail "dd j"
 	J=$(md5sum <"$MNT/j")
-	kill -9 "$DPID"
-	for ((i = 0; i < 100; i++)); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-	wait "$DPID" 2>/dev/null
-	DPID=
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+	crash
 	read -r _ _ JS _ JL _ JT _ JO _ _ _ _ <<<"$(mc locate "$IMG" | grep ^sb)"
 	D0=$((JS + JO)) I0=$((JS + (JO + 1) % JL))
 	printf '%s\n' "$((D0 * 8 + 2)) 1" "$((I0 * 8 + 5)) 1" >"$IMG.badblocks"

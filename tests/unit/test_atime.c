@@ -15,46 +15,31 @@
 #include <sys/stat.h>
 
 #include "atime.h"
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define ROOT MFS_ROOT_INO
 #define SEC  1000000000ll
 #define OLD  (1577934245ll * SEC) /* 2020-01-02 03:04:05 */
 
-static char dir[64], img[128];
-static struct mfs *fs;
-
 static void mount_flags(unsigned flags)
 {
 	struct mfs_mount_opts o = {.exclusive = true, .atime = flags};
-	char err[256] = "";
-	int ret = mfs_mount(img, &o, &fs, err, sizeof(err));
 
-	ck_assert_msg(ret == 0, "mount: %d %s", ret, err);
+	fixture_mount(&o);
 }
 
 static void setup(void)
 {
-	char args[256];
-
-	snprintf(dir, sizeof(dir), "/tmp/mendfs-atime-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	snprintf(args, sizeof(args), "'%s' 64M", img);
-	mkfs_run(args);
+	fixture_dir("/tmp", "atime");
+	fixture_mkfs("", "64M");
 	mount_flags(0);
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-
 	if (fs)
-		ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+		fixture_umount();
+	fixture_remove();
 }
 
 /* A crash now: nothing after the last commit reaches the device. */
@@ -269,21 +254,20 @@ START_TEST(test_modes)
 	struct mfs_mount_opts ro = {.read_only = true, .exclusive = true};
 	uint64_t f = mkfile("f"), d;
 	struct mfs_ino *fi, *di;
-	char err[256];
 	struct stat st;
 
 	ck_assert_int_eq(mfs_mkdir(fs, ROOT, "d", 0755, 0, 0, &st), 0);
 	d = st.st_ino;
 	set_old(f);
 	set_old(d);
-	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fixture_umount();
 
 	mount_flags(MFS_ATIME_NONE);
 	ck_assert_int_eq(mfs_iget(fs, f, &fi), 0);
 	mfs_file_accessed(fs, fi);
 	ck_assert_int_eq(atime_of(f), OLD);
 	mfs_iput(fs, fi);
-	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fixture_umount();
 
 	mount_flags(MFS_ATIME_NODIRATIME);
 	ck_assert_int_eq(mfs_iget(fs, f, &fi), 0);
@@ -300,9 +284,9 @@ START_TEST(test_modes)
 	mfs_file_accessed(fs, fi);
 	ck_assert_uint_eq(fs->atime_nr, 0);
 	mfs_iput(fs, fi);
-	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fixture_umount();
 
-	ck_assert_int_eq(mfs_mount(img, &ro, &fs, err, sizeof(err)), 0);
+	fixture_mount(&ro);
 	ck_assert_int_eq(mfs_iget(fs, d, &di), 0);
 	mfs_file_accessed(fs, di);
 	ck_assert_int_eq(atime_of(d), OLD);
@@ -315,8 +299,6 @@ int main(void)
 {
 	Suite *s = suite_create("atime");
 	TCase *tc = tcase_create("atime");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_policy);
@@ -325,9 +307,5 @@ int main(void)
 	tcase_add_test(tc, test_writeback);
 	tcase_add_test(tc, test_modes);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }

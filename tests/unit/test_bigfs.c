@@ -22,11 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
-static char dir[PATH_MAX], img[PATH_MAX + 16];
-static struct mfs *fs;
 static uint64_t data_start, data_len;
 
 static double now(void)
@@ -40,19 +37,12 @@ static double now(void)
 static void do_mount(const char *why)
 {
 	struct mfs_mount_opts o = {0};
-	char err[256] = "";
 	double t0 = now();
 
-	ck_assert_msg(mfs_mount(img, &o, &fs, err, sizeof(err)) == 0, "%s", err);
+	fixture_mount(&o);
 	printf("bigfs: mount (%s): %.3f s\n", why, now() - t0);
 	data_start = fs->sb.data_start;
 	data_len = fs->sb.data_len;
-}
-
-static void do_umount(void)
-{
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
 }
 
 static uint64_t bfree(void)
@@ -144,11 +134,8 @@ static const char *big_size(void)
 
 static void mkfs_size(const char *size)
 {
-	char args[PATH_MAX + 64];
-
 	/* few inodes: the inode table is written whole by mkfs */
-	snprintf(args, sizeof(args), "-N 100000 '%s' %s", img, size);
-	mkfs_run(args);
+	fixture_mkfs("-N 100000", size);
 }
 
 static void setup(void)
@@ -159,20 +146,15 @@ static void setup(void)
 	if (!d || !*d)
 		d = stat("/dev/shm", &st) == 0 && access("/dev/shm", W_OK) == 0 ? "/dev/shm"
 		                                                                : "/tmp";
-	snprintf(dir, sizeof(dir), "%s/mendfs-bigfs-XXXXXX", d);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
+	fixture_dir(d, "bigfs");
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 16];
-
 	if (fs)
 		mfs_crash(fs);
 	fs = NULL;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	fixture_remove();
 }
 
 static void fsck_clean(void)
@@ -216,7 +198,7 @@ START_TEST(test_lazy_meta_inodes)
 	ck_assert_uint_ge(m, fs->sb.inode_table_start + fs->sb.inode_table_blocks);
 	ck_assert_uint_eq(fs->sb.free_meta, fm - 1);
 	ck_assert_uint_eq(fs->sb.free_inodes, fi - 1);
-	do_umount();
+	fixture_umount();
 
 	do_mount("clean, a meta block and an inode used");
 	ck_assert_uint_eq(fs->sb.free_meta, fm - 1);
@@ -229,7 +211,7 @@ START_TEST(test_lazy_meta_inodes)
 	ck_assert_int_eq(mfs_free_ino(fs, txn, ino), -EUCLEAN);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
 	ck_assert_uint_eq(fs->sb.free_meta, fm);
-	do_umount();
+	fixture_umount();
 
 	do_mount("clean, freed again");
 	ck_assert(!bitmap_bit(fs->sb.meta_bitmap_start, m - fs->sb.meta_start));
@@ -245,7 +227,7 @@ START_TEST(test_lazy_meta_inodes)
 	ck_assert_int_eq(mfs_free_meta(fs, txn, m), 0);
 	ck_assert_int_eq(mfs_free_ino(fs, txn, ino), 0);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
-	do_umount();
+	fixture_umount();
 	fsck_clean();
 }
 END_TEST
@@ -278,7 +260,7 @@ START_TEST(test_lazy_groups)
 	ck_assert_int_eq(alloc(0, 10, &d, &n), 0);
 	ck_assert_uint_eq(n, 10);
 	ck_assert_uint_eq(bfree(), free0 - 165);
-	do_umount();
+	fixture_umount();
 
 	/* clean: counters from the superblock, groups unloaded */
 	do_mount("clean, 4 extents used");
@@ -303,7 +285,7 @@ START_TEST(test_lazy_groups)
 	dfree(b, 50);
 	ck_assert_int_eq(mfs_sync(fs), 0);
 	ck_assert_uint_eq(bfree(), free0 - 15);
-	do_umount();
+	fixture_umount();
 
 	do_mount("clean, after frees into unloaded groups");
 	ck_assert_uint_eq(bfree(), free0 - 15);
@@ -324,11 +306,11 @@ START_TEST(test_lazy_groups)
 	dfree(c, 5);
 	dfree(d, 10);
 	ck_assert_uint_eq(bfree(), free0);
-	do_umount();
+	fixture_umount();
 
 	do_mount("clean, empty again");
 	ck_assert_uint_eq(bfree(), free0);
-	do_umount();
+	fixture_umount();
 	fsck_clean();
 }
 END_TEST
@@ -458,11 +440,11 @@ START_TEST(test_lazy_threads)
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
 	free(all);
 	ck_assert_uint_eq(bfree(), free0);
-	do_umount();
+	fixture_umount();
 	do_mount("1 TiB, clean");
 	ck_assert_uint_eq(bfree(), free0);
 	ck_assert_uint_eq(recount(fs->sb.data_bitmap_start, data_len), free0);
-	do_umount();
+	fixture_umount();
 	fsck_clean();
 }
 END_TEST
@@ -471,8 +453,6 @@ int main(void)
 {
 	Suite *s = suite_create("bigfs");
 	TCase *tc = tcase_create("bigfs");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 280);
@@ -480,9 +460,5 @@ int main(void)
 	tcase_add_test(tc, test_lazy_meta_inodes);
 	tcase_add_test(tc, test_lazy_threads);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }

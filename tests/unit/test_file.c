@@ -21,50 +21,24 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define BS MFS_BLOCK_SIZE
 
-static char dir[64], img[128], bbfile[160];
-static struct mfs *fs;
-
-static void mkfs_image(const char *size)
-{
-	char args[PATH_MAX + 64];
-
-	snprintf(args, sizeof(args), "'%s' %s", img, size);
-	mkfs_run(args);
-}
-
-static void mount_fs(void)
-{
-	char err[256] = "";
-	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
-}
-
-static void umount_fs(void)
-{
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
-}
+static char bbfile[sizeof(img) + 16]; /* the image's emulated poison */
 
 static void remount(void)
 {
-	umount_fs();
-	mount_fs();
+	fixture_umount();
+	fixture_mount(NULL);
 }
 
 static void make_image(const char *size)
 {
-	snprintf(dir, sizeof(dir), "/tmp/mfs-file-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
+	fixture_dir("/tmp", "file");
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
-	mkfs_image(size);
-	mount_fs();
+	fixture_mkfs("", size);
+	fixture_mount(NULL);
 }
 
 static void setup(void)
@@ -77,9 +51,7 @@ static void teardown(void)
 	if (fs)
 		mfs_unmount(fs);
 	fs = NULL;
-	unlink(img);
-	unlink(bbfile);
-	rmdir(dir);
+	fixture_remove();
 }
 
 static uint64_t create(const char *name)
@@ -91,26 +63,26 @@ static uint64_t create(const char *name)
 	return st.st_ino;
 }
 
-static uint64_t fsize(uint64_t ino)
+/* A copy of @ino's inode as the filesystem holds it. */
+static struct mfs_inode dinode(uint64_t ino)
 {
 	struct mfs_ino *ip;
-	uint64_t size;
+	struct mfs_inode di;
 
 	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	size = le64toh(ip->di.size);
+	di = ip->di;
 	mfs_iput(fs, ip);
-	return size;
+	return di;
+}
+
+static uint64_t fsize(uint64_t ino)
+{
+	return le64toh(dinode(ino).size);
 }
 
 static uint64_t fblocks(uint64_t ino)
 {
-	struct mfs_ino *ip;
-	uint64_t n;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	n = le64toh(ip->di.blocks);
-	mfs_iput(fs, ip);
-	return n;
+	return le64toh(dinode(ino).blocks);
 }
 
 static void bmap(uint64_t ino, uint64_t lblk, uint64_t *pblk, uint64_t *count, bool *unwritten)
@@ -653,10 +625,9 @@ START_TEST(test_persist)
 	/* read-only: reads work, changes are -EROFS */
 	{
 		struct mfs_mount_opts ro = {.read_only = true};
-		char err[256];
 
-		umount_fs();
-		ck_assert_int_eq(mfs_mount(img, &ro, &fs, err, sizeof(err)), 0);
+		fixture_umount();
+		fixture_mount(&ro);
 		check_read(ino, data, 300000, 12345);
 		ck_assert_int_eq(mfs_write(fs, ino, data, 10, 0), -EROFS);
 		ck_assert_int_eq(mfs_fallocate(fs, ino, 0, 0, BS), -EROFS);
@@ -852,7 +823,6 @@ START_TEST(test_crash)
 {
 	uint64_t ino = create("crash"), size, i;
 	uint8_t *data = malloc(8 << 20), *buf = malloc(8 << 20);
-	char err[256];
 
 	fill(data, 8 << 20, 31);
 	write_all(ino, data, 1 << 20, 0);
@@ -862,7 +832,7 @@ START_TEST(test_crash)
 	ck_assert_int_eq(truncate_to(ino, 100), 0);
 	mfs_crash(fs);
 	fs = NULL;
-	ck_assert_int_eq(mfs_mount(img, NULL, &fs, err, sizeof(err)), 0);
+	fixture_mount(NULL);
 	size = fsize(ino);
 	ck_assert_uint_ge(size, 100);
 	ck_assert_int_eq(mfs_read(fs, ino, buf, 8 << 20, 0), (ssize_t)size);
@@ -926,8 +896,6 @@ int main(void)
 {
 	Suite *s = suite_create("file");
 	TCase *tc = tcase_create("file");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
@@ -946,9 +914,5 @@ int main(void)
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_fsx);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fixture.h: the set-up of the unit tests that run the whole filesystem on a
+ * real image (atime, bigfs, file): a fresh directory, an image made there by
+ * the built mkfs.mendfs (mkfs_run.h), mounted with mfs_mount(); and the main
+ * of a Check program.  The test sees the directory as `dir`, the image as
+ * `img` and the mounted filesystem as `fs` (NULL when unmounted).
+ */
+#ifndef MENDFS_TESTS_FIXTURE_H
+#define MENDFS_TESTS_FIXTURE_H
+
+#include <check.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mfs_int.h"
+#include "mkfs_run.h"
+
+static char dir[PATH_MAX], img[PATH_MAX + 16];
+static struct mfs *fs;
+
+/* A fresh directory @base/mendfs-@tag-XXXXXX for the image (not made yet). */
+static inline void fixture_dir(const char *base, const char *tag)
+{
+	snprintf(dir, sizeof(dir), "%s/mendfs-%s-XXXXXX", base, tag);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/img", dir);
+}
+
+/* mkfs.mendfs -q -f @opts img @size */
+static inline void fixture_mkfs(const char *opts, const char *size)
+{
+	char args[sizeof(img) + 128];
+
+	snprintf(args, sizeof(args), "%s '%s' %s", opts, img, size);
+	mkfs_run(args);
+}
+
+/* Mount img with @o (NULL: the defaults) into fs; asserts that it mounts. */
+static inline void fixture_mount(const struct mfs_mount_opts *o)
+{
+	char err[256] = "";
+	int ret = mfs_mount(img, o, &fs, err, sizeof(err));
+
+	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
+}
+
+/* A clean unmount, which must succeed. */
+static inline void fixture_umount(void)
+{
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fs = NULL;
+}
+
+static inline int fixture_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Delete dir and all in it (the test unmounts first, as it sees fit). */
+static inline void fixture_remove(void)
+{
+	if (dir[0])
+		ck_assert_int_eq(nftw(dir, fixture_rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	dir[0] = 0;
+}
+
+/* Run suite @s: the exit status of the test program. */
+static inline int fixture_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
+
+#endif /* MENDFS_TESTS_FIXTURE_H */
