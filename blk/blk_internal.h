@@ -5,9 +5,10 @@
  *
  * Lock order (outer first):
  *   blk_dev.poison_lock -> blk_badblocks.lock
- *   blk_hw_queue.sq_lock -> blk_elevator.lock
- *   blk_hw_queue.cq_lock (never held while taking sq_lock, except uring requeue,
- *   which takes sq_lock with cq_lock held and is the only nesting of the two)
+ *   blk_elevator.lock is a leaf: taken to insert or take a batch, released
+ *   before the batch is dispatched
+ *   blk_hw_queue.cq_lock is a leaf: uring consumes CQEs under it and requeues
+ *   (sq_lock) only after releasing it
  */
 #ifndef MENDFS_BLK_INTERNAL_H
 #define MENDFS_BLK_INTERNAL_H

@@ -36,9 +36,10 @@
  * that touch several inodes lock them in inode-number order.  A rename takes
  * fs->rename_lock first (it serialises the cycle check).  Lock order:
  * rename_lock -> inode locks (ascending ino) -> the layers of fs/core/mfs.h.
- * Reads and writes of file data take only their inode's lock (shared for reads
- * and for writes into already-allocated blocks... see write.c): there is no
- * global lock on the read/write path.
+ * Reads of file data take their inode's lock shared, writes exclusive; both
+ * also take the global icache_lock to get and put the inode (mfs_iget,
+ * mfs_iput), and a write takes fs->txn_lock for its transaction handle
+ * (docs/DESIGN.md lists every lock).
  */
 #ifndef MENDFS_FS_MFS_OPS_H
 #define MENDFS_FS_MFS_OPS_H
