@@ -34,8 +34,8 @@
 #define BT_LEAF_MAX  (BT_SPACE / BT_SLOT) /* slots in a leaf */
 #define BT_LEAF_MIN  (BT_SPACE / 4)       /* bytes used, non-root leaf */
 #define BT_NODE_MAX  ((unsigned)MFS_BT_NODE_MAX)
-#define BT_NODE_MIN  (BT_NODE_MAX / 4) /* children, non-root node */
-#define BT_MAX_DEPTH 12                /* far beyond any meta zone: 63^12 leaves */
+#define BT_NODE_MIN  (BT_NODE_MAX / 4)       /* children, non-root node */
+#define BT_MAX_DEPTH ((int)MFS_BT_MAX_DEPTH) /* far beyond any meta zone: 63^12 leaves */
 
 _Static_assert(BT_SLOT + MFS_BT_MAX_VALUE <= BT_SPACE / 3, "a split leaf halves fit one block");
 _Static_assert(BT_LEAF_MAX <= 0xffff && MFS_BLOCK_SIZE <= 0xffff, "slot fields are 16-bit");

@@ -14,7 +14,7 @@
 #include "mfs_int.h"
 
 #define BS              MFS_BLOCK_SIZE
-#define MAX_FILE_SIZE   (1ull << 50) /* 1 PiB */
+#define MAX_FILE_SIZE   MFS_FILE_SIZE_MAX
 #define MAX_FILE_BLOCKS (MAX_FILE_SIZE / BS)
 #define CHUNK_BLOCKS    1024u /* blocks per write transaction */
 #define CHUNK_SEGS      64u   /* mapping segments per write transaction */

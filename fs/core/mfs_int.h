@@ -10,8 +10,7 @@
 
 #include "mfs_ops.h"
 
-/* Hard links a non-directory may have (-EMLINK beyond). */
-#define MFS_LINK_MAX 65000u
+/* Hard links a non-directory may have: MFS_LINK_MAX (format.h), -EMLINK beyond. */
 
 /* --- itable.c (mfs_inode_write: mfs_ops.h) --------------------------------------------- */
 

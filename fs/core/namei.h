@@ -17,8 +17,8 @@
 
 #include "mfs_int.h"
 
-#define NAME_MAX_LEN 255u
-#define SYMLINK_MAX  4095u
+#define NAME_MAX_LEN MFS_NAME_MAX
+#define SYMLINK_MAX  MFS_SYMLINK_MAX
 
 /* A directory entry found by name. */
 struct dent {

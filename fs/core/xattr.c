@@ -41,7 +41,7 @@
 #include "mfs_int.h"
 #include "xattr_blocks.h"
 
-#define XATTR_NAME_MAX_LEN 255u
+#define XATTR_NAME_MAX_LEN MFS_XATTR_NAME_MAX
 #define XATTR_VALUE_MAX    MFS_XATTR_SIZE_MAX
 #define INLINE_CAP         ((unsigned)sizeof(((struct mfs_inode *)0)->inline_xattr))
 
