@@ -41,7 +41,7 @@
  * codes (PMEM2_E_*) mean an unusable source or configuration.  (The library
  * declares pmem2_err_to_errno() but 1.12 does not export it.)
  */
-int pmem_errno(int ret)
+int blk_pmem_errno(int ret)
 {
 	if (ret >= 0)
 		return EIO;
@@ -153,7 +153,7 @@ static int pmem_persist_all(struct pmem_dev *pd)
 	return ret;
 }
 
-int pmem_flush_sync(struct blk_dev *dev)
+int blk_pmem_flush_sync(struct blk_dev *dev)
 {
 	return pmem_persist_all(dev->drv);
 }
@@ -357,8 +357,8 @@ static void pmem_rq_fault(struct blk_hw_queue *hctx, struct blk_request *rq,
 }
 #endif
 
-struct blk_request *pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
-                                   struct blk_comp_batch *cb)
+struct blk_request *blk_pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                       struct blk_comp_batch *cb)
 {
 	struct pmem_dev *pd = hctx->drv;
 	struct blk_request *rq, *next;
@@ -544,12 +544,12 @@ static int pmem_sync_io(struct blk_dev *dev, uint64_t pos, void *buf, size_t len
 	return 0;
 }
 
-int pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
+int blk_pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
 {
 	return pmem_sync_io(dev, pos, buf, len, false, bad);
 }
 
-int pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
+int blk_pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
 {
 	uint64_t bad;
 

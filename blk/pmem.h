@@ -67,13 +67,13 @@ static inline bool pmem_range_protected(struct pmem_dev *pd, uint64_t pos, uint6
 #endif
 
 /* libpmem2's errors as an errno (pmem.c). */
-int pmem_errno(int ret);
+int blk_pmem_errno(int ret);
 
 /* The I/O path (pmem.c). */
-struct blk_request *pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
-                                   struct blk_comp_batch *cb);
-int pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad);
-int pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len);
-int pmem_flush_sync(struct blk_dev *dev);
+struct blk_request *blk_pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                       struct blk_comp_batch *cb);
+int blk_pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad);
+int blk_pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len);
+int blk_pmem_flush_sync(struct blk_dev *dev);
 
 #endif /* MENDFS_BLK_PMEM_H */

@@ -34,7 +34,7 @@ static int pmem_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 		return 0;
 	ret = pmem2_badblock_context_new(&bbctx, pd->src);
 	if (ret)
-		return -pmem_errno(ret);
+		return -blk_pmem_errno(ret);
 	while ((ret = pmem2_badblock_next(bbctx, &bb)) == 0) {
 		uint64_t b0 = bb.offset, b1 = bb.offset + bb.length;
 
@@ -50,7 +50,7 @@ static int pmem_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 	pmem2_badblock_context_delete(&bbctx);
 	if (ret == PMEM2_E_NO_BAD_BLOCK_FOUND || ret == 0)
 		return 0;
-	return -pmem_errno(ret);
+	return -blk_pmem_errno(ret);
 }
 
 #if BLK_POISON_CHECKS
@@ -197,7 +197,7 @@ static void pmem_free(struct pmem_dev *pd)
 static int pmem_err(char *err, size_t errlen, const char *path, int ret, const char *what)
 {
 	blk_err(err, errlen, "%s: %s: %s", path, what, pmem2_errormsg());
-	return -pmem_errno(ret);
+	return -blk_pmem_errno(ret);
 }
 
 static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
@@ -363,11 +363,11 @@ const struct blk_backend_ops blk_pmem_ops = {
         .close = pmem_close,
         .init_hctx = pmem_init_hctx,
         .exit_hctx = pmem_exit_hctx,
-        .queue_rqs = pmem_queue_rqs,
-        .read_sync = pmem_read_sync,
-        .write_sync = pmem_write_sync,
+        .queue_rqs = blk_pmem_queue_rqs,
+        .read_sync = blk_pmem_read_sync,
+        .write_sync = blk_pmem_write_sync,
         .clear_poison = pmem_clear_poison,
         .poison_changed = pmem_poison_changed,
         .direct_access = pmem_direct_access,
-        .flush_sync = pmem_flush_sync,
+        .flush_sync = blk_pmem_flush_sync,
 };

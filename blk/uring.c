@@ -34,7 +34,7 @@
 
 #include "uring.h"
 
-const char uring_exit_token;
+const char blk_uring_exit_token;
 
 /* --- submission ----------------------------------------------------------- */
 
@@ -241,7 +241,7 @@ static int uring_prep_rq(struct uring_queue *uq, struct blk_request *rq, struct 
 }
 
 /* Hand everything queued in the SQ to the kernel. */
-void uring_submit(struct uring_queue *uq)
+void blk_uring_submit(struct uring_queue *uq)
 {
 	unsigned spins = 0;
 
@@ -268,8 +268,8 @@ void uring_submit(struct uring_queue *uq)
  * the SQ ring has one producer.  One io_uring_submit for the whole list: the
  * doorbell of blk-mq's 'last' request.
  */
-struct blk_request *uring_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
-                                    struct blk_comp_batch *cb)
+struct blk_request *blk_uring_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                        struct blk_comp_batch *cb)
 {
 	struct uring_queue *uq = hctx->drv;
 
@@ -280,7 +280,7 @@ struct blk_request *uring_queue_rqs(struct blk_hw_queue *hctx, struct blk_reques
 			break; /* list and what follows are busy: the core retries them */
 		list = next;
 	}
-	uring_submit(uq);
+	blk_uring_submit(uq);
 	return list;
 }
 
@@ -309,7 +309,7 @@ static void uring_media_error(struct uring_queue *uq, struct blk_request *rq,
 		return;
 	}
 	while (off < rq->len) {
-		ret = uring_pio(ud->fd, false, blk, ud->lbs, pos + off);
+		ret = blk_uring_pio(ud->fd, false, blk, ud->lbs, pos + off);
 		if (ret)
 			break;
 		blk_dio_copy_to_iov(pdu->iov, pdu->nr_iov, off, blk, ud->lbs);
@@ -458,7 +458,7 @@ static inline void uring_requeue(struct uring_queue *uq, struct blk_request *lis
 		blk_mq_issue_list(uq->hctx, list, NULL);
 }
 
-void *uring_cq_thread(void *arg)
+void *blk_uring_cq_thread(void *arg)
 {
 	struct uring_queue *uq = arg;
 	bool stop = false;
@@ -518,7 +518,7 @@ static void uring_poll_wait(struct uring_queue *uq, unsigned nr)
 	}
 }
 
-int uring_poll(struct blk_hw_queue *hctx, unsigned min, struct blk_comp_batch *cb)
+int blk_uring_poll(struct blk_hw_queue *hctx, unsigned min, struct blk_comp_batch *cb)
 {
 	struct uring_queue *uq = hctx->drv;
 	unsigned before = cb->count, n;

@@ -29,8 +29,8 @@
  * liburing reserves that value (LIBURING_UDATA_TIMEOUT) and silently eats
  * such CQEs on rings without IORING_FEAT_EXT_ARG.
  */
-extern const char uring_exit_token;
-#define URING_EXIT_UDATA ((uint64_t)(uintptr_t)&uring_exit_token)
+extern const char blk_uring_exit_token;
+#define URING_EXIT_UDATA ((uint64_t)(uintptr_t)&blk_uring_exit_token)
 
 /* The device, shared by all queues.  Immutable after open except where noted. */
 struct uring_dev {
@@ -92,18 +92,18 @@ static inline bool uring_misaligned(const struct uring_dev *ud, uint64_t pos, co
 }
 
 /* Synchronous path (uring_sync.c). */
-int uring_pio(int fd, bool write, void *buf, size_t len, uint64_t pos);
-int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad);
-int uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len);
-int uring_flush_sync(struct blk_dev *dev);
-int uring_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr);
+int blk_uring_pio(int fd, bool write, void *buf, size_t len, uint64_t pos);
+int blk_uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad);
+int blk_uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len);
+int blk_uring_flush_sync(struct blk_dev *dev);
+int blk_uring_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 
 /* Submission and completion (uring.c). */
-struct blk_request *uring_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
-                                    struct blk_comp_batch *cb);
-int uring_poll(struct blk_hw_queue *hctx, unsigned min, struct blk_comp_batch *cb);
-void *uring_cq_thread(void *arg);
+struct blk_request *blk_uring_queue_rqs(struct blk_hw_queue *hctx, struct blk_request *list,
+                                        struct blk_comp_batch *cb);
+int blk_uring_poll(struct blk_hw_queue *hctx, unsigned min, struct blk_comp_batch *cb);
+void *blk_uring_cq_thread(void *arg);
 /* Submit every prepared SQE, retrying transient errors. */
-void uring_submit(struct uring_queue *uq);
+void blk_uring_submit(struct uring_queue *uq);
 
 #endif /* MENDFS_BLK_URING_H */

@@ -97,7 +97,7 @@ static int uring_init_hctx(struct blk_hw_queue *hctx)
 		/* the thread takes no signals: they belong to the application's threads */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		ret = -pthread_create(&uq->thread, NULL, uring_cq_thread, uq);
+		ret = -pthread_create(&uq->thread, NULL, blk_uring_cq_thread, uq);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (ret)
 			goto err_drv;
@@ -134,10 +134,10 @@ static void uring_exit_hctx(struct blk_hw_queue *hctx)
 
 		pthread_mutex_lock(&hctx->sq_lock);
 		while (!(sqe = io_uring_get_sqe(&uq->ring)))
-			uring_submit(uq);
+			blk_uring_submit(uq);
 		io_uring_prep_nop(sqe);
 		io_uring_sqe_set_data64(sqe, URING_EXIT_UDATA);
-		uring_submit(uq);
+		blk_uring_submit(uq);
 		pthread_mutex_unlock(&hctx->sq_lock);
 		pthread_join(uq->thread, NULL);
 	}
@@ -453,13 +453,13 @@ const struct blk_backend_ops blk_uring_ops = {
         .close = uring_close,
         .init_hctx = uring_init_hctx,
         .exit_hctx = uring_exit_hctx,
-        .queue_rqs = uring_queue_rqs,
-        .poll = uring_poll,
-        .read_sync = uring_read_sync,
-        .write_sync = uring_write_sync,
-        .clear_poison = uring_clear_poison,
+        .queue_rqs = blk_uring_queue_rqs,
+        .poll = blk_uring_poll,
+        .read_sync = blk_uring_read_sync,
+        .write_sync = blk_uring_write_sync,
+        .clear_poison = blk_uring_clear_poison,
         .poison_changed = NULL,
         .direct_access = NULL, /* no mapping: FUSE reads copy */
         .register_buffer = uring_register_buffer,
-        .flush_sync = uring_flush_sync,
+        .flush_sync = blk_uring_flush_sync,
 };

@@ -24,7 +24,7 @@
 #include "uring.h"
 
 /* pread/pwrite all of [pos, pos + len), retrying EINTR and short transfers. */
-int uring_pio(int fd, bool write, void *buf, size_t len, uint64_t pos)
+int blk_uring_pio(int fd, bool write, void *buf, size_t len, uint64_t pos)
 {
 	char *p = buf;
 
@@ -65,7 +65,7 @@ static int uring_read_blocks(struct uring_dev *ud, uint64_t pos, void *buf, size
 	for (b = pos & ~(uint64_t)(ud->lbs - 1); b < end; b += ud->lbs) {
 		uint64_t s = b > pos ? b : pos, e = b + ud->lbs < end ? b + ud->lbs : end;
 
-		ret = uring_pio(ud->fd, false, blk, ud->lbs, b);
+		ret = blk_uring_pio(ud->fd, false, blk, ud->lbs, b);
 		if (ret) {
 			if (uring_media_errno(-ret)) {
 				/* the block is the unit the device lost; report its first
@@ -82,7 +82,7 @@ static int uring_read_blocks(struct uring_dev *ud, uint64_t pos, void *buf, size
 	return ret;
 }
 
-int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
+int blk_uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad)
 {
 	struct uring_dev *ud = dev->drv;
 	uint64_t mask = ud->lbs - 1, start, end, cur;
@@ -92,7 +92,7 @@ int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, ui
 	if (!len)
 		return 0;
 	if (!uring_misaligned(ud, pos, buf, len)) {
-		ret = uring_pio(ud->fd, false, buf, len, pos);
+		ret = blk_uring_pio(ud->fd, false, buf, len, pos);
 		if (unlikely(ret) && uring_media_errno(-ret))
 			ret = uring_read_blocks(ud, pos, buf, len, bad);
 		return ret;
@@ -107,7 +107,7 @@ int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, ui
 		size_t n = end - cur < URING_SYNC_CHUNK ? end - cur : URING_SYNC_CHUNK;
 		uint64_t s = cur > pos ? cur : pos, e = cur + n < pos + len ? cur + n : pos + len;
 
-		ret = uring_pio(ud->fd, false, bounce, n, cur);
+		ret = blk_uring_pio(ud->fd, false, bounce, n, cur);
 		if (unlikely(ret)) {
 			if (uring_media_errno(-ret))
 				ret = uring_read_blocks(ud, s, (char *)buf + (s - pos),
@@ -120,7 +120,7 @@ int uring_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, ui
 	return ret;
 }
 
-int uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
+int blk_uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len)
 {
 	struct uring_dev *ud = dev->drv;
 	uint64_t mask = ud->lbs - 1, start, end, cur;
@@ -130,7 +130,7 @@ int uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t 
 	if (!len)
 		return 0;
 	if (!uring_misaligned(ud, pos, buf, len))
-		return uring_pio(ud->fd, true, (void *)buf, len, pos);
+		return blk_uring_pio(ud->fd, true, (void *)buf, len, pos);
 	/*
 	 * O_DIRECT and an unaligned range or buffer: read-modify-write the
 	 * partial blocks at the edges.  The slow path that calls this owns the
@@ -146,20 +146,20 @@ int uring_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t 
 		uint64_t s = cur > pos ? cur : pos, e = cur + n < pos + len ? cur + n : pos + len;
 
 		if (s > cur)
-			ret = uring_pio(ud->fd, false, bounce, ud->lbs, cur);
+			ret = blk_uring_pio(ud->fd, false, bounce, ud->lbs, cur);
 		if (!ret && e < cur + n)
-			ret = uring_pio(ud->fd, false, bounce + n - ud->lbs, ud->lbs,
-			                cur + n - ud->lbs);
+			ret = blk_uring_pio(ud->fd, false, bounce + n - ud->lbs, ud->lbs,
+			                    cur + n - ud->lbs);
 		if (ret)
 			break;
 		memcpy(bounce + (s - cur), (const char *)buf + (s - pos), e - s);
-		ret = uring_pio(ud->fd, true, bounce, n, cur);
+		ret = blk_uring_pio(ud->fd, true, bounce, n, cur);
 	}
 	free(bounce);
 	return ret;
 }
 
-int uring_flush_sync(struct blk_dev *dev)
+int blk_uring_flush_sync(struct blk_dev *dev)
 {
 	struct uring_dev *ud = dev->drv;
 
@@ -171,7 +171,7 @@ int uring_flush_sync(struct blk_dev *dev)
 }
 
 /* Block devices: rewriting a bad sector is how the drive remaps it. */
-int uring_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+int blk_uring_clear_poison(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
 	(void)dev;
 	(void)sector;
