@@ -3,7 +3,7 @@
  * The checking B+tree walker (FORMAT.md §7): every node of a tree is read
  * once (both copies compared by fsck_meta_read), claimed in the meta zone
  * owner map (a block in two places is PR_META_DUP), and checked like
- * fs/core/btree.c's node_check: type and level, owner and kind, item counts, key
+ * fs/core/btree_node.c's node_check: type and level, owner and kind, item counts, key
  * order, keys inside the parent's range, children in the meta zone, slot and
  * value bounds.  Entries of sound leaves go to the caller's callback.  A
  * damaged tree is rebuilt from its good entries (repair.c), never patched.
