@@ -228,24 +228,14 @@ int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	unsigned i;
 	int ret;
 
-	if (!bt->root)
-		return -ENOENT;
-	ret = mfs_bt_path_find(fs, bt, key, &path);
+	ret = mfs_bt_path_find_exact(fs, bt, key, &path, &i);
 	if (ret)
 		return ret;
 	leaf = path.b[path.depth];
-	i = path.idx[path.depth];
-	pthread_mutex_lock(&leaf->lock);
-	if (i >= node_nr(leaf->data) || slot_key(leaf->data, i) != key) {
-		pthread_mutex_unlock(&leaf->lock);
-		ret = -ENOENT;
-		goto out;
-	}
 	leaf_remove_at(leaf->data, i);
 	mfs_txn_dirty(txn, leaf);
 	pthread_mutex_unlock(&leaf->lock);
 	ret = mfs_bt_path_rebalance(fs, txn, bt, &path);
-out:
 	mfs_bt_path_release(&path);
 	return ret;
 }

@@ -267,19 +267,10 @@ int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 
 	if (len > MFS_BT_MAX_VALUE || (len && !val))
 		return -EINVAL;
-	if (!bt->root)
-		return -ENOENT;
-	ret = mfs_bt_path_find(fs, bt, key, &path);
+	ret = mfs_bt_path_find_exact(fs, bt, key, &path, &i);
 	if (ret)
 		return ret;
 	leaf = path.b[path.depth];
-	i = path.idx[path.depth];
-	pthread_mutex_lock(&leaf->lock);
-	if (i >= node_nr(leaf->data) || slot_key(leaf->data, i) != key) {
-		pthread_mutex_unlock(&leaf->lock);
-		ret = -ENOENT;
-		goto out;
-	}
 	oldlen = slot_len(leaf->data, i);
 	if (len == oldlen) {
 		if (len)

@@ -246,6 +246,12 @@ MFS_BT_SHARED void mfs_bt_path_release(struct bt_path *path);
  */
 MFS_BT_SHARED int mfs_bt_path_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key,
                                    struct bt_path *path);
+/*
+ * mfs_bt_path_find() for an existing @key: on success the leaf is locked and
+ * @i is its slot; -ENOENT (path released) if the tree does not hold @key.
+ */
+MFS_BT_SHARED int mfs_bt_path_find_exact(struct mfs *fs, const struct mfs_btree *bt, uint64_t key,
+                                         struct bt_path *path, unsigned *i);
 /* After the lowest key of the node at @p changed, fix the separators above it. */
 MFS_BT_SHARED void mfs_bt_path_fix_keys(struct mfs_txn *txn, struct bt_path *path, unsigned p);
 /*

@@ -295,6 +295,32 @@ MFS_BT_SHARED int mfs_bt_path_find(struct mfs *fs, const struct mfs_btree *bt, u
 }
 
 /*
+ * mfs_bt_path_find() for an existing @key: on success the leaf is locked and
+ * @i is its slot; -ENOENT (path released) if the tree does not hold @key.
+ */
+MFS_BT_SHARED int mfs_bt_path_find_exact(struct mfs *fs, const struct mfs_btree *bt, uint64_t key,
+                                         struct bt_path *path, unsigned *i)
+{
+	struct mfs_buf *leaf;
+	int ret;
+
+	if (!bt->root)
+		return -ENOENT;
+	ret = mfs_bt_path_find(fs, bt, key, path);
+	if (ret)
+		return ret;
+	leaf = path->b[path->depth];
+	*i = path->idx[path->depth];
+	pthread_mutex_lock(&leaf->lock);
+	if (*i >= node_nr(leaf->data) || slot_key(leaf->data, *i) != key) {
+		pthread_mutex_unlock(&leaf->lock);
+		mfs_bt_path_release(path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/*
  * After the lowest key of the node at @p changed, make the separators above
  * it say so, as far up as the change reaches.
  */
