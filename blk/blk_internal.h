@@ -407,6 +407,5 @@ void blk_bio_copy_from(const struct blk_bio *bio, size_t skip, void *dst, size_t
 void blk_bio_zero(struct blk_bio *bio, size_t skip, size_t len);
 
 int blk_errno_to_status(int err);
-void blk_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif /* MENDFS_BLK_INTERNAL_H */

@@ -151,10 +151,10 @@ static int replay_parse(struct mfs *fs, uint64_t off, uint64_t id, uint64_t room
 
 			if (tag->blocknr < sb->meta_start ||
 			    tag->blocknr - sb->meta_start >= sb->meta_len) {
-				mfs_errf(err, errlen,
-				         "journal transaction %llu targets block %llu outside the "
-				         "metadata zone: not replayed",
-				         (unsigned long long)id, (unsigned long long)tag->blocknr);
+				blk_err(err, errlen,
+				        "journal transaction %llu targets block %llu outside the "
+				        "metadata zone: not replayed",
+				        (unsigned long long)id, (unsigned long long)tag->blocknr);
 				return 0;
 			}
 			rt->tags[rt->n + i] = *tag;
@@ -190,8 +190,8 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 		err[0] = '\0';
 	fs.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
 	if (jlen < 3 || off >= jlen) {
-		mfs_errf(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
-		         (unsigned long long)off, (unsigned long long)jlen);
+		blk_err(err, errlen, "journal tail %llu outside the journal (%llu blocks)",
+		        (unsigned long long)off, (unsigned long long)jlen);
 		return -EUCLEAN;
 	}
 	if (posix_memalign((void **)&blk, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
@@ -205,8 +205,7 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 				ret = mfs_meta_write_both(&fs, rt.tags[i].blocknr,
 				                          rt.imgs + i * MFS_BLOCK_SIZE, 1);
 				if (ret) {
-					mfs_errf(
-					        err, errlen,
+					blk_err(err, errlen,
 					        "journal replay: writing block %llu of transaction "
 					        "%llu failed: %s",
 					        (unsigned long long)rt.tags[i].blocknr,
@@ -223,8 +222,7 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 	if (ret < 0)
 		goto out;
 	if (media && err && errlen && !err[0])
-		mfs_errf(
-		        err, errlen,
+		blk_err(err, errlen,
 		        "journal replay stopped at transaction %llu (offset %llu): media errors in "
 		        "the journal",
 		        (unsigned long long)id, (unsigned long long)off);
@@ -239,8 +237,8 @@ int mfs_journal_replay(struct blk_dev *dev, struct mfs_superblock *sb, bool dry_
 		fs.sb.journal_tail = off;
 		ret = mfs_super_write(&fs);
 		if (ret) {
-			mfs_errf(err, errlen, "journal replay: writing the superblock failed: %s",
-			         strerror(-ret));
+			blk_err(err, errlen, "journal replay: writing the superblock failed: %s",
+			        strerror(-ret));
 			goto out;
 		}
 		*sb = fs.sb;

@@ -4,7 +4,6 @@
  * operations, shared by the daemon, mkfs.mendfs and fsck.mendfs.  Lowest
  * first; each calls only the layers before it (and the block engine):
  *
- *   util.c     the error message formatter
  *   fserror.c  the error state: an I/O error turns the filesystem read-only
  *   super.c    superblock: read (primary or backup, newest valid), validate, write both
  *   meta.c     metadata buffer cache: verified reads with twin fallback and healing,
@@ -49,10 +48,7 @@ struct mfs_ino;
 struct mfs_commit_hooks;
 struct mfs_bt_alloc;
 
-/* --- small helpers (util.c) ------------------------------------------------ */
-
-/* Format an error message into @err (@errlen bytes); nothing if @err is NULL. */
-void mfs_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* --- small helpers ------------------------------------------------------------- */
 
 /* A timespec as the format's nanoseconds since the epoch. */
 static inline int64_t mfs_ts_ns(const struct timespec *ts)

@@ -138,19 +138,19 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	ret = blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg));
 	if (ret) {
 		fs->dev = NULL;
-		mfs_errf(err, errlen, "%s", msg[0] ? msg : strerror(-ret));
+		blk_err(err, errlen, "%s", msg[0] ? msg : strerror(-ret));
 		goto fail;
 	}
 	if (opts->fault_inject) {
 		ret = blk_dev_set_fault(fs->dev, opts->fault_nth, opts->fault_dying);
 		if (ret) {
-			mfs_errf(err, errlen, "%s: fault injection: %s", device, strerror(-ret));
+			blk_err(err, errlen, "%s: fault injection: %s", device, strerror(-ret));
 			goto fail;
 		}
 	}
 	ret = mfs_super_read(fs->dev, &fs->sb, &force_ro, &other_bad, msg, sizeof(msg));
 	if (ret) {
-		mfs_errf(err, errlen, "%s: %s", device, msg);
+		blk_err(err, errlen, "%s: %s", device, msg);
 		goto fail;
 	}
 	fs->read_only = opts->read_only || force_ro;
@@ -166,17 +166,17 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	n = mfs_journal_replay(fs->dev, &fs->sb, fs->read_only, msg, sizeof(msg));
 	if (n < 0) {
 		ret = n;
-		mfs_errf(err, errlen, "%s: journal replay failed: %s", device,
-		         msg[0] ? msg : strerror(-ret));
+		blk_err(err, errlen, "%s: journal replay failed: %s", device,
+		        msg[0] ? msg : strerror(-ret));
 		goto fail;
 	}
 	if (fs->read_only && n > 0) {
 		ret = -EROFS;
-		mfs_errf(err, errlen,
-		         "%s: the journal holds %d committed transaction%s to replay: mount "
-		         "read-write "
-		         "once (or run fsck.mendfs) before mounting read-only",
-		         device, n, n == 1 ? "" : "s");
+		blk_err(err, errlen,
+		        "%s: the journal holds %d committed transaction%s to replay: mount "
+		        "read-write "
+		        "once (or run fsck.mendfs) before mounting read-only",
+		        device, n, n == 1 ? "" : "s");
 		goto fail;
 	}
 
@@ -187,13 +187,13 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	ret = mfs_cache_init(fs,
 	                     opts->cache_blocks ? opts->cache_blocks : MFS_DEFAULT_CACHE_BLOCKS);
 	if (ret) {
-		mfs_errf(err, errlen, "%s: buffer cache: %s", device, strerror(-ret));
+		blk_err(err, errlen, "%s: buffer cache: %s", device, strerror(-ret));
 		goto fail;
 	}
 	ret = mfs_journal_init(fs);
 	if (ret) {
 		fs->journal = NULL;
-		mfs_errf(err, errlen, "%s: journal: %s", device, strerror(-ret));
+		blk_err(err, errlen, "%s: journal: %s", device, strerror(-ret));
 		goto fail;
 	}
 	ret = mfs_roots_load(fs);
@@ -201,13 +201,13 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		ret = mfs_alloc_init(fs);
 	if (ret) {
 		fs->alloc = NULL;
-		mfs_errf(err, errlen, "%s: loading the allocation state: %s", device,
-		         strerror(-ret));
+		blk_err(err, errlen, "%s: loading the allocation state: %s", device,
+		        strerror(-ret));
 		goto fail;
 	}
 	ret = mfs_icache_init(fs);
 	if (ret) {
-		mfs_errf(err, errlen, "%s: inode cache: %s", device, strerror(-ret));
+		blk_err(err, errlen, "%s: inode cache: %s", device, strerror(-ret));
 		goto fail;
 	}
 	if (!fs->read_only) {
@@ -215,8 +215,8 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		if (!ret)
 			ret = mfs_txn_commit(fs);
 		if (ret) {
-			mfs_errf(err, errlen, "%s: freeing orphan inodes: %s", device,
-			         strerror(-ret));
+			blk_err(err, errlen, "%s: freeing orphan inodes: %s", device,
+			        strerror(-ret));
 			goto fail;
 		}
 		fs->sb.state = (fs->sb.state & MFS_STATE_ERROR) | MFS_STATE_DIRTY;
@@ -224,8 +224,8 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		fs->sb.mount_count++;
 		ret = mfs_super_write(fs);
 		if (ret) {
-			mfs_errf(err, errlen, "%s: writing the superblock: %s", device,
-			         strerror(-ret));
+			blk_err(err, errlen, "%s: writing the superblock: %s", device,
+			        strerror(-ret));
 			goto fail;
 		}
 	}

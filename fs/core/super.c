@@ -106,42 +106,41 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	uint32_t unknown;
 
 	if (sb->magic != MFS_SB_MAGIC) {
-		mfs_errf(err, errlen, "bad superblock magic %#llx", (unsigned long long)sb->magic);
+		blk_err(err, errlen, "bad superblock magic %#llx", (unsigned long long)sb->magic);
 		return -EINVAL;
 	}
 	if (sb->version != MFS_FORMAT_VERSION) {
-		mfs_errf(err, errlen, "format version %u is not supported (this is version %u)",
-		         sb->version, MFS_FORMAT_VERSION);
+		blk_err(err, errlen, "format version %u is not supported (this is version %u)",
+		        sb->version, MFS_FORMAT_VERSION);
 		return -EOPNOTSUPP;
 	}
 	if (sb->block_size != MFS_BLOCK_SIZE) {
-		mfs_errf(err, errlen, "block size %u is not supported (only %u)", sb->block_size,
-		         MFS_BLOCK_SIZE);
+		blk_err(err, errlen, "block size %u is not supported (only %u)", sb->block_size,
+		        MFS_BLOCK_SIZE);
 		return -EINVAL;
 	}
 	unknown = sb->feature_incompat & ~MFS_FEATURE_INCOMPAT_SUPP;
 	if (unknown) {
-		mfs_errf(err, errlen,
-		         "unknown incompatible feature bit %d (incompat %#x): refusing",
-		         __builtin_ctz(unknown), sb->feature_incompat);
+		blk_err(err, errlen, "unknown incompatible feature bit %d (incompat %#x): refusing",
+		        __builtin_ctz(unknown), sb->feature_incompat);
 		return -EOPNOTSUPP;
 	}
 	if (sb->nr_blocks != dev_blocks) {
-		mfs_errf(err, errlen,
-		         "filesystem size is %llu blocks but the device has %llu: wrong device or "
-		         "resized",
-		         (unsigned long long)sb->nr_blocks, (unsigned long long)dev_blocks);
+		blk_err(err, errlen,
+		        "filesystem size is %llu blocks but the device has %llu: wrong device or "
+		        "resized",
+		        (unsigned long long)sb->nr_blocks, (unsigned long long)dev_blocks);
 		return -EINVAL;
 	}
 	if (sb->journal_len < 3 || sb->meta_len == 0) {
-		mfs_errf(err, errlen, "journal (%llu blocks) or metadata zone (%llu) too small",
-		         (unsigned long long)sb->journal_len, (unsigned long long)sb->meta_len);
+		blk_err(err, errlen, "journal (%llu blocks) or metadata zone (%llu) too small",
+		        (unsigned long long)sb->journal_len, (unsigned long long)sb->meta_len);
 		return -EINVAL;
 	}
 	if (dup != (sb->journal_twin != 0 && sb->meta_twin != 0)) {
-		mfs_errf(err, errlen, "metadata_dup is %s but the twin zones are at %llu and %llu",
-		         dup ? "on" : "off", (unsigned long long)sb->journal_twin,
-		         (unsigned long long)sb->meta_twin);
+		blk_err(err, errlen, "metadata_dup is %s but the twin zones are at %llu and %llu",
+		        dup ? "on" : "off", (unsigned long long)sb->journal_twin,
+		        (unsigned long long)sb->meta_twin);
 		return -EINVAL;
 	}
 	z[nz++] = (struct sb_zone){"journal", sb->journal_start, sb->journal_len};
@@ -154,15 +153,15 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	for (i = 0; i < nz; i++) {
 		/* blocks 0 and nr_blocks - 1 are the superblocks */
 		if (!range_in(z[i].start, z[i].len, 1, dev_blocks - 1)) {
-			mfs_errf(err, errlen,
-			         "%s [%llu, +%llu) lies outside the device (%llu blocks)",
-			         z[i].name, (unsigned long long)z[i].start,
-			         (unsigned long long)z[i].len, (unsigned long long)dev_blocks);
+			blk_err(err, errlen,
+			        "%s [%llu, +%llu) lies outside the device (%llu blocks)", z[i].name,
+			        (unsigned long long)z[i].start, (unsigned long long)z[i].len,
+			        (unsigned long long)dev_blocks);
 			return -EINVAL;
 		}
 		for (j = 0; j < i; j++)
 			if (ranges_overlap(z[i].start, z[i].len, z[j].start, z[j].len)) {
-				mfs_errf(err, errlen, "%s and %s overlap", z[j].name, z[i].name);
+				blk_err(err, errlen, "%s and %s overlap", z[j].name, z[i].name);
 				return -EINVAL;
 			}
 	}
@@ -173,38 +172,38 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	for (i = 0; i < 4; i++) {
 		if (!in[i].len || !range_in(in[i].start, in[i].len, sb->meta_start,
 		                            sb->meta_start + sb->meta_len)) {
-			mfs_errf(err, errlen, "%s [%llu, +%llu) is not inside the metadata zone",
-			         in[i].name, (unsigned long long)in[i].start,
-			         (unsigned long long)in[i].len);
+			blk_err(err, errlen, "%s [%llu, +%llu) is not inside the metadata zone",
+			        in[i].name, (unsigned long long)in[i].start,
+			        (unsigned long long)in[i].len);
 			return -EINVAL;
 		}
 		for (j = 0; j < i; j++)
 			if (ranges_overlap(in[i].start, in[i].len, in[j].start, in[j].len)) {
-				mfs_errf(err, errlen, "%s and %s overlap", in[j].name, in[i].name);
+				blk_err(err, errlen, "%s and %s overlap", in[j].name, in[i].name);
 				return -EINVAL;
 			}
 	}
 	if (sb->nr_inodes == 0 || sb->inode_table_blocks < (sb->nr_inodes + MFS_INODES_PER_BLOCK -
 	                                                    1) / MFS_INODES_PER_BLOCK) {
-		mfs_errf(err, errlen, "inode table of %llu blocks cannot hold %llu inodes",
-		         (unsigned long long)sb->inode_table_blocks,
-		         (unsigned long long)sb->nr_inodes);
+		blk_err(err, errlen, "inode table of %llu blocks cannot hold %llu inodes",
+		        (unsigned long long)sb->inode_table_blocks,
+		        (unsigned long long)sb->nr_inodes);
 		return -EINVAL;
 	}
 	if (bits_in(sb->inode_bitmap_blocks) < sb->nr_inodes ||
 	    bits_in(sb->meta_bitmap_blocks) < sb->meta_len ||
 	    bits_in(sb->data_bitmap_blocks) < sb->data_len) {
-		mfs_errf(err, errlen, "an allocation bitmap is too small for its zone");
+		blk_err(err, errlen, "an allocation bitmap is too small for its zone");
 		return -EINVAL;
 	}
 	if (sb->free_blocks > sb->data_len || sb->free_inodes > sb->nr_inodes ||
 	    sb->free_meta > sb->meta_len) {
-		mfs_errf(err, errlen, "free counts exceed their zones");
+		blk_err(err, errlen, "free counts exceed their zones");
 		return -EINVAL;
 	}
 	if (sb->journal_tail >= sb->journal_len) {
-		mfs_errf(err, errlen, "journal tail %llu beyond the journal (%llu blocks)",
-		         (unsigned long long)sb->journal_tail, (unsigned long long)sb->journal_len);
+		blk_err(err, errlen, "journal tail %llu beyond the journal (%llu blocks)",
+		        (unsigned long long)sb->journal_tail, (unsigned long long)sb->journal_len);
 		return -EINVAL;
 	}
 	if (sb->feature_ro_compat & ~MFS_FEATURE_RO_COMPAT_SUPP)
@@ -254,8 +253,8 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
 	blk_dev_get_info(dev, &info);
 	nblocks = info.size / MFS_BLOCK_SIZE;
 	if (nblocks < 8) {
-		mfs_errf(err, errlen, "device too small for mendfs (%llu bytes)",
-		         (unsigned long long)info.size);
+		blk_err(err, errlen, "device too small for mendfs (%llu bytes)",
+		        (unsigned long long)info.size);
 		return -EINVAL;
 	}
 	where[0] = 0;
@@ -276,25 +275,25 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
 		best = 1;
 	if (best < 0) {
 		if (st[0] == SB_NOMAGIC && st[1] == SB_NOMAGIC) {
-			mfs_errf(err, errlen,
-			         "not a mendfs filesystem (no superblock magic at "
-			         "block 0 or %llu)",
-			         (unsigned long long)where[1]);
+			blk_err(err, errlen,
+			        "not a mendfs filesystem (no superblock magic at "
+			        "block 0 or %llu)",
+			        (unsigned long long)where[1]);
 			ret = -EINVAL;
 		} else if (st[0] == SB_CORRUPT || st[1] == SB_CORRUPT) {
-			mfs_errf(err, errlen,
-			         "mendfs superblock corrupt: primary (block 0): %s, backup (block "
-			         "%llu): %s",
-			         sb_state_name[st[0]], (unsigned long long)where[1],
-			         sb_state_name[st[1]]);
+			blk_err(err, errlen,
+			        "mendfs superblock corrupt: primary (block 0): %s, backup (block "
+			        "%llu): %s",
+			        sb_state_name[st[0]], (unsigned long long)where[1],
+			        sb_state_name[st[1]]);
 			ret = -EUCLEAN;
 		} else {
-			mfs_errf(err, errlen,
-			         "no readable superblock: primary (block 0): %s, backup (block "
-			         "%llu): "
-			         "%s",
-			         sb_state_name[st[0]], (unsigned long long)where[1],
-			         sb_state_name[st[1]]);
+			blk_err(err, errlen,
+			        "no readable superblock: primary (block 0): %s, backup (block "
+			        "%llu): "
+			        "%s",
+			        sb_state_name[st[0]], (unsigned long long)where[1],
+			        sb_state_name[st[1]]);
 			ret = -EIO;
 		}
 		goto out;
@@ -327,13 +326,13 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
 			if (err && errlen)
 				err[0] = '\0';
 		} else {
-			mfs_errf(err, errlen,
-			         "both superblock copies are invalid: %s (block %llu): %s; %s "
-			         "(block "
-			         "%llu): %s",
-			         best ? "backup" : "primary", (unsigned long long)where[best], why,
-			         best ? "primary" : "backup", (unsigned long long)where[!best],
-			         other);
+			blk_err(err, errlen,
+			        "both superblock copies are invalid: %s (block %llu): %s; %s "
+			        "(block "
+			        "%llu): %s",
+			        best ? "backup" : "primary", (unsigned long long)where[best], why,
+			        best ? "primary" : "backup", (unsigned long long)where[!best],
+			        other);
 		}
 	}
 	if (ret)

@@ -171,6 +171,12 @@ struct blk_dev_config {
 };
 
 /*
+ * Format a message into @err (@errlen bytes; nothing if @err is NULL): the
+ * (err, errlen) convention of blk_dev_open and of the filesystem core.
+ */
+void blk_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/*
  * Open a device.  On failure returns -errno and, when @err is not NULL, a
  * message naming the device and the cause.
  */
