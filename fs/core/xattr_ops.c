@@ -14,9 +14,21 @@
 #include "acl.h"
 #include "mfs_int.h"
 
-static void touch_ctime(struct mfs_ino *ip)
+/*
+ * End an xattr change of @ip made in @txn with result @ret: a new ctime if it
+ * succeeded, the inode written, the handle ended.  The first error wins.
+ */
+static int change_end(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int ret)
 {
-	ip->di.ctime_ns = mfs_now_ns();
+	int err;
+
+	if (!ret)
+		ip->di.ctime_ns = mfs_now_ns();
+	err = mfs_inode_write(fs, txn, ip);
+	if (!ret)
+		ret = err;
+	err = mfs_txn_end(txn);
+	return ret ? ret : err;
 }
 
 int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *value, size_t size,
@@ -26,7 +38,7 @@ int mfs_setxattr(struct mfs *fs, uint64_t ino, const char *name, const void *val
 	struct mfs_ino *ip;
 	unsigned retries = 0;
 	bool tree = false;
-	int ret, err, type;
+	int ret, type;
 
 	ret = mfs_xattr_check_set(fs, name, value, size);
 	if (ret)
@@ -49,14 +61,7 @@ again:
 		                  flags & MFS_XATTR_KILL_SGID);
 	else
 		ret = mfs_xattr_set_locked(fs, txn, ip, name, value, size, flags);
-	if (!ret)
-		touch_ctime(ip);
-	err = mfs_inode_write(fs, txn, ip);
-	if (!ret)
-		ret = err;
-	err = mfs_txn_end(txn);
-	if (!ret)
-		ret = err;
+	ret = change_end(fs, txn, ip, ret);
 	tree = true;
 unlock:
 	pthread_rwlock_unlock(&ip->lock);
@@ -108,7 +113,7 @@ int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
 	struct mfs_txn *txn;
 	struct mfs_ino *ip;
 	ssize_t found;
-	int ret, err;
+	int ret;
 
 	ret = mfs_xattr_check_name(name);
 	if (ret)
@@ -127,14 +132,7 @@ int mfs_removexattr(struct mfs *fs, uint64_t ino, const char *name)
 	if (ret)
 		goto unlock;
 	ret = mfs_xattr_remove_locked(fs, txn, ip, name);
-	if (!ret)
-		touch_ctime(ip);
-	err = mfs_inode_write(fs, txn, ip);
-	if (!ret)
-		ret = err;
-	err = mfs_txn_end(txn);
-	if (!ret)
-		ret = err;
+	ret = change_end(fs, txn, ip, ret);
 unlock:
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
