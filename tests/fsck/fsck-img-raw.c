@@ -142,6 +142,27 @@ static struct mfs_bt_slot *find_dirent(struct raw *r, uint64_t dir, const char *
 	return NULL;
 }
 
+/*
+ * Take the entry @name out of the root directory's leaf (the root is one leaf:
+ * find_dirent checks, so no parent key to keep) and lower its entry count.
+ */
+static void drop_root_dirent(struct raw *r, const char *name)
+{
+	uint64_t blk;
+	struct mfs_bt_slot *s = find_dirent(r, MFS_ROOT_INO, name, &blk);
+	struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r->buf;
+	unsigned i = (unsigned)(s - (struct mfs_bt_slot *)(r->buf + 48));
+	struct mfs_inode *di;
+
+	memmove(s, s + 1, (h->nr_items - i - 1) * sizeof(*s));
+	h->nr_items--;
+	memset((struct mfs_bt_slot *)(r->buf + 48) + h->nr_items, 0, sizeof(*s));
+	raw_write(r, blk, true, 2);
+	di = raw_inode(r, MFS_ROOT_INO, &blk);
+	di->dir_entries--;
+	raw_write(r, blk, true, 2);
+}
+
 static void poison_file(const char *line)
 {
 	char path[4096];
@@ -390,29 +411,12 @@ int cmd_corrupt(const char *cs)
 		di->mode = 0;
 		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "unreachable")) { /* F0302, F0303: /lonely's entry removed */
-		struct mfs_bt_slot *s = find_dirent(&r, MFS_ROOT_INO, "lonely", &blk);
-		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
-		unsigned i = (unsigned)(s - (struct mfs_bt_slot *)(r.buf + 48));
-
-		memmove(s, s + 1, (h->nr_items - i - 1) * sizeof(*s));
-		h->nr_items--;
-		memset((struct mfs_bt_slot *)(r.buf + 48) + h->nr_items, 0, sizeof(*s));
-		/* the root directory is one leaf (find_dirent checks): no parent key to keep */
-		raw_write(&r, blk, true, 2);
-		di = raw_inode(&r, MFS_ROOT_INO, &blk);
-		di->dir_entries--;
-		raw_write(&r, blk, true, 2);
+		drop_root_dirent(&r, "lonely");
 	} else if (!strcmp(cs, "dir-loop")) { /* F0302: /dir and /dir/sub only reach each other */
-		struct mfs_bt_slot *s = find_dirent(&r, MFS_ROOT_INO, "dir", &blk);
-		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
-		unsigned i = (unsigned)(s - (struct mfs_bt_slot *)(r.buf + 48));
+		struct mfs_bt_slot *s;
 
-		memmove(s, s + 1, (h->nr_items - i - 1) * sizeof(*s));
-		h->nr_items--;
-		memset((struct mfs_bt_slot *)(r.buf + 48) + h->nr_items, 0, sizeof(*s));
-		raw_write(&r, blk, true, 2);
+		drop_root_dirent(&r, "dir");
 		di = raw_inode(&r, MFS_ROOT_INO, &blk);
-		di->dir_entries--;
 		di->nlink--;
 		raw_write(&r, blk, true, 2);
 		/* sub's entry data.bin now names /dir, whose parent becomes sub */

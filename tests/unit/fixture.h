@@ -21,7 +21,7 @@
 static char dir[PATH_MAX], img[PATH_MAX + 16];
 static struct mfs *fs;
 
-/* A fresh directory @base/mendfs-@tag-XXXXXX for the image (not made yet). */
+/* Make a fresh directory @base/mendfs-@tag-XXXXXX; img names the image fixture_mkfs makes. */
 static inline void fixture_dir(const char *base, const char *tag)
 {
 	snprintf(dir, sizeof(dir), "%s/mendfs-%s-XXXXXX", base, tag);
