@@ -73,7 +73,8 @@ struct mfs_ino {
 	struct mfs_inode di;   /* the inode; written back with mfs_inode_write() */
 	pthread_rwlock_t lock; /* see the top of this file */
 	_Atomic int ref;       /* in-memory references (mfs_iget/mfs_iput) */
-	bool unlinked;         /* nlink reached 0: freed at the last mfs_iput */
+	/* nlink reached 0: freed at the last mfs_iput; set and read under icache_lock */
+	bool unlinked;
 	struct mfs_ino *hnext;
 	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
 	_Atomic bool atime_dirty;
