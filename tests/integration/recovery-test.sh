@@ -433,6 +433,10 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	# a partial overwrite into the poisoned block: EIO (not EINVAL); then a
 	# recovery write, which zeroes the block's lost bytes around its data
 	rcheck rwrite "$MNT/f" 20580 100
+	# a recovery write on 512-byte boundaries inside a poisoned 4 KiB block
+	# (bytes [29696, 30208) of block 7) is still a partial write of the unit
+	mendctl inject "$MNT" $((S + 7 * 8 + 2)) 1 || fail "mendctl inject block 7"
+	rcheck rwrite "$MNT/f" 29696 512
 	# a whole-block overwrite clears in place
 	rcheck overwrite "$MNT/f" 53248 4096
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
@@ -452,7 +456,7 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	fallocate -z -o 49152 -l 4096 "$MNT/f" || fail "fallocate -z of a poisoned block"
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[]}' ] || fail "badranges after zeroinit: $out"
-	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 45056 8192
+	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 28672 1024 30208 2560 45056 8192
 	# truncate into a poisoned block: shrinking drops the tail (nothing is
 	# zeroed); growing again must zero past the old EOF inside the lost unit: EIO
 	mendctl inject "$MNT" $((S + 9 * 8 + 1)) 1 || fail "mendctl inject block 9"
@@ -467,7 +471,7 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[]}' ] || fail "badranges after zeroinit of block 9: $out"
 	truncate -s 40000 "$MNT/f" || fail "truncate (grow)"
-	zeros="4608 1024 20480 100 20680 3896 36864 3136"
+	zeros="4608 1024 20480 100 20680 3896 28672 1024 30208 2560 36864 3136"
 	rcheck verify "$MNT/f" 40000 $zeros
 	umount_fg
 	[ -z "$(grep -v '^#' "$BB")" ] || fail "emulation file not empty: $(cat "$BB")"
