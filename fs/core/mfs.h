@@ -96,6 +96,7 @@ struct mfs {
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
 	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
+	bool ro_at_mount;  /* mounted read-only (-o ro, unwritable features): never writable */
 	_Atomic int error; /* -EIO after an I/O error: read-only, journal aborted (fserror.c) */
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
@@ -272,6 +273,14 @@ unsigned mfs_txn_room(struct mfs_txn *txn);
 int mfs_txn_commit(struct mfs *fs);
 /* Write committed blocks in place and free journal space. */
 int mfs_checkpoint(struct mfs *fs);
+/*
+ * Remount (mfs_remount): freeze checkpoints, marks the filesystem clean and
+ * makes it read-only at once, -EAGAIN if a transaction is running (commit
+ * and try again); thaw makes it writable and marks it dirty.  -EROFS after
+ * an I/O error.
+ */
+int mfs_journal_freeze(struct mfs *fs);
+int mfs_journal_thaw(struct mfs *fs);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);

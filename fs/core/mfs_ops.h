@@ -4,7 +4,7 @@
  * operations that the FUSE daemon calls one-to-one (and that mkfs/fsck tests
  * use directly).  Built on fs/core/mfs.h.
  *
- *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_statfs, orphan processing
+ *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_remount / mfs_statfs, orphan processing
  *
  * and below it, above the layers of fs/core/mfs.h, lowest first (each file
  * calls only those before it and those layers):
@@ -95,6 +95,12 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 int mfs_unmount(struct mfs *fs);
 /* Commit the running transaction and make everything durable (syncfs). */
 int mfs_sync(struct mfs *fs);
+/*
+ * Remount read-only (@read_only: commit, checkpoint, mark clean, then refuse
+ * every change; -EBUSY if changes keep coming) or read-write again (-EROFS if
+ * mounted read-only or read-only after an I/O error).
+ */
+int mfs_remount(struct mfs *fs, bool read_only);
 int mfs_statfs(struct mfs *fs, struct statvfs *st);
 
 /* Inode cache. */
