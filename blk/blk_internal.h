@@ -314,11 +314,14 @@ struct blk_dev {
 	const struct blk_qos_ops *qos;
 	void *qos_priv;
 	struct blk_badblocks bb __cacheline_aligned;
+	/* latent poison (emulation): found, and moved to bb, when a read touches it */
+	struct blk_badblocks latent;
 
 	/* cold */
 	struct blk_dev_config cfg;
 	char *path;
 	char *badblocks_path; /* emulation file or NULL */
+	char *latent_path;    /* latent poison file or NULL */
 	void *drv;            /* backend device state */
 	unsigned queue_depth;
 	pthread_mutex_t poison_lock; /* serialises poison writers and emulation file rewrites */
@@ -361,6 +364,13 @@ void blk_rq_slowpath(struct blk_hw_queue *hctx, struct blk_request *rq, struct b
 int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 /* Clear after a full overwrite: backend clear, then (caller writes), then table + file. */
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr);
+/*
+ * Latent poison in [sector, sector + nr) was touched (dev->latent not
+ * empty): by a read, it becomes poison (recorded as a media error found by
+ * the backend is); by a write, the sectors are good again.  Both files are
+ * rewritten.  Called by dispatch for every request, and by direct access.
+ */
+void blk_latent_touch(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool read);
 
 /* Scheduler (sched.c), a pull model: dispatch.c inserts requests and takes batches. */
 struct blk_elevator *blk_elv_alloc(const char *name);

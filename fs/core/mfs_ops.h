@@ -55,6 +55,7 @@ struct mfs_mount_opts {
 	bool read_only;
 	enum blk_backend_type backend; /* BLK_BACKEND_AUTO by default */
 	const char *badblocks;         /* emulation file (NULL: DEVICE.badblocks for images) */
+	const char *latent;            /* latent poison file (NULL: DEVICE.latent for images) */
 	unsigned cache_blocks;         /* metadata cache size, 0: default */
 	bool exclusive;                /* lock the device against a second mount (daemon: true) */
 	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */

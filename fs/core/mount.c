@@ -134,6 +134,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	cfg.backend = opts->backend;
 	cfg.path = device;
 	cfg.badblocks_path = opts->badblocks;
+	cfg.latent_path = opts->latent;
 	cfg.flags = (opts->read_only ? BLK_CFG_READONLY : 0) | (opts->exclusive ? BLK_CFG_EXCL : 0);
 	ret = blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg));
 	if (ret) {

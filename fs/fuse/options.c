@@ -68,7 +68,7 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
+	           "            latent=PATH, poison_inject, writeback, commit=SECONDS, threads=N,\n"
 	           "            timeout=SECONDS, debug, fault_inject=N|N+|0 (testing),\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            atime, relatime, strictatime, noatime, nodiratime, diratime,\n"
@@ -158,6 +158,8 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			}
 		} else if (!strcmp(opt, "badblocks") && val && *val) {
 			o->badblocks = val;
+		} else if (!strcmp(opt, "latent") && val && *val) {
+			o->latent = val;
 		} else if (!strcmp(opt, "threads") && val) {
 			if (!opt_uint(val, 1, 1024, &o->threads)) {
 				mfsd_log(LOG_ERR, "threads=%s: expected a number from 1 to 1024",
