@@ -222,6 +222,16 @@ struct blk_badblocks {
 	 * than its logical block.
 	 */
 	uint32_t unit;
+	/*
+	 * The summary that answers most lookups without the lock once the table
+	 * is not empty (blk_bb_set_size; NULL: every lookup takes the lock): bit
+	 * c is set while a range may touch chunk c (1 << summary_shift sectors,
+	 * at most 65536 chunks).  A writer sets bits before a range goes in and
+	 * clears them after the last range of their chunk went.
+	 */
+	_Atomic uint64_t *summary;
+	uint32_t summary_shift;
+	uint64_t summary_chunks;
 };
 
 static inline bool blk_bb_empty(struct blk_badblocks *bb)
@@ -231,6 +241,8 @@ static inline bool blk_bb_empty(struct blk_badblocks *bb)
 void blk_bb_init(struct blk_badblocks *bb);
 void blk_bb_destroy(struct blk_badblocks *bb);
 void blk_bb_set_unit(struct blk_badblocks *bb, uint32_t unit);
+/* Size the lock-free summary for a device of @nr_sectors (at open).  0 or -ENOMEM. */
+int blk_bb_set_size(struct blk_badblocks *bb, uint64_t nr_sectors);
 int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 /* True if [sector, sector + nr) holds poison; *first is the first poisoned sector. */

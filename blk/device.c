@@ -176,6 +176,9 @@ static int blk_dev_load_poison(struct blk_dev *dev, const struct blk_dev_config 
 	struct stat st;
 	int ret = 0, fd;
 
+	/* lock-free lookups; without the summary (no memory) every lookup locks */
+	blk_bb_set_size(&dev->bb, dev->nr_sectors);
+	blk_bb_set_size(&dev->latent, dev->nr_sectors);
 	/* the unit of poison is the logical block: a device cannot lose less */
 	if (!dev->byte_granular)
 		blk_bb_set_unit(&dev->bb, ((uint32_t)dev->lbs_mask + 1) >> BLK_SECTOR_SHIFT);
