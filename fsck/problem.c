@@ -64,6 +64,9 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
         [PR_FILE_SIZE] = {PR_FILE_SIZE, "F0113", "PR_FILE_SIZE", 0,
                           "cut the file at the largest file size (1 PiB): an extent reaching "
                           "past it is shortened (removed if it starts there), the size lowered"},
+        [PR_ACL_BAD] = {PR_ACL_BAD, "F0114", "PR_ACL_BAD", 0,
+                        "remove the ACL xattr (the mode alone then decides access; not under -p: "
+                        "that can give the owning group more than its ACL entry did)"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},

@@ -428,7 +428,7 @@ int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt);
  * (<linux/posix_acl_xattr.h>): a little-endian header (version 2) and
  * 8-byte entries (tag, permissions, id).  These are the rules a reader of the
  * format checks (FORMAT.md, xattrs); the core enforces them when it sets or
- * uses an ACL.
+ * uses an ACL, fsck.mendfs on every ACL xattr it finds (F0114).
  */
 #define MFS_ACL_ACCESS  "system.posix_acl_access"
 #define MFS_ACL_DEFAULT "system.posix_acl_default"
