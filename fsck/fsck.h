@@ -393,7 +393,10 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
  */
 bool fsck_xattr_acl_bad(struct fsck_ctx *ctx, uint64_t ino, uint32_t mode, const uint8_t *name,
                         unsigned nl, const void *val, size_t vl);
-/* Can the filesystem get and remove an xattr of this name (user., trusted., security., system.)? */
+/*
+ * Can the filesystem get and remove an xattr of this name (user., trusted.,
+ * security., system. and at least one byte; no NUL byte)?
+ */
 bool fsck_xattr_name_ok(const uint8_t *name, unsigned len);
 int fsck_pass2_dirs(struct fsck_ctx *ctx);
 int fsck_pass3_connect(struct fsck_ctx *ctx);

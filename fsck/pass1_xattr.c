@@ -179,6 +179,9 @@ bool fsck_xattr_name_ok(const uint8_t *name, unsigned len)
 {
 	static const char *const prefixes[] = {"user.", "trusted.", "security.", "system."};
 
+	/* names are C strings to the filesystem: a NUL inside one names another xattr */
+	if (memchr(name, 0, len))
+		return false;
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
 		size_t pl = strlen(prefixes[i]);
 
@@ -211,7 +214,8 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	if (!fsck_xattr_name_ok(val + XHDR, nl) &&
 	    fsck_fix_problem(ctx, PR_XATTR_BAD,
 	                     "inode %llu: xattr %.*s has no namespace the filesystem knows "
-	                     "(user., trusted., security., system. and a name): remove it",
+	                     "(user., trusted., security., system. and a name) or a NUL "
+	                     "byte in its name: remove it",
 	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR))
 		return ENT_DROP;
 	if (!(flags & MFS_XATTR_F_BLOCKS))

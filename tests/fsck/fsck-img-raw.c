@@ -339,6 +339,12 @@ int cmd_corrupt(const char *cs)
 			die("%s: user.a is not the first inline xattr", "/hello.txt", 0);
 		di->inline_xattr[4] = 'x';
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "xattr-nul")) { /* F0111: user.a becomes "user.\0" */
+		di = raw_inode(&r, hello, &blk);
+		if (memcmp(di->inline_xattr + 4, "user.a", 6))
+			die("%s: user.a is not the first inline xattr", "/hello.txt", 0);
+		di->inline_xattr[9] = 0;
+		raw_write(&r, blk, true, 2);
 	} else if (!strncmp(cs, "xattr-value-", 12)) { /* F0112: hello's user.large */
 		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
 

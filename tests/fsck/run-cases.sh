@@ -177,6 +177,7 @@ group_cases() {
 	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
 	run_case xattr-name xattr-name F0111 xattr
+	run_case xattr-nul xattr-nul F0111 xattr
 	run_case xattr-value-csum xattr-value-csum F0112,F0502 large
 	run_case xattr-value-owner xattr-value-owner F0112,F0502 large
 	run_case xattr-value-lost xattr-value-lost F0112,F0502 large
