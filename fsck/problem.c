@@ -78,6 +78,8 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
                            "set the parent to the directory holding its entry"},
         [PR_DIR_ENTRIES] = {PR_DIR_ENTRIES, "F0206", "PR_DIR_ENTRIES", PRF_PREEN,
                             "set the count to the entries found"},
+        [PR_LINK_MAX] = {PR_LINK_MAX, "F0207", "PR_LINK_MAX", 0,
+                         "remove the entries past the 65000th (the inode keeps its other names)"},
         /* pass 3: connectivity */
         [PR_ROOT_BAD] = {PR_ROOT_BAD, "F0301", "PR_ROOT_BAD", 0,
                          "recreate an empty root directory (everything else goes to /lost+found)"},

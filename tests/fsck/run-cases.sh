@@ -33,14 +33,16 @@ cannot_run() {
 	fi
 }
 
-base() {
-	"$MKFS_MENDFS" -q "$T/base.img" 64M || { echo "mkfs failed"; exit 1; }
-	"$FSCK_IMG" populate "$T/base.img" 2>/dev/null || { echo "populate failed"; exit 1; }
+base() { # base [NAME SIZE]: the populated image fresh copies (base, 64M)
+	local b=${1:-base}
+	"$MKFS_MENDFS" -q "$T/$b.img" "${2:-64M}" || { echo "mkfs failed"; exit 1; }
+	"$FSCK_IMG" populate "$T/$b.img" 2>/dev/null || { echo "populate failed"; exit 1; }
 }
 
-fresh() { # fresh NAME: a copy of the base image (and its badblocks file)
-	cp --sparse=always "$T/base.img" "$T/$1.img"
-	cp "$T/base.img.badblocks" "$T/$1.img.badblocks"
+fresh() { # fresh NAME: a copy of the base image $BASE (and its badblocks file)
+	local b=${BASE:-base}
+	cp --sparse=always "$T/$b.img" "$T/$1.img"
+	cp "$T/$b.img.badblocks" "$T/$1.img.badblocks"
 }
 
 sums() { md5sum "$1" "$1.badblocks" 2>/dev/null | awk '{print $1}' | tr '\n' ' '; }
@@ -196,6 +198,10 @@ group_cases() {
 	run_case dirent-ino dirent-ino F0202,F0302 /dir/victim2
 	run_case dirent-type dirent-type F0203
 	run_case dir-hardlink dir-hardlink F0204,F0302 /lonely
+	# /hard1 with 65000 links (room for the names: a larger image), /lonely's entry one more
+	base big 256M
+	BASE=big run_case link-max link-max F0207,F0302 /lonely /dir/hard2
+	rm -f "$T/big.img" "$T/big.img.badblocks"
 	run_case dir-parent dir-parent F0205
 	run_case dir-entries dir-entries F0206
 	run_case dir-parent-range dir-parent-range F0205
