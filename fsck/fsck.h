@@ -78,12 +78,14 @@ enum pr_code {
 	PR_XATTR_BAD,
 	PR_XATTR_VALUE,
 	PR_FILE_SIZE,
+	PR_ACL_BAD,
 	PR_DIRENT_BAD,
 	PR_DIRENT_INO,
 	PR_DIRENT_TYPE,
 	PR_DIR_HARDLINK,
 	PR_DIR_PARENT,
 	PR_DIR_ENTRIES,
+	PR_LINK_MAX,
 	PR_ROOT_BAD,
 	PR_UNREACHABLE,
 	PR_NO_LPF,
@@ -385,7 +387,17 @@ int fsck_pass1_inodes(struct fsck_ctx *ctx);
 /* The xattr tree entry callback of pass 1 (pass1_xattr.c); @arg points to the inode number. */
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len);
-/* Can the filesystem get and remove an xattr of this name (user., trusted., security., system.)? */
+/*
+ * Check xattr @name (@nl bytes) of inode @ino (of @mode), value @val of @vl
+ * bytes, against the core's ACL rules (mfs_acl_check) if it is an ACL.
+ * Returns true when it is bad and its removal was decided (F0114).
+ */
+bool fsck_xattr_acl_bad(struct fsck_ctx *ctx, uint64_t ino, uint32_t mode, const uint8_t *name,
+                        unsigned nl, const void *val, size_t vl);
+/*
+ * Can the filesystem get and remove an xattr of this name (user., trusted.,
+ * security., system. and at least one byte; no NUL byte)?
+ */
 bool fsck_xattr_name_ok(const uint8_t *name, unsigned len);
 int fsck_pass2_dirs(struct fsck_ctx *ctx);
 int fsck_pass3_connect(struct fsck_ctx *ctx);

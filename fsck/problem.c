@@ -64,6 +64,9 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
         [PR_FILE_SIZE] = {PR_FILE_SIZE, "F0113", "PR_FILE_SIZE", 0,
                           "cut the file at the largest file size (1 PiB): an extent reaching "
                           "past it is shortened (removed if it starts there), the size lowered"},
+        [PR_ACL_BAD] = {PR_ACL_BAD, "F0114", "PR_ACL_BAD", 0,
+                        "remove the ACL xattr (the mode alone then decides access; not under -p: "
+                        "that can give the owning group more than its ACL entry did)"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},
@@ -75,6 +78,8 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
                            "set the parent to the directory holding its entry"},
         [PR_DIR_ENTRIES] = {PR_DIR_ENTRIES, "F0206", "PR_DIR_ENTRIES", PRF_PREEN,
                             "set the count to the entries found"},
+        [PR_LINK_MAX] = {PR_LINK_MAX, "F0207", "PR_LINK_MAX", 0,
+                         "remove the entries past the 65000th (the inode keeps its other names)"},
         /* pass 3: connectivity */
         [PR_ROOT_BAD] = {PR_ROOT_BAD, "F0301", "PR_ROOT_BAD", 0,
                          "recreate an empty root directory (everything else goes to /lost+found)"},
