@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fixture.h: the set-up of the unit tests that run the whole filesystem on a
- * real image (atime, bigfs, file, readdirect, space, truncate, xattr): a
- * fresh directory, an image made there by the built mkfs.mendfs (mkfs_run.h),
- * mounted with mfs_mount(); files in its root; and the main of a Check
- * program.  The test sees the directory as `dir`, the image as
+ * real image (acl, alloc, atime, bigfs, file, readdirect, space, truncate,
+ * xattr): a fresh directory, an image made there by the built mkfs.mendfs
+ * (mkfs_run.h), mounted with mfs_mount(); files in its root; and the main of
+ * a Check program.  The test sees the directory as `dir`, the image as
  * `img` and the mounted filesystem as `fs` (NULL when unmounted).
  */
 #ifndef MENDFS_TESTS_FIXTURE_H

@@ -39,8 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define BS          MFS_BLOCK_SIZE
 #define DATA_EVERY  16u    /* every 16th extent holds written data, the others are unwritten */
@@ -48,8 +47,7 @@
 #define NFAR        300u   /* far extents, one per data bitmap block */
 #define FAR_STRIDE  33000u /* > MFS_BITMAP_BITS (32384) blocks apart */
 
-static char dir[64], img[128], bbfile[160];
-static struct mfs *fs;
+static char bbfile[sizeof(img) + 16]; /* the image's emulated poison */
 static unsigned ndense = 20000, next; /* next = NFAR + ndense extents */
 
 /* File block of extent @i. */
@@ -62,25 +60,21 @@ static uint64_t ext_lblk(unsigned i)
 
 static void mkfs_image(uint64_t bytes)
 {
-	char args[PATH_MAX + 64];
+	char size[32];
 
-	snprintf(args, sizeof(args), "-N 1000 -J 1M '%s' %llu", img, (unsigned long long)bytes);
-	mkfs_run(args);
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)bytes);
+	fixture_mkfs("-N 1000 -J 1M", size);
 }
 
 static void mount_fs(void)
 {
-	char err[256] = "";
-	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
+	fixture_mount(NULL);
 	ck_assert_uint_eq(fs->sb.journal_len, JOURNAL_BLK);
 }
 
 static void remount(void)
 {
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
+	fixture_umount();
 	mount_fs();
 }
 
@@ -94,31 +88,10 @@ static void setup(void)
 	next = NFAR + ndense;
 	/* the file spans ext_lblk(next) blocks physically; the data zone gets 1/8 more */
 	blocks = ext_lblk(next) + ext_lblk(next) / 8 + (1u << 16);
-	snprintf(dir, sizeof(dir), "/tmp/mfs-trunc-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
+	fixture_dir("/tmp", "trunc");
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
 	mkfs_image(blocks * 17 / 16 * BS); /* the meta zone takes 1/16 */
 	mount_fs();
-}
-
-static void teardown(void)
-{
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	unlink(img);
-	unlink(bbfile);
-	rmdir(dir);
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
-
-	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
-	return st.st_ino;
 }
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
@@ -213,7 +186,7 @@ static uint64_t make_fragmented(const char *name)
 	unsigned i;
 
 	for (i = 0;; i++) {
-		ino = create(name);
+		ino = fixture_file(name);
 		if (first_goal(ino) < fs->sb.data_len / 16)
 			break;
 		snprintf(pad, sizeof(pad), "pad-%s-%u", name, i);
@@ -477,7 +450,7 @@ START_TEST(test_unlink_and_rename_over)
 
 	/* replaced by a rename */
 	ino = make_fragmented("frag2");
-	ino2 = create("small");
+	ino2 = fixture_file("small");
 	ck_assert_int_eq(mfs_write(fs, ino2, "hello", 5, 0), 5);
 	ck_assert_int_eq(mfs_rename(fs, MFS_ROOT_INO, "small", MFS_ROOT_INO, "frag2", 0), 0);
 	ck_assert_int_eq(mfs_iget(fs, ino, &ip), -ENOENT);
@@ -564,7 +537,7 @@ START_TEST(test_concurrent)
 	ino2 = make_fragmented("frag2");
 	for (i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "w%u", i);
-		w[i] = (struct wr){.ino = create(name), .id = i + 1, .n = 3000};
+		w[i] = (struct wr){.ino = fixture_file(name), .id = i + 1, .n = 3000};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &w[i]), 0);
 	}
 	ck_assert_int_eq(set_size(ino, 0), 0);
@@ -671,10 +644,7 @@ int main(void)
 	Suite *s = suite_create("truncate");
 	TCase *tc = tcase_create("truncate");
 	const char *bench = getenv("TRUNC_BENCH");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 600);
 	if (bench && *bench == '1') {
 		tcase_add_test(tc, test_bench);
@@ -689,9 +659,5 @@ int main(void)
 		tcase_add_test(tc, test_orphan_restart);
 	}
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }
