@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "btree_check.h"
+#include "mkfs_run.h"
 
 /* --- the real layer -------------------------------------------------------------------- */
 
@@ -29,20 +30,10 @@ static struct mfs *real_fs;
 
 static void real_mkfs(const char *size)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char mkfs[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 2 + 64];
-	ssize_t n;
+	char args[sizeof(real_img) + 64];
 
-	if (env && *env) {
-		snprintf(mkfs, sizeof(mkfs), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		T_IGT(n, 0);
-		self[n] = 0;
-		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
-	}
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' %s", mkfs, real_img, size);
-	T_IEQ(system(cmd), 0);
+	snprintf(args, sizeof(args), "'%s' %s", real_img, size);
+	mkfs_run(args);
 }
 
 static void real_mount(void)
