@@ -13,6 +13,7 @@
 #include <check.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,6 +112,20 @@ static inline uint64_t fixture_file(const char *name)
 
 	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
 	return st.st_ino;
+}
+
+/* A copy of the on-disk inode of @ino, as the inode cache holds it. */
+static inline struct mfs_inode fixture_dinode(uint64_t ino)
+{
+	struct mfs_inode di;
+	struct mfs_ino *ip;
+
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	pthread_rwlock_rdlock(&ip->lock);
+	di = ip->di;
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	return di;
 }
 
 /* Run suite @s: the exit status of the test program. */

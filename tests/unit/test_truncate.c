@@ -100,19 +100,6 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 		p[i] = (uint8_t)((seed * 131 + i * 7 + (i >> 9)) ^ (i >> 13) ^ 0x5a);
 }
 
-static struct mfs_inode dinode(uint64_t ino)
-{
-	struct mfs_ino *ip;
-	struct mfs_inode di;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	pthread_rwlock_rdlock(&ip->lock);
-	di = ip->di;
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return di;
-}
-
 static uint64_t free_blocks(void)
 {
 	struct statvfs st;
@@ -202,9 +189,9 @@ static uint64_t make_fragmented(const char *name)
 			                 0);
 		}
 	}
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), next);
-	ck_assert(le32toh(dinode(ino).iflags) & MFS_IFL_EXTENT_TREE);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), (ext_lblk(next - 1) + 1) * BS);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), next);
+	ck_assert(le32toh(fixture_dinode(ino).iflags) & MFS_IFL_EXTENT_TREE);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), (ext_lblk(next - 1) + 1) * BS);
 	/* what makes the file hard: more bitmap blocks to change than the journal holds */
 	ck_assert_uint_ge(bitmap_blocks_used(ino), NFAR);
 	return ino;
@@ -222,7 +209,7 @@ static void check_content_cut(uint64_t ino, uint64_t size, unsigned nkeep, uint6
 	uint8_t *buf = malloc(2 * BS), *want = malloc(2 * BS);
 	unsigned i;
 
-	ck_assert_uint_eq(le64toh(dinode(ino).size), size);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), size);
 	for (i = 0; i < next; i++) {
 		uint64_t off = ext_lblk(i) * BS;
 		size_t len;
@@ -296,18 +283,18 @@ START_TEST(test_truncate_zero)
 	ck_assert_int_eq(set_size(ino, 0), 0);
 	/* the free took several transactions */
 	ck_assert_uint_gt(atomic_load(&fs->stats.commits) - commits, 2);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
-	ck_assert(!(le32toh(dinode(ino).iflags) & (MFS_IFL_EXTENT_TREE | MFS_IFL_ORPHAN)));
-	ck_assert_uint_eq(le16toh(dinode(ino).nr_inline), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
+	ck_assert(!(le32toh(fixture_dinode(ino).iflags) & (MFS_IFL_EXTENT_TREE | MFS_IFL_ORPHAN)));
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).nr_inline), 0);
 	check_no_orphans();
 	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
 	ck_assert_int_eq(mfs_sync(fs), 0);
 	ck_assert_uint_eq(free_blocks(), free0 - 2);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - 2);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 	check_no_orphans();
 	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
 	/* exactly the two poisoned blocks are quarantined */
@@ -337,8 +324,8 @@ START_TEST(test_truncate_middle)
 	ino = make_fragmented("frag");
 	size = ext_lblk(keep - 1) * BS + 100; /* 100 bytes into the last kept extent */
 	ck_assert_int_eq(set_size(ino, size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
-	ck_assert(!(le32toh(dinode(ino).iflags) & MFS_IFL_ORPHAN));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
+	ck_assert(!(le32toh(fixture_dinode(ino).iflags) & MFS_IFL_ORPHAN));
 	check_no_orphans();
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
@@ -346,7 +333,7 @@ START_TEST(test_truncate_middle)
 	ck_assert_uint_eq(free_blocks(), free0 - keep);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - keep);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	check_no_orphans();
@@ -358,7 +345,7 @@ START_TEST(test_truncate_middle)
 	keep = NFAR + ndense / 2;
 	size = ext_lblk(keep - 1) * BS + BS;
 	ck_assert_int_eq(set_size(ino, size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	remount();
@@ -381,8 +368,8 @@ START_TEST(test_punch_huge)
 	ck_assert_int_eq(mfs_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	                               (off_t)lo, (off_t)(hi - lo)),
 	                 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), size);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), next - punched);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), size);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), next - punched);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), next - punched);
 	check_no_orphans();
 	ck_assert_int_eq(mfs_sync(fs), 0);
@@ -480,12 +467,12 @@ START_TEST(test_write_over)
 	ino = make_fragmented("frag");
 	fill(data, len, 4242);
 	ck_assert_int_eq(mfs_write(fs, ino, data, len, (off_t)(lo * BS)), (ssize_t)len);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), NFAR + (hi - lo));
 	ck_assert_uint_eq(free_blocks(), free0 - NFAR - (hi - lo));
 	remount();
 	ck_assert_int_eq(mfs_read(fs, ino, buf, len, (off_t)(lo * BS)), (ssize_t)len);
 	ck_assert(!memcmp(buf, data, len));
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), NFAR + (hi - lo));
 	/* and freed again */
 	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "frag"), 0);
 	ck_assert_int_eq(mfs_sync(fs), 0);
@@ -551,9 +538,9 @@ START_TEST(test_concurrent)
 	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 	for (i = 0; i < 3; i++) {
-		ck_assert_uint_eq(le64toh(dinode(w[i].ino).blocks), 3000);
+		ck_assert_uint_eq(le64toh(fixture_dinode(w[i].ino).blocks), 3000);
 		for (j = 0; j < 3000; j += 37) {
 			fill(want, BS, w[i].id * 100000 + j);
 			ck_assert_int_eq(mfs_read(fs, w[i].ino, buf, BS, (off_t)j * 2 * BS), BS);
@@ -591,7 +578,7 @@ START_TEST(test_orphan_restart)
 	/* the first step (size and orphan entry) was committed: the mount finished the work */
 	ck_assert_uint_eq(atomic_load(&fs->stats.orphans_truncated), 1);
 	check_no_orphans();
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	ck_assert_uint_eq(free_blocks(), free0 - keep - next);
@@ -635,7 +622,7 @@ START_TEST(test_bench)
 	       next, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
 	       (double)(t2.tv_sec - t1.tv_sec) + (double)(t2.tv_nsec - t1.tv_nsec) / 1e9,
 	       (unsigned long long)(atomic_load(&fs->stats.commits) - c0));
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 }
 END_TEST
 

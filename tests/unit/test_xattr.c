@@ -29,19 +29,6 @@ static void setup(void)
 	fixture_create("xattr", "", "32M");
 }
 
-static struct mfs_inode dinode(uint64_t ino)
-{
-	struct mfs_inode di;
-	struct mfs_ino *ip;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	pthread_rwlock_rdlock(&ip->lock);
-	di = ip->di;
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return di;
-}
-
 static void check_value(uint64_t ino, const char *name, const void *val, size_t len)
 {
 	static char buf[70000];
@@ -79,14 +66,14 @@ START_TEST(test_inline_then_tree)
 
 	/* small: inline */
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.a", "xy", 2, 0), 0);
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_gt(le16toh(di.inline_xattr_len), 0);
 	ck_assert_uint_eq(le64toh(di.xattr_root), 0);
 	check_value(ino, "user.a", "xy", 2);
 	/* larger: the tree */
 	value_of(val, 200, 1);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.big", val, 200, 0), 0);
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_ne(le64toh(di.xattr_root), 0);
 	check_value(ino, "user.big", val, 200);
 	check_value(ino, "user.a", "xy", 2);
@@ -96,7 +83,7 @@ START_TEST(test_inline_then_tree)
 		value_of(val, 50 + i % 200, i);
 		ck_assert_int_eq(mfs_setxattr(fs, ino, name, val, 50 + i % 200, XATTR_CREATE), 0);
 	}
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_gt(le16toh(di.xattr_depth), 0);
 	for (i = 0; i < 400; i++) {
 		snprintf(name, sizeof(name), "user.attr-%u", i);
@@ -149,10 +136,10 @@ START_TEST(test_create_replace)
 	value_of(val, 500, 3);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", val, 500, XATTR_REPLACE), 0);
 	check_value(ino, "user.x", val, 500);
-	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "4", 1, XATTR_REPLACE), 0);
 	check_value(ino, "user.x", "4", 1);
-	ck_assert_uint_gt(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_gt(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
 	/* empty values */
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.empty", "", 0, 0), 0);
@@ -419,11 +406,11 @@ START_TEST(test_remove)
 	check_value(ino, "user.j", "j", 1);
 	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.t"), 0);
 	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.t", NULL, 0), -ENODATA);
-	ck_assert_uint_eq(le64toh(dinode(ino).xattr_root), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).xattr_root), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
 	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.j"), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 0);
-	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 }
 END_TEST
 
