@@ -22,6 +22,7 @@
 
 #include "cannot_run.h"
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -30,18 +31,7 @@ static char out[8192], err[8192];
 
 static void find_mkfs(void)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char self[PATH_MAX];
-	ssize_t n;
-
-	if (env && *env) {
-		snprintf(mkfs_path, sizeof(mkfs_path), "%s", env);
-		return;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	ck_assert_int_gt(n, 0);
-	self[n] = 0;
-	snprintf(mkfs_path, sizeof(mkfs_path), "%s/../../mkfs/mkfs.mendfs", dirname(self));
+	tool_path(mkfs_path, sizeof(mkfs_path), "MKFS_MENDFS", "mkfs/mkfs.mendfs");
 }
 
 static void slurp(const char *path, char *buf, size_t len)
