@@ -29,10 +29,13 @@
 #include <unistd.h>
 
 #include "mfs.h"
+#include "mfs_cli.h"
 #include "mfs_devlock.h"
 
-#define PROG  "mkfs.mendfs"
-#define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"
+#define PROG "mkfs.mendfs"
+#define USAGE                                                                                      \
+	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"        \
+	"       mkfs.mendfs -V|--version|--help\n"
 
 #define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
 #define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
@@ -135,13 +138,21 @@ static int parse_size(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 {
+	static const char optstring[] = "+fFqL:N:J:hV";
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
+	char msg[256];
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	opterr = 0;
-	while ((c = getopt(argc, argv, "+fqL:N:J:h")) != -1) {
+	while ((c = getopt_long(argc, argv, optstring, lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
+		case 'F': /* mke2fs's spelling */
 			o->force = true;
 			break;
 		case 'q':
@@ -188,12 +199,11 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 		case 'h':
 			fputs(USAGE, stdout);
 			exit(0);
+		case 'V':
+			exit(mfs_cli_version("mkfs.mendfs"));
 		case '?':
 		default:
-			if (optopt == 'L' || optopt == 'N' || optopt == 'J')
-				fail("option -%c needs an argument", optopt);
-			else
-				fail("unknown option -%c", optopt ? optopt : '?');
+			fail("%s", mfs_cli_optmsg(msg, sizeof(msg), argv, optstring));
 			fputs(USAGE, stderr);
 			return -EINVAL;
 		}

@@ -25,6 +25,7 @@
 
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
+#include "mfs_cli.h"
 #include "mfs_json.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -41,7 +42,8 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] zeroinit FILE OFF LEN\n"
 	           "       mendctl [--json] bmap FILE\n"
 	           "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
-	           "       mendctl [--json] stats MOUNTPOINT\n");
+	           "       mendctl [--json] stats MOUNTPOINT\n"
+	           "       mendctl -V|--version|-h|--help\n");
 }
 
 /* An error: "mendctl: MESSAGE" on stderr, with --json the error object on stdout.  Returns @code.
@@ -681,6 +683,10 @@ int main(int argc, char **argv)
 			print_usage(stdout);
 			return 0;
 		}
+		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
+			return mfs_cli_version("mendctl");
+		if (argv[i][0] == '-' && argv[i][1])
+			return usage_error("unrecognized option '%s'", argv[i]);
 		if (n == 4)
 			return usage_error("too many arguments");
 		arg[n++] = argv[i];

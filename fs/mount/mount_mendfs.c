@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mfs_cli.h"
+
 #ifndef MENDFS_DAEMON_PATH
 #define MENDFS_DAEMON_PATH "/usr/sbin/mendfs"
 #endif
@@ -106,6 +108,7 @@ static const char *find_daemon(char *buf, size_t len)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mount.mendfs DEVICE DIR [-sfnv] [-o OPTS]\n"
+	           "       mount.mendfs -V|--version|--help\n"
 	           "Called by mount(8) for type mendfs; see mendfs(8).\n");
 }
 
@@ -117,8 +120,13 @@ int main(int argc, char **argv)
 	char *dargv[7];
 	int c, status, n = 0;
 	pid_t pid;
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
 
-	while ((c = getopt(argc, argv, "o:sfnvN:t:h")) != -1) {
+	while ((c = getopt_long(argc, argv, "o:sfnvN:t:hV", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (filter_opts(opts, sizeof(opts), optarg)) {
@@ -140,6 +148,8 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			return mfs_cli_version("mount.mendfs");
 		default:
 			usage(stderr);
 			return EX_USAGE_MOUNT;
