@@ -384,7 +384,7 @@ int fsck_main(int argc, char **argv)
 	} else {
 		fsck_damage_report(&ctx, stdout);
 		for (size_t i = 0; i < ctx.nzeroed; i++) {
-			char *path = fsck_path(&ctx, ctx.zeroed[i].ino);
+			char *path = fsck_path_shown(&ctx, ctx.zeroed[i].ino);
 
 			printf("%s  %s: bytes %llu-%llu zero-initialised (recorded in "
 			       "trusted.mendfs.lost)\n",

@@ -400,6 +400,8 @@ void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint6
 int fsck_repair_library(struct fsck_ctx *ctx);
 /* Path of @ino from the root ("<inode N>" when unreachable), malloc'ed. */
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
+/* fsck_path() escaped for the human report, as `ls -b` shows it (mfs_name_escape). */
+char *fsck_path_shown(struct fsck_ctx *ctx, uint64_t ino);
 
 /* The program (cli.c): options, rounds, report.  Returns the fsck(8) exit status. */
 int fsck_main(int argc, char **argv);

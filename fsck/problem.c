@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "mfs_json.h"
 
 static const struct fsck_pr_desc pr_table[PR_MAX] = {
         /* pass 0: superblock and journal */
@@ -161,12 +162,14 @@ bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, 
 	const char *answer;
 	bool fix;
 	va_list ap;
-	char *msg = NULL;
+	char *msg = NULL, *shown;
 
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
+	/* the report line shows names escaped (ls -b); JSON and the record keep them exact */
+	shown = msg ? mfs_name_escape(msg) : NULL;
 
 	if (pd->flags & PRF_NOFIX) {
 		fix = ctx->zero_damaged && ctx->mode == MODE_YES;
@@ -183,13 +186,14 @@ bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, 
 		fix = true;
 		answer = "yes";
 	} else {
-		fsck_log(ctx, "%s: %s\n", pd->id, msg ? msg : pd->name);
+		fsck_log(ctx, "%s: %s\n", pd->id, shown ? shown : pd->name);
 		fix = ask(ctx);
 		answer = fix ? "yes" : "no";
 	}
 	if (ctx->mode != MODE_ASK || (pd->flags & PRF_NOFIX) || ctx->read_only)
-		fsck_log(ctx, "%s: %s  %s%s\n", pd->id, msg ? msg : pd->name,
+		fsck_log(ctx, "%s: %s  %s%s\n", pd->id, shown ? shown : pd->name,
 		         (pd->flags & PRF_NOFIX) ? "" : "Fix? ", answer);
+	free(shown);
 	if (fix) {
 		ctx->round_fixes++;
 	} else {
