@@ -39,7 +39,8 @@ static void usage(FILE *f)
 	        "  -p, -a          fix what is safe without questions, leave the rest (exit 4)\n"
 	        "  -y              fix everything that can be fixed\n"
 	        "  -f              force a full check (fsck.mendfs always checks everything)\n"
-	        "  -C FD           progress lines \"PASS DONE TOTAL DEVICE\" on FD (0: stdout)\n"
+	        "  -C FD           progress lines \"PASS DONE TOTAL DEVICE\" on FD; -C 0: a\n"
+	        "                  progress bar on the terminal (none if not a terminal)\n"
 	        "  --json          print the report as one JSON object\n"
 	        "  --zero-damaged  with -y: zero-init damaged file ranges in place, clear their\n"
 	        "                  poison, record the loss in trusted.mendfs.lost\n"
@@ -179,7 +180,8 @@ int fsck_main(int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	static const char optstring[] = "npayfvC:hV";
-	struct fsck_ctx ctx = {.mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1};
+	struct fsck_ctx ctx = {
+	        .mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1, .bar = {.fd = -1}};
 	unsigned modes = 0, meta_errors = 0, damaged_files = 0;
 	char err[512] = "", msg[256];
 	int c, ret, exit_code = 0;
@@ -254,6 +256,8 @@ int fsck_main(int argc, char **argv)
 		return fsck_exit_error(&ctx, FSCK_USAGE);
 	}
 	ctx.device = argv[optind];
+	if (ctx.progress_fd == 0) /* the report's stream, if it is a terminal */
+		mfs_progress_init(&ctx.bar, ctx.json ? STDERR_FILENO : STDOUT_FILENO, ctx.device);
 	if (ctx.mode == MODE_ASK && !isatty(STDIN_FILENO)) {
 		fsck_fatal(&ctx, "interactive repairs need a terminal: give -n, -p or -y");
 		return fsck_exit_error(&ctx, FSCK_ERROR);
@@ -363,6 +367,7 @@ int fsck_main(int argc, char **argv)
 				           strerror(-ret));
 		}
 	}
+	mfs_progress_clear(&ctx.bar);
 	for (uint64_t ino = 1; ino <= ctx.sb.nr_inodes; ino++)
 		damaged_files += ctx.ino[ino].damaged;
 

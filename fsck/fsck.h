@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "mfs.h"
+#include "mfs_progress.h"
 
 /* Sizes of the format (include/mendfs/format.h) the passes parse by hand */
 #define DIRENT_HDR ((unsigned)offsetof(struct mfs_dirent, name)) /* 10 */
@@ -212,6 +213,7 @@ struct fsck_ctx {
 	enum fsck_mode mode;
 	bool force, json, zero_damaged, verbose;
 	int progress_fd;
+	struct mfs_progress bar; /* -C 0: the bar on a terminal (fd -1: none) */
 	bool cancelled;
 	char fatal[512]; /* why the run ended in error (fsck_fatal), for --json */
 

@@ -127,6 +127,7 @@ void fsck_log(struct fsck_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;
 
+	mfs_progress_clear(&ctx->bar);
 	va_start(ap, fmt);
 	vfprintf(msg_out(ctx), fmt, ap);
 	va_end(ap);
@@ -228,12 +229,23 @@ void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max)
 {
 	if (fsck_cancel)
 		ctx->cancelled = true;
+	/* where each pass starts, in tenths of a percent of the whole check (as e2fsck weighs them)
+	 */
+	static const unsigned start[] = {0, 20, 700, 800, 850, 900, 1000};
+
 	if (ctx->progress_fd < 0)
 		return;
-	dprintf(ctx->progress_fd == 0 ? (ctx->json ? STDERR_FILENO : STDOUT_FILENO)
-	                              : ctx->progress_fd,
-	        "%d %llu %llu %s\n", pass, (unsigned long long)cur, (unsigned long long)max,
-	        ctx->device);
+	if (ctx->progress_fd == 0) {
+		if (pass >= 0 && pass <= 5 && max)
+			mfs_progress_update(&ctx->bar,
+			                    start[pass] * 1000ull +
+			                            (start[pass + 1] - start[pass]) * 1000ull *
+			                                    (cur < max ? cur : max) / max,
+			                    1000000);
+		return;
+	}
+	dprintf(ctx->progress_fd, "%d %llu %llu %s\n", pass, (unsigned long long)cur,
+	        (unsigned long long)max, ctx->device);
 }
 
 int fsck_vec_grow(void **v, size_t *cap, size_t n, size_t size)

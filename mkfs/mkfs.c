@@ -33,6 +33,7 @@
 #include "mfs.h"
 #include "mfs_cli.h"
 #include "mfs_devlock.h"
+#include "mfs_progress.h"
 
 #define PROG "mkfs.mendfs"
 #define USAGE                                                                                      \
@@ -40,6 +41,7 @@
 	"       mkfs.mendfs -V|--version|--help\n"
 
 #define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
+#define MKFS_PROGRESS_MIN    (1ull << 30)  /* a progress bar from this size on (a terminal only) */
 #define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
 #define MKFS_JOURNAL_MAX     ((128ull << 20) / MFS_BLOCK_SIZE)
 #define MKFS_BYTES_PER_INODE (16ull << 10)
@@ -72,10 +74,22 @@ struct mkfs_layout {
 static const char *g_device = NULL;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The bar on stdout while the areas are written (fd -1: none). */
+static struct mfs_progress g_bar = {.fd = -1};
+static uint64_t g_bar_done, g_bar_total;
+
+/* @n more blocks written. */
+static void progress(uint64_t n)
+{
+	g_bar_done += n;
+	mfs_progress_update(&g_bar, g_bar_done, g_bar_total);
+}
+
 static void fail(const char *fmt, ...)
 {
 	va_list ap;
 
+	mfs_progress_clear(&g_bar);
 	if (g_device)
 		fprintf(stderr, PROG ": %s: ", g_device);
 	else
@@ -573,6 +587,7 @@ static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, u
 		               l->meta_twin + (l->inode_table_start + k - l->meta_start), buf, n))
 			return -EIO;
 		k += n;
+		progress(n);
 	}
 	return 0;
 }
@@ -808,9 +823,15 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	ret = write_both(dev, 0, l.nr_blocks - 1, buf, 1);
 	if (ret)
 		goto out;
+	if (!o->quiet && info.size >= MKFS_PROGRESS_MIN)
+		mfs_progress_init(&g_bar, STDOUT_FILENO, o->device);
+	g_bar_total = 2 * l.journal_len + l.meta_bitmap_blocks + l.inode_bitmap_blocks +
+	              l.data_bitmap_blocks + l.inode_table_blocks + 1;
 	ret = zero_area(dev, l.journal_start, l.journal_len);
+	progress(l.journal_len);
 	if (!ret)
 		ret = zero_area(dev, l.journal_twin, l.journal_len);
+	progress(l.journal_len);
 	if (ret)
 		goto out;
 	ret = write_bitmap(dev, &l, seed, buf, l.meta_bitmap_start, l.meta_bitmap_blocks,
@@ -821,6 +842,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	if (!ret)
 		ret = write_bitmap(dev, &l, seed, buf, l.data_bitmap_start, l.data_bitmap_blocks,
 		                   l.data_len, 0);
+	progress(l.meta_bitmap_blocks + l.inode_bitmap_blocks + l.data_bitmap_blocks);
 	if (!ret)
 		ret = write_inode_table(dev, &l, seed, buf, now, rnd[4]);
 	if (ret)
@@ -839,6 +861,8 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	ret = flush(dev);
 	if (ret)
 		goto out;
+	progress(1);
+	mfs_progress_clear(&g_bar);
 	if (!o->quiet)
 		print_summary(o, &info, &l, sb, data_poison);
 out:
