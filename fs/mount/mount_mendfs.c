@@ -12,6 +12,12 @@
  * helper returns 0 when the mount is live and 32 (mount failure, as mount(8)
  * defines it) otherwise; 1 for a usage error.
  *
+ * mount(8) hands a helper the options that differ from the kernel's defaults
+ * only: `suid`, `dev` and `exec` never reach it, while FUSE mounts default to
+ * nosuid,nodev.  So that `mount -o suid,dev` and fstab's `defaults` mean what
+ * they mean for ext4, the helper run by root asks for suid and dev unless the
+ * list says nosuid or nodev (mendfs(8), OPTIONS).
+ *
  * The daemon is looked up beside the helper's own executable first (a build
  * directory, or the sbindir both are installed to), then at the installed
  * path, then in PATH.
@@ -49,6 +55,17 @@ static bool userspace_only(const char *opt)
 		return true;
 	for (i = 0; names[i]; i++)
 		if (strlen(names[i]) == len && !strncmp(opt, names[i], len))
+			return true;
+	return false;
+}
+
+/* Is @name one of the comma-separated options of @list? */
+static bool has_opt(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
+		if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
 			return true;
 	return false;
 }
@@ -162,6 +179,13 @@ int main(int argc, char **argv)
 	device = argv[optind];
 	dir = argv[optind + 1];
 	daemon = find_daemon(daemon_buf, sizeof(daemon_buf));
+	/* mount(8)'s defaults, which it does not pass on (only root may mount suid, dev) */
+	if (geteuid() == 0 &&
+	    ((!has_opt(opts, "nosuid") && filter_opts(opts, sizeof(opts), "suid")) ||
+	     (!has_opt(opts, "nodev") && filter_opts(opts, sizeof(opts), "dev")))) {
+		fprintf(stderr, "mount.mendfs: option list too long\n");
+		return EX_USAGE_MOUNT;
+	}
 
 	dargv[n++] = (char *)daemon;
 	if (opts[0]) {

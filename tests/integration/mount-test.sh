@@ -197,6 +197,19 @@ helper)
 		[ "$(cat "$MNT/h")" = via-helper ] || fail "content on the ro mount"
 		umount "$MNT" || fail "umount (ro)"
 		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (ro)"
+		# suid and dev work through mount(8), which drops them (its defaults) before
+		# the helper runs; nosuid and nodev still win
+		timeout 20 mount -t mendfs -o suid,dev "$IMG" "$MNT" || fail "mount -o suid,dev: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,* | *,nodev,*) fail "mount -o suid,dev shows $o" ;; esac
+		umount "$MNT" || fail "umount (suid,dev)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (suid,dev)"
+		timeout 20 mount -t mendfs -o nosuid,dev,noexec "$IMG" "$MNT" || fail "mount -o nosuid: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,*noexec,*) ;; *) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		case $o in *,nodev,*) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		umount "$MNT" || fail "umount (nosuid)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (nosuid)"
 		head -c 1M /dev/zero >"$WORK/zero"
 		timeout 20 mount -t mendfs "$WORK/zero" "$MNT" 2>/dev/null
 		[ $? = 32 ] || fail "mount of a non-mendfs device: not 32"
