@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "mfs.h"
+#include "mfs_progress.h"
 
 /* Sizes of the format (include/mendfs/format.h) the passes parse by hand */
 #define DIRENT_HDR ((unsigned)offsetof(struct mfs_dirent, name)) /* 10 */
@@ -214,6 +215,7 @@ struct fsck_ctx {
 	enum fsck_mode mode;
 	bool force, json, zero_damaged, verbose;
 	int progress_fd;
+	struct mfs_progress bar; /* -C 0: the bar on a terminal (fd -1: none) */
 	bool cancelled;
 	char fatal[512]; /* why the run ended in error (fsck_fatal), for --json */
 
@@ -412,6 +414,8 @@ void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint6
 int fsck_repair_library(struct fsck_ctx *ctx);
 /* Path of @ino from the root ("<inode N>" when unreachable), malloc'ed. */
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
+/* fsck_path() escaped for the human report, as `ls -b` shows it (mfs_name_escape). */
+char *fsck_path_shown(struct fsck_ctx *ctx, uint64_t ino);
 
 /* The program (cli.c): options, rounds, report.  Returns the fsck(8) exit status. */
 int fsck_main(int argc, char **argv);

@@ -27,6 +27,7 @@
 #include "device.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
+#include "mfs_cli.h"
 #include "mfs_json.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -46,7 +47,8 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] stats MOUNTPOINT\n"
 	           "       mendctl [--json] show DEVICE\n"
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
-	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n");
+	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
+	           "       mendctl -V|--version|-h|--help\n");
 }
 
 /* An error: "mendctl: MESSAGE" on stderr, with --json the error object on stdout.  Returns @code.
@@ -747,6 +749,10 @@ int main(int argc, char **argv)
 			print_usage(stdout);
 			return 0;
 		}
+		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
+			return mfs_cli_version("mendctl");
+		if (argv[i][0] == '-' && argv[i][1])
+			return usage_error("unrecognized option '%s'", argv[i]);
 		if (n == 4)
 			return usage_error("too many arguments");
 		arg[n++] = argv[i];

@@ -12,6 +12,12 @@
  * helper returns 0 when the mount is live and 32 (mount failure, as mount(8)
  * defines it) otherwise; 1 for a usage error.
  *
+ * mount(8) hands a helper the options that differ from the kernel's defaults
+ * only: `suid`, `dev` and `exec` never reach it, while FUSE mounts default to
+ * nosuid,nodev.  So that `mount -o suid,dev` and fstab's `defaults` mean what
+ * they mean for ext4, the helper run by root asks for suid and dev unless the
+ * list says nosuid or nodev (mendfs(8), OPTIONS).
+ *
  * The daemon is looked up beside the helper's own executable first (a build
  * directory, or the sbindir both are installed to), then at the installed
  * path, then in PATH.
@@ -36,6 +42,7 @@
 #include <unistd.h>
 
 #include "mendfs/ioctl.h"
+#include "mfs_cli.h"
 
 #ifndef MENDFS_DAEMON_PATH
 #define MENDFS_DAEMON_PATH "/usr/sbin/mendfs"
@@ -58,6 +65,17 @@ static bool userspace_only(const char *opt)
 		return true;
 	for (i = 0; names[i]; i++)
 		if (strlen(names[i]) == len && !strncmp(opt, names[i], len))
+			return true;
+	return false;
+}
+
+/* Is @name one of the comma-separated options of @list? */
+static bool has_opt(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
+		if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
 			return true;
 	return false;
 }
@@ -205,17 +223,6 @@ fail:
 	return EX_FAIL_MOUNT;
 }
 
-/* Is "remount" one of the options of @list? */
-static bool has_remount(const char *list)
-{
-	size_t n = strlen("remount");
-
-	for (const char *p = list; (p = strstr(p, "remount")); p += n)
-		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
-			return true;
-	return false;
-}
-
 /*
  * The daemon: beside this executable (or in the build tree), else the
  * installed path, else "mendfs" in PATH.
@@ -247,6 +254,7 @@ static const char *find_daemon(char *buf, size_t len)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mount.mendfs DEVICE DIR [-sfnv] [-o OPTS]\n"
+	           "       mount.mendfs -V|--version|--help\n"
 	           "Called by mount(8) for type mendfs; see mendfs(8).\n");
 }
 
@@ -258,11 +266,16 @@ int main(int argc, char **argv)
 	char *dargv[7];
 	int c, status, n = 0;
 	pid_t pid;
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
 
-	while ((c = getopt(argc, argv, "o:sfnvN:t:h")) != -1) {
+	while ((c = getopt_long(argc, argv, "o:sfnvN:t:hV", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (has_remount(optarg))
+			if (has_opt(optarg, "remount"))
 				remount_opts = optarg;
 			if (filter_opts(opts, sizeof(opts), optarg)) {
 				fprintf(stderr, "mount.mendfs: option list too long\n");
@@ -283,6 +296,8 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			return mfs_cli_version("mount.mendfs");
 		default:
 			usage(stderr);
 			return EX_USAGE_MOUNT;
@@ -297,6 +312,13 @@ int main(int argc, char **argv)
 	if (remount_opts)
 		return fake ? 0 : remount(dir, remount_opts, verbose);
 	daemon = find_daemon(daemon_buf, sizeof(daemon_buf));
+	/* mount(8)'s defaults, which it does not pass on (only root may mount suid, dev) */
+	if (geteuid() == 0 &&
+	    ((!has_opt(opts, "nosuid") && filter_opts(opts, sizeof(opts), "suid")) ||
+	     (!has_opt(opts, "nodev") && filter_opts(opts, sizeof(opts), "dev")))) {
+		fprintf(stderr, "mount.mendfs: option list too long\n");
+		return EX_USAGE_MOUNT;
+	}
 
 	dargv[n++] = (char *)daemon;
 	if (opts[0]) {

@@ -11,7 +11,9 @@
 #          poison in a file, a file in a subdirectory, free space and a
 #          metadata block; --zero-damaged; -p.
 #          File names in the JSON report: UTF-8 as the same characters, a
-#          name that is not UTF-8 as U+FFFD plus path_hex (its exact bytes).
+#          name that is not UTF-8 as U+FFFD plus path_hex (its exact bytes);
+#          in the text report escaped as `ls -b` does (\n, \t, \\, \ooo), so
+#          that a name never breaks a line.
 #  cli     clean image, usage errors (16), missing device (8), refusal on a
 #          locked (mounted) device, progress output; with --json each error
 #          prints the error object {"error", "exit_code"} and no report.
@@ -331,19 +333,28 @@ EOF
 	"$FSCK_IMG" verify "$T/xv.img" large || fail "poison: files not intact after the xattr loss"
 	echo "ok: poison xattr value block"
 	# F0601 is the damaged data problem (checked above through its report)
-	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in path_hex
+	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in
+	# path_hex; the text report escapes them as ls -b does, one line a name
 	fresh names
+	odd=$'/nl\nx\ty\x01z\\w\x7f'
 	"$FSCK_IMG" file "$T/names.img" /café.txt 5000 &&
 		"$FSCK_IMG" file "$T/names.img" $'/bad\xff' 5000 &&
+		"$FSCK_IMG" file "$T/names.img" "$odd" 5000 &&
 		s1=$("$FSCK_IMG" sector "$T/names.img" /café.txt 0) &&
-		s2=$("$FSCK_IMG" sector "$T/names.img" $'/bad\xff' 0) ||
+		s2=$("$FSCK_IMG" sector "$T/names.img" $'/bad\xff' 0) &&
+		s3=$("$FSCK_IMG" sector "$T/names.img" "$odd" 0) ||
 		fail "poison: making the named files failed"
-	printf '%s 1\n%s 1\n' "$s1" "$s2" >>"$T/names.img.badblocks"
+	printf '%s 1\n%s 1\n%s 1\n' "$s1" "$s2" "$s3" >>"$T/names.img.badblocks"
 	out=$("$FSCK_MENDFS" -n "$T/names.img" 2>&1)
 	grep -qaF '/café.txt: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
 		fail "poison: café.txt not in the text report: $out"
-	grep -qaF $'/bad\xff: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
-		fail "poison: the name with byte 0xff not in the text report (raw bytes): $out"
+	grep -qaF '/bad\377: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: the name with byte 0xff not escaped as \\377 in the text report: $out"
+	grep -qxaF '  /nl\nx\ty\001z\\w\177: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: the name with a newline and control bytes not escaped on one line: $out"
+	grep -qaF 'F0601: /nl\nx\ty\001z\\w\177 (inode' <<<"$out" ||
+		fail "poison: the F0601 problem line does not escape the name: $out"
+	LC_ALL=C grep -qa $'[\x01\x7f\xff]' <<<"$out" && fail "poison: a raw control or invalid byte in the text report: $out"
 	"$FSCK_MENDFS" -n --json "$T/names.img" >"$T/names.json" 2>/dev/null
 	rc=$?
 	[ $rc -eq 4 ] || fail "poison: fsck -n --json of the named files exited $rc, expected 4"
@@ -358,7 +369,9 @@ assert cafe["ranges"] == [{"offset": 0, "length": 512}], cafe
 bad = d["/bad\ufffd"]
 assert bytes.fromhex(bad["path_hex"]) == b"/bad\xff", bad
 assert bad["ranges"] == [{"offset": 0, "length": 512}], bad
-assert len(d) == 2, d
+odd = d["/nl\nx\ty\x01z\\w\x7f"]  # exact, JSON-escaped only
+assert "path_hex" not in odd, odd
+assert len(d) == 3, d
 EOF
 	echo "ok: poison ($s4)"
 }

@@ -3,7 +3,8 @@
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
 # (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit,
-# relpath, umount-wait, umount-helper, umount-elsewhere, exit-wait, remount) against
+# fsck-mounted, relpath, umount-wait, umount-helper, umount-elsewhere, exit-wait,
+# remount) against
 # the built programs named by $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS
 # (the syscall checks); some tests also need $FSCK_MENDFS, $MENDCTL and
 # $UMOUNT_MENDFS (umount.fuse.mendfs).
@@ -197,6 +198,19 @@ helper)
 		[ "$(cat "$MNT/h")" = via-helper ] || fail "content on the ro mount"
 		umount "$MNT" || fail "umount (ro)"
 		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (ro)"
+		# suid and dev work through mount(8), which drops them (its defaults) before
+		# the helper runs; nosuid and nodev still win
+		timeout 20 mount -t mendfs -o suid,dev "$IMG" "$MNT" || fail "mount -o suid,dev: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,* | *,nodev,*) fail "mount -o suid,dev shows $o" ;; esac
+		umount "$MNT" || fail "umount (suid,dev)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (suid,dev)"
+		timeout 20 mount -t mendfs -o nosuid,dev,noexec "$IMG" "$MNT" || fail "mount -o nosuid: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,*noexec,*) ;; *) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		case $o in *,nodev,*) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		umount "$MNT" || fail "umount (nosuid)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (nosuid)"
 		head -c 1M /dev/zero >"$WORK/zero"
 		timeout 20 mount -t mendfs "$WORK/zero" "$MNT" 2>/dev/null
 		[ $? = 32 ] || fail "mount of a non-mendfs device: not 32"
@@ -271,6 +285,30 @@ syslog)
 		fail "no 'unmounted cleanly' at daemon.info: $(tail -c 600 "$log")"
 	grep -q "^<31>.*mendfs\[[0-9]*\]: .*opcode: LOOKUP\|^<31>.*mendfs\[[0-9]*\]: .*opcode: GETATTR" "$log" ||
 		fail "no request trace at daemon.debug: $(head -c 600 "$log")"
+	;;
+fsck-mounted)
+	# fsck.mendfs -n on a mounted filesystem checks it but warns on stderr, as
+	# e2fsck does, that the results may be inaccurate; -y still refuses; once
+	# unmounted, -n says nothing of the kind.
+	need_progs FSCK_MENDFS
+	mkfs
+	mount_fg
+	echo data >"$MNT/f" || fail "write"
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/out" 2>"$WORK/err"
+	st=$?
+	[ $st -le 4 ] || fail "fsck.mendfs -n on the mounted image exited $st: $(cat "$WORK/err")"
+	grep -q "warning: $IMG is mounted.*results may be inaccurate" "$WORK/err" ||
+		fail "no warning on stderr: '$(cat "$WORK/err")'"
+	grep -q "mounted" "$WORK/out" && fail "the warning went to stdout: $(cat "$WORK/out")"
+	"$FSCK_MENDFS" -n --json "$IMG" >"$WORK/out" 2>"$WORK/err"
+	python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$WORK/out" ||
+		fail "--json output is not one JSON object: $(cat "$WORK/out")"
+	grep -q "results may be inaccurate" "$WORK/err" || fail "no warning with --json"
+	out=$("$FSCK_MENDFS" -y "$IMG" 2>&1) && fail "fsck.mendfs -y repaired a mounted image: $out"
+	grep -q "refusing to repair" <<<"$out" || fail "fsck.mendfs -y on a mounted image: '$out'"
+	umount_fg
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1) || fail "fsck.mendfs -n after the unmount: $out"
+	grep -q "mounted" <<<"$out" && fail "warned on an unmounted image: $out"
 	;;
 relpath)
 	# DEVICE and badblocks=PATH given relative to the caller's directory: the
