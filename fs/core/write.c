@@ -102,12 +102,12 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 {
 	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
 	struct wseg seg[CHUNK_SEGS];
-	uint8_t *edge[2] = {NULL, NULL};
+	struct bounce edge[2];
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
 	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
 	struct mfs_txn *txn;
-	struct fio *io = NULL;
+	struct fio io;
 	ssize_t ret;
 	int err;
 
@@ -181,20 +181,16 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		if (from == bstart && to == bstart + BS)
 			continue;
 		s = seg_of(seg, nseg, b);
-		edge[nedge] = bounce_alloc();
-		if (!edge[nedge]) {
-			ret = -ENOMEM;
-			goto fail_free;
-		}
 		edge_lblk[nedge] = b;
 		edge_done[nedge] = false;
 		if (s->kind == SEG_MAPPED) {
 			uint64_t pb = s->pblk + (b - s->lblk);
 
-			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
+			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge].b, BS, 0);
 			if (ret == -EIO) {
 				/* poison in the block: go by units of poison (docs/RECOVERY.md) */
-				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
+				ret = write_sectors(fs, pb, edge[nedge].b,
+				                    (unsigned)(from - bstart),
 				                    (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = true;
 			}
@@ -203,18 +199,14 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				goto fail_free;
 			}
 		} else {
-			memset(edge[nedge], 0, BS);
+			memset(edge[nedge].b, 0, BS);
 		}
-		memcpy(edge[nedge] + (from - bstart), src + (from - pos), to - from);
+		memcpy(edge[nedge].b + (from - bstart), src + (from - pos), to - from);
 		nedge++;
 	}
 
 	/* the data, under one plug */
-	io = fio_new(fs);
-	if (!io) {
-		ret = -ENOMEM;
-		goto fail_free;
-	}
+	fio_init(&io, fs);
 	for (i = 0; i < nseg; i++) {
 		uint64_t j = 0;
 
@@ -225,8 +217,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				;
 			if (e < nedge) {
 				if (!edge_done[e])
-					fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0,
-					           NULL);
+					fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j, edge[e].b, 1,
+					           0, NULL);
 				j++;
 				continue;
 			}
@@ -236,12 +228,12 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				if (e < nedge)
 					break;
 			}
-			fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j,
+			fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j,
 			           (void *)(src + (b * BS - pos)), run, 0, NULL);
 			j += run;
 		}
 	}
-	err = fio_free(io);
+	err = fio_done(&io);
 	if (err) {
 		ret = err;
 		goto fail_free;
@@ -290,8 +282,6 @@ out:
 	err = mfs_txn_end(txn);
 	if (err && ret >= 0)
 		ret = err;
-	for (e = 0; e < nedge; e++)
-		free(edge[e]);
 	return ret;
 }
 
@@ -303,8 +293,23 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
                         unsigned flags)
 {
-	const uint8_t *src = buf;
 	struct mfs_ino *ip;
+	ssize_t ret;
+
+	if (off < 0)
+		return -EINVAL;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	ret = mfs_write_ip(fs, ip, buf, len, off, flags);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+ssize_t mfs_write_ip(struct mfs *fs, struct mfs_ino *ip, const void *buf, size_t len, off_t off,
+                     unsigned flags)
+{
+	const uint8_t *src = buf;
 	uint64_t pos, end;
 	ssize_t done = 0, ret;
 	unsigned stop = 0, retries = 0;
@@ -321,10 +326,12 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	ret = mfs_file_get(fs, ino, &ip);
-	if (ret)
-		return ret;
 	pthread_rwlock_wrlock(&ip->lock);
+	ret = mfs_file_type(ip);
+	if (ret) {
+		pthread_rwlock_unlock(&ip->lock);
+		return ret;
+	}
 	/* before the data, as the VFS does; the first chunk's transaction writes the inode */
 	if (flags & MFS_WRITE_KILL_SUIDGID)
 		ip->di.mode = htole32(mfs_mode_kill_suidgid(le32toh(ip->di.mode)));
@@ -354,6 +361,5 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 			break;
 	}
 	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
 	return done ? done : ret;
 }

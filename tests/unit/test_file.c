@@ -892,6 +892,48 @@ START_TEST(test_fallocate_eof_edge)
 }
 END_TEST
 
+/* The calls of an open file (_ip: on a referenced inode) behave as those by number */
+START_TEST(test_ip_calls)
+{
+	uint64_t ino = create("ip");
+	uint8_t *data = malloc(4 * BS), *buf = malloc(4 * BS);
+	struct mfs_ino *ip, *dir;
+
+	fill(data, 4 * BS, 3);
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, data, 3 * BS, 0, 0), 3 * BS);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, data + 3 * BS, 100, 3 * BS + 10, 0), 100);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, data, BS, -1, 0), -EINVAL);
+	ck_assert_int_eq(mfs_read_ip(fs, ip, buf, 3 * BS, 0), 3 * BS);
+	ck_assert_mem_eq(buf, data, 3 * BS);
+	ck_assert_int_eq(mfs_read_ip(fs, ip, buf, 4 * BS, 3 * BS + 10), 100);
+	ck_assert_mem_eq(buf, data + 3 * BS, 100);
+	ck_assert_int_eq(mfs_read_ip(fs, ip, buf, BS, 8 * BS), 0);
+	ck_assert_int_eq(
+	        mfs_fallocate_ip(fs, ip, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, BS, BS), 0);
+	ck_assert_int_eq(mfs_lseek_ip(fs, ip, BS, SEEK_HOLE), BS);
+	ck_assert_int_eq(mfs_lseek_ip(fs, ip, BS, SEEK_DATA), 2 * BS);
+	ck_assert_int_eq(mfs_fallocate_ip(fs, ip, 0, 0, 8 * BS), 0);
+	ck_assert_uint_eq(fsize(ino), 8 * BS);
+	ck_assert_int_eq(mfs_fsync_ip(fs, ip, false), 0);
+	mfs_iput(fs, ip);
+	/* what the _ip calls wrote is on disk, as by number */
+	remount();
+	memset(data + BS, 0, BS);
+	check_read(ino, data, 2 * BS, 0);
+	/* a directory: the same errors as the calls by number */
+	ck_assert_int_eq(mfs_iget(fs, MFS_ROOT_INO, &dir), 0);
+	ck_assert_int_eq(mfs_read_ip(fs, dir, buf, BS, 0), -EISDIR);
+	ck_assert_int_eq(mfs_write_ip(fs, dir, buf, BS, 0, 0), -EISDIR);
+	ck_assert_int_eq(mfs_lseek_ip(fs, dir, 0, SEEK_DATA), -EISDIR);
+	ck_assert_int_eq(mfs_fallocate_ip(fs, dir, 0, 0, BS), -EISDIR);
+	ck_assert_int_eq(mfs_fsync_ip(fs, dir, true), 0);
+	mfs_iput(fs, dir);
+	free(data);
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("file");
@@ -913,6 +955,7 @@ int main(void)
 	tcase_add_test(tc, test_enospc);
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_fsx);
+	tcase_add_test(tc, test_ip_calls);
 	suite_add_tcase(s, tc);
 	return fixture_run(s);
 }
