@@ -36,7 +36,8 @@
  * that touch several inodes lock them in inode-number order.  A rename takes
  * fs->rename_lock first (it serialises the cycle check).  Lock order:
  * rename_lock -> inode locks (ascending ino) -> the layers of fs/core/mfs.h.
- * Reads of file data take their inode's lock shared, writes exclusive; the
+ * Reads of file data take their inode's lock shared, writes exclusive (but
+ * overwrites of whole allocated blocks inside EOF: shared, no handle); the
  * calls by inode number also take the global icache_lock to get and put the
  * inode (mfs_iget, mfs_iput), the _ip calls of an open file do not; a write
  * takes fs->txn_lock for its transaction handle (docs/DESIGN.md lists every

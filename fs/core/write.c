@@ -19,13 +19,16 @@
  * in part it fails with -EIO before writing anything (lost bytes are never
  * silently replaced by zeros).  Whole blocks are overwritten in place.
  *
- * Locking: ip->lock exclusive (a write updates size and timestamps and may
- * change the map, and partial-block read-modify-write must not interleave).
+ * Locking: ip->lock shared for the overwrite fast path (overwrite_fast:
+ * whole allocated blocks inside EOF, no handle), exclusive for every other
+ * write (it updates size and timestamps and may change the map, and
+ * partial-block read-modify-write must not interleave).
  */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
+#include "atime.h"
 #include "fio.h"
 
 /* --- write ----------------------------------------------------------------------------- */
@@ -285,6 +288,81 @@ out:
 	return ret;
 }
 
+/*
+ * The overwrite fast path: a write of whole blocks, inside EOF, all already
+ * allocated and written, on a device without poison, needs no transaction:
+ * the data goes in place (as the slow path writes mapped blocks) and only
+ * mtime and ctime change.  It takes ip->lock shared, so truncate, fallocate
+ * and punch (exclusive) cannot free or remap a block of the range meanwhile,
+ * and overwriters of whole blocks need no mutual exclusion.  mtime and ctime
+ * move in memory, at most once per tick of the coarse clock (ip->lock taken
+ * exclusive for that moment), and the inode goes on the lazy list of
+ * atime.c: written by the next transaction that writes the inode, the
+ * periodic commit, fsync (not fdatasync), the last mfs_iput and unmount.  A
+ * crash may lose such a time, never data or the map.  Returns the bytes
+ * written, -errno, or 0: take the slow path (nothing was written).
+ */
+static bool fast_ok(struct mfs_ino *ip, uint64_t end)
+{
+	return !mfs_file_type(ip) && !ip->unlinked && end <= di_size(ip);
+}
+
+static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
+                              size_t len)
+{
+	uint64_t b0 = pos / BS, b1 = (pos + len) / BS, lblk;
+	struct timespec ts;
+	int64_t now;
+	struct fio io;
+	int err = 0;
+
+	/* poison anywhere: the slow path, which clears it by its rules */
+	if (pos % BS || len % BS || b1 - b0 > CHUNK_BLOCKS || blk_poison_count(fs->dev) ||
+	    mfs_fs_errno(fs))
+		return 0;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	now = mfs_ts_ns(&ts);
+	pthread_rwlock_rdlock(&ip->lock);
+	if (!fast_ok(ip, pos + len))
+		goto slow;
+	if ((int64_t)le64toh((uint64_t)ip->di.mtime_ns) < now ||
+	    (int64_t)le64toh((uint64_t)ip->di.ctime_ns) < now) {
+		/* the times move: once per tick, exclusive for that moment */
+		pthread_rwlock_unlock(&ip->lock);
+		pthread_rwlock_wrlock(&ip->lock);
+		if (fast_ok(ip, pos + len)) {
+			di_touch(ip, true);
+			mfs_times_lazy(fs, ip);
+		}
+		pthread_rwlock_unlock(&ip->lock);
+		pthread_rwlock_rdlock(&ip->lock);
+		if (!fast_ok(ip, pos + len))
+			goto slow;
+	}
+	fio_init(&io, fs);
+	for (lblk = b0; lblk < b1;) {
+		uint64_t pblk, count, n;
+		bool unwritten;
+
+		err = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		n = err ? 0 : count < b1 - lblk ? count : b1 - lblk;
+		if (err || !pblk || unwritten ||
+		    io.nr + (n + BIO_MAX_BLOCKS - 1) / BIO_MAX_BLOCKS > FIO_BATCH) {
+			io.nr = 0; /* nothing was submitted: drop the batch */
+			fio_done(&io);
+			goto slow;
+		}
+		fio_submit(&io, BLK_OP_WRITE, pblk, (void *)(src + (lblk - b0) * BS), n, 0, NULL);
+		lblk += n;
+	}
+	err = fio_done(&io);
+	pthread_rwlock_unlock(&ip->lock);
+	return err ? err : (ssize_t)len;
+slow:
+	pthread_rwlock_unlock(&ip->lock);
+	return 0;
+}
+
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off)
 {
 	return mfs_write_flags(fs, ino, buf, len, off, 0);
@@ -326,6 +404,11 @@ ssize_t mfs_write_ip(struct mfs *fs, struct mfs_ino *ip, const void *buf, size_t
 		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
+	if (!flags) {
+		ret = overwrite_fast(fs, ip, src, (uint64_t)off, len);
+		if (ret)
+			return ret;
+	}
 	pthread_rwlock_wrlock(&ip->lock);
 	ret = mfs_file_type(ip);
 	if (ret) {

@@ -2,8 +2,10 @@
 /*
  * The handlers of open files (ops.h), with the hot path: READ and WRITE.
  * Reads of an image file are answered straight from its page-cache mapping
- * (mfs_read_direct, the kernel copies from it); other reads are copied into a
- * buffer first.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
+ * (mfs_read_direct_ip, the kernel copies from it); other reads are copied into a
+ * buffer first.  Every call on an open file passes the inode its handle pins
+ * (mfsd_file_open, from OPEN to RELEASE) to the core's _ip calls: no I/O takes
+ * the inode cache's lock.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
  * under the write's own inode lock.  Calls the node table, suid.c, the kill
  * flag, the core and libfuse.
  */
@@ -148,7 +150,7 @@ static unsigned write_flags(fuse_req_t req, struct fuse_file_info *fi, uint32_t 
 	return flags;
 }
 
-/* mfs_write_flags, and the kernel told if the write cleared a bit (the reply has no attributes). */
+/* mfs_write_ip, and the kernel told if the write cleared a bit (the reply has no attributes). */
 static ssize_t write_kill(fuse_req_t req, fuse_ino_t ino, const void *buf, size_t size, off_t off,
                           struct fuse_file_info *fi)
 {
