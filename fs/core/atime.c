@@ -17,6 +17,10 @@
  * reference goes (mfs_iput writes it while the inode is still cached).  A
  * crash loses what was not written: a read never starts a transaction.
  *
+ * The overwrite fast path (write.c) uses the same list for mtime and ctime:
+ * it moves them in memory, at most once per tick of the coarse clock, and
+ * lists the inode (mfs_times_lazy); they reach the device the same ways.
+ *
  * The common case -- relatime, an atime already newer than mtime and ctime
  * and less than a day old -- takes no lock: ip->atime_quiet_until says until
  * when accesses move nothing (atime + 24 h then; forever for a directory
@@ -99,6 +103,25 @@ static int64_t quiet_until(unsigned flags, const struct mfs_inode *di)
 	return di->atime_ns + MFS_RELATIME_NS;
 }
 
+/* List @ip for the lazy write-back, if it is not yet (ip->lock held for writing). */
+static void atime_list_mark(struct mfs *fs, struct mfs_ino *ip)
+{
+	if (atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&fs->atime_lock);
+	atomic_store_explicit(&ip->atime_dirty, true, memory_order_relaxed);
+	__atime_list_add(fs, ip);
+	fs->atime_nr++;
+	pthread_mutex_unlock(&fs->atime_lock);
+}
+
+void mfs_times_lazy(struct mfs *fs, struct mfs_ino *ip)
+{
+	/* mtime and ctime moved: relatime's bound depends on them */
+	atomic_store_explicit(&ip->atime_quiet_until, 0, memory_order_release);
+	atime_list_mark(fs, ip);
+}
+
 void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 {
 	unsigned flags = fs->atime_flags;
@@ -132,13 +155,7 @@ void mfs_file_accessed(struct mfs *fs, struct mfs_ino *ip)
 		ip->di.atime_ns = now;
 		atomic_store_explicit(&ip->atime_quiet_until, quiet_until(flags, &ip->di),
 		                      memory_order_release);
-		if (!atomic_load_explicit(&ip->atime_dirty, memory_order_relaxed)) {
-			pthread_mutex_lock(&fs->atime_lock);
-			atomic_store_explicit(&ip->atime_dirty, true, memory_order_relaxed);
-			__atime_list_add(fs, ip);
-			fs->atime_nr++;
-			pthread_mutex_unlock(&fs->atime_lock);
-		}
+		atime_list_mark(fs, ip);
 	}
 	pthread_rwlock_unlock(&ip->lock);
 }

@@ -41,6 +41,13 @@ bool mfs_atime_needs_update(unsigned flags, const struct mfs_inode *di, int64_t 
  */
 void mfs_atime_clean(struct mfs *fs, struct mfs_ino *ip);
 
+/*
+ * @ip's mtime and ctime were moved in memory only (the overwrite fast path):
+ * list it for the lazy write-back, as a moved atime.  Caller holds ip->lock
+ * for writing; @ip is not unlinked.
+ */
+void mfs_times_lazy(struct mfs *fs, struct mfs_ino *ip);
+
 /* Inodes on the list of lazy atimes now. */
 size_t mfs_atime_pending(struct mfs *fs);
 /* The first inode on the list, with a reference of the caller's (mfs_iput it), or NULL. */

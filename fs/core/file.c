@@ -175,12 +175,11 @@ static int falloc_unwritten(struct mfs *fs, struct mfs_ino *ip, uint64_t first, 
 /* Zero whole written blocks of [first, last) in place (WRITE_ZEROES clears poison). */
 static int zero_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t last)
 {
-	struct fio *io = fio_new(fs);
+	struct fio io;
 	uint64_t lblk = first;
 	int ret = 0, err;
 
-	if (!io)
-		return -ENOMEM;
+	fio_init(&io, fs);
 	while (lblk < last) {
 		uint64_t pblk, count, n;
 		bool unwritten;
@@ -190,10 +189,10 @@ static int zero_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint6
 			break;
 		n = count < last - lblk ? count : last - lblk;
 		if (pblk && !unwritten)
-			fio_submit(io, BLK_OP_WRITE_ZEROES, pblk, NULL, n, 0, NULL);
+			fio_submit(&io, BLK_OP_WRITE_ZEROES, pblk, NULL, n, 0, NULL);
 		lblk += n;
 	}
-	err = fio_free(io);
+	err = fio_done(&io);
 	return ret ? ret : err;
 }
 
@@ -244,9 +243,20 @@ static int falloc_finish(struct mfs *fs, struct mfs_ino *ip, uint64_t end, bool 
 
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 {
+	struct mfs_ino *ip;
+	int ret = mfs_iget(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = mfs_fallocate_ip(fs, ip, mode, off, len);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_fallocate_ip(struct mfs *fs, struct mfs_ino *ip, int mode, off_t off, off_t len)
+{
 	bool keep = mode & FALLOC_FL_KEEP_SIZE;
 	uint64_t start, end, zend, first, last;
-	struct mfs_ino *ip;
 	int ret, m = mode & ~FALLOC_FL_KEEP_SIZE;
 
 	if (m != 0 && m != FALLOC_FL_PUNCH_HOLE && m != FALLOC_FL_ZERO_RANGE)
@@ -259,19 +269,16 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 		return -EROFS;
 	if ((uint64_t)off > MAX_FILE_SIZE || (uint64_t)len > MAX_FILE_SIZE - (uint64_t)off)
 		return -EFBIG;
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
-	if (!S_ISREG(le32toh(ip->di.mode))) {
-		ret = S_ISDIR(le32toh(ip->di.mode)) ? -EISDIR : -ENODEV;
-		mfs_iput(fs, ip);
-		return ret;
-	}
 	start = (uint64_t)off;
 	end = start + (uint64_t)len;
 	first = (start + BS - 1) / BS; /* whole blocks inside the range */
 	last = end / BS;
 	pthread_rwlock_wrlock(&ip->lock);
+	if (!S_ISREG(le32toh(ip->di.mode))) {
+		ret = S_ISDIR(le32toh(ip->di.mode)) ? -EISDIR : -ENODEV;
+		pthread_rwlock_unlock(&ip->lock);
+		return ret;
+	}
 	/* [recovery] a range ending at or past EOF zeroes its last sector whole (only bytes
 	 * past EOF are added), so a poisoned EOF sector is cleared, not a partial-sector EIO */
 	zend = end % 512 && end >= di_size(ip) ? (end + 511) / 512 * 512 : end;
@@ -306,7 +313,6 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 		break;
 	}
 	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
 	return ret;
 }
 
@@ -315,16 +321,30 @@ int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len)
 off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence)
 {
 	struct mfs_ino *ip;
+	off_t ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	ret = mfs_lseek_ip(fs, ip, off, whence);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+off_t mfs_lseek_ip(struct mfs *fs, struct mfs_ino *ip, off_t off, int whence)
+{
 	uint64_t size, lblk;
 	off_t ret;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
-	ret = mfs_file_get(fs, ino, &ip);
-	if (ret)
-		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
 	size = di_size(ip);
+	ret = mfs_file_type(ip);
+	if (ret)
+		goto out;
 	if (off < 0 || (uint64_t)off >= size) {
 		ret = -ENXIO;
 		goto out;
@@ -352,13 +372,23 @@ off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence)
 	}
 out:
 	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
 	return ret;
 }
 
 int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 {
 	struct mfs_ino *ip;
+	int ret = mfs_iget(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = mfs_fsync_ip(fs, ip, datasync);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+int mfs_fsync_ip(struct mfs *fs, struct mfs_ino *ip, bool datasync)
+{
 	int ret;
 
 	/*
@@ -368,12 +398,8 @@ int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync)
 	 * the transaction is shared by every inode, so one commit serves both.
 	 * A lazy atime joins it on fsync, not on fdatasync (as on ext4).
 	 */
-	ret = mfs_iget(fs, ino, &ip);
-	if (ret)
-		return ret;
 	if (!datasync)
 		mfs_atime_write(fs, ip); /* a failure drops the atime, not the fsync */
-	mfs_iput(fs, ip);
 	if (fs->read_only)
 		return mfs_fs_errno(fs);
 	ret = mfs_txn_commit(fs);

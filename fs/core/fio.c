@@ -25,26 +25,24 @@
 static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned to)
 {
 	uint64_t sec = pblk * MFS_SECTORS_PER_BLOCK;
-	uint8_t *buf;
+	struct bounce bounce;
+	uint8_t *buf = bounce.b;
 	unsigned u, g;
 	int ret;
 
 	if (from >= to)
 		return 0;
-	buf = bounce_alloc();
-	if (!buf)
-		return -ENOMEM;
 	ret = blk_read(fs->dev, sec, buf, BS, 0);
 	if (!ret) {
 		memset(buf + from, 0, to - from);
 		ret = blk_write(fs->dev, sec, buf, BS, 0);
-		goto out;
+		return ret;
 	}
 	if (ret != -EIO)
-		goto out;
+		return ret;
 	g = poison_unit(fs);
 	if (g > BS)
-		goto out; /* the block is part of one unit: its lost bytes stay lost (-EIO) */
+		return ret; /* the block is part of one unit: its lost bytes stay lost (-EIO) */
 	ret = 0;
 	for (u = from / g * g; u < to && !ret; u += g) {
 		unsigned zf = from > u ? from : u, zt = to < u + g ? to : u + g;
@@ -62,8 +60,6 @@ static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned 
 			ret = blk_write(fs->dev, us, buf, g, 0);
 		}
 	}
-out:
-	free(buf);
 	return ret;
 }
 

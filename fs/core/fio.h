@@ -22,7 +22,11 @@
 #define BIO_MAX_BLOCKS 256u /* 1 MiB per bio */
 #define FIO_BATCH      128u
 
-/* A batch of bios, queued by fio_submit and submitted under one plug by fio_wait. */
+/*
+ * A batch of bios, queued by fio_submit and submitted under one plug by
+ * fio_wait.  It lives on its caller's stack (fio_init ... fio_done): no
+ * allocation per I/O.
+ */
 struct fio {
 	struct blk_dev *dev;
 	pthread_mutex_t lock;
@@ -33,19 +37,14 @@ struct fio {
 	struct blk_bio bio[FIO_BATCH];
 };
 
-static inline struct fio *fio_new(struct mfs *fs)
+static inline void fio_init(struct fio *io, struct mfs *fs)
 {
-	struct fio *io = malloc(sizeof(*io));
-
-	if (!io)
-		return NULL;
 	io->dev = fs->dev;
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_cond_init(&io->cond, NULL);
 	io->pending = 0;
 	io->err = 0;
 	io->nr = 0;
-	return io;
 }
 
 static inline void fio_end_io(struct blk_bio *bio)
@@ -90,13 +89,13 @@ static inline int fio_wait(struct fio *io)
 	return err;
 }
 
-static inline int fio_free(struct fio *io)
+/* Submit and wait for what is queued, and end @io.  Returns the first error seen. */
+static inline int fio_done(struct fio *io)
 {
 	int err = fio_wait(io);
 
 	pthread_mutex_destroy(&io->lock);
 	pthread_cond_destroy(&io->cond);
-	free(io);
 	return err;
 }
 
@@ -123,14 +122,10 @@ static inline void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, voi
 	}
 }
 
-static inline void *bounce_alloc(void)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, BS, BS))
-		return NULL;
-	return p;
-}
+/* A bounce block for a partial edge block, aligned for the device; callers keep it on the stack. */
+struct bounce {
+	_Alignas(BS) uint8_t b[BS];
+};
 
 /*
  * The unit of poison on the device, in bytes: the 512-byte sector on pmem and

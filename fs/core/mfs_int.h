@@ -8,6 +8,8 @@
 #ifndef MENDFS_FS_MFS_INT_H
 #define MENDFS_FS_MFS_INT_H
 
+#include <errno.h>
+
 #include "mfs_ops.h"
 
 /* Hard links a non-directory may have: MFS_LINK_MAX (format.h), -EMLINK beyond. */
@@ -43,6 +45,13 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 bool mfs_inode_free_is_small(const struct mfs_ino *ip);
 /* Get a regular file's inode (referenced): -EISDIR for a directory, -EINVAL otherwise. */
 int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp);
+/* 0 for a regular file, -EISDIR for a directory, -EINVAL otherwise (caller holds ip->lock). */
+static inline int mfs_file_type(const struct mfs_ino *ip)
+{
+	uint32_t mode = le32toh(ip->di.mode);
+
+	return S_ISREG(mode) ? 0 : S_ISDIR(mode) ? -EISDIR : -EINVAL;
+}
 
 /* --- fmap.c (the block map: fmap.h) ------------------------------------------------- */
 

@@ -36,10 +36,12 @@
  * that touch several inodes lock them in inode-number order.  A rename takes
  * fs->rename_lock first (it serialises the cycle check).  Lock order:
  * rename_lock -> inode locks (ascending ino) -> the layers of fs/core/mfs.h.
- * Reads of file data take their inode's lock shared, writes exclusive; both
- * also take the global icache_lock to get and put the inode (mfs_iget,
- * mfs_iput), and a write takes fs->txn_lock for its transaction handle
- * (docs/DESIGN.md lists every lock).
+ * Reads of file data take their inode's lock shared, writes exclusive (but
+ * overwrites of whole allocated blocks inside EOF: shared, no handle); the
+ * calls by inode number also take the global icache_lock to get and put the
+ * inode (mfs_iget, mfs_iput), the _ip calls of an open file do not; a write
+ * takes fs->txn_lock for its transaction handle (docs/DESIGN.md lists every
+ * lock).
  */
 #ifndef MENDFS_FS_MFS_OPS_H
 #define MENDFS_FS_MFS_OPS_H
@@ -233,6 +235,21 @@ int mfs_truncate(struct mfs *fs, struct mfs_ino *ip, uint64_t size);
 int mfs_fallocate(struct mfs *fs, uint64_t ino, int mode, off_t off, off_t len);
 off_t mfs_lseek(struct mfs *fs, uint64_t ino, off_t off, int whence); /* SEEK_DATA / SEEK_HOLE */
 int mfs_fsync(struct mfs *fs, uint64_t ino, bool datasync);
+/*
+ * The calls of an open file: as those above, on an inode the caller holds a
+ * reference to (the daemon's file handle, from open to release), so that no
+ * I/O takes the inode cache's lock.  Same results, -EISDIR / -EINVAL
+ * (fallocate: -ENODEV) for an inode that is not a regular file.
+ */
+struct mfs_ino;
+ssize_t mfs_read_ip(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len, off_t off);
+int mfs_read_direct_ip(struct mfs *fs, struct mfs_ino *ip, size_t len, off_t off,
+                       mfs_direct_emit_fn *emit, void *arg);
+ssize_t mfs_write_ip(struct mfs *fs, struct mfs_ino *ip, const void *buf, size_t len, off_t off,
+                     unsigned flags);
+int mfs_fallocate_ip(struct mfs *fs, struct mfs_ino *ip, int mode, off_t off, off_t len);
+off_t mfs_lseek_ip(struct mfs *fs, struct mfs_ino *ip, off_t off, int whence);
+int mfs_fsync_ip(struct mfs *fs, struct mfs_ino *ip, bool datasync);
 /* Map file block @lblk (fmap.c): *pblk = 0 for a hole; *count blocks share the mapping. */
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
              bool *unwritten);

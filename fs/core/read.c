@@ -27,18 +27,17 @@ ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
                              uint64_t off, unsigned bio_flags, struct blk_recovery *rec)
 {
 	uint64_t end = off + len, first = off / BS, last = (end + BS - 1) / BS, lblk;
-	uint8_t *edge[2] = {NULL, NULL}, *out = buf;
+	struct bounce edge[2];
+	uint8_t *out = buf;
 	uint64_t edge_lblk[2] = {0, 0};
 	bool edge_read[2] = {false, false};
-	struct fio *io;
+	struct fio io;
 	int ret = 0, err;
 	unsigned e;
 
 	if (!len)
 		return 0;
-	io = fio_new(fs);
-	if (!io)
-		return -ENOMEM;
+	fio_init(&io, fs);
 	for (lblk = first; lblk < last && !ret;) {
 		uint64_t pblk, count, n, i;
 		bool unwritten;
@@ -61,14 +60,10 @@ ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 			}
 			if (partial) {
 				e = b == first ? 0 : 1;
-				edge[e] = bounce_alloc();
-				if (!edge[e]) {
-					ret = -ENOMEM;
-					break;
-				}
 				edge_lblk[e] = b;
 				edge_read[e] = true;
-				fio_submit(io, BLK_OP_READ, pblk + i, edge[e], 1, bio_flags, rec);
+				fio_submit(&io, BLK_OP_READ, pblk + i, edge[e].b, 1, bio_flags,
+				           rec);
 				i++;
 				continue;
 			}
@@ -76,49 +71,57 @@ ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 			run = n - i;
 			if ((b + run) * BS > end)
 				run = (end - bstart) / BS;
-			fio_submit(io, BLK_OP_READ, pblk + i, out + (bstart - off), run, bio_flags,
+			fio_submit(&io, BLK_OP_READ, pblk + i, out + (bstart - off), run, bio_flags,
 			           rec);
 			i += run;
 		}
 		lblk += n;
 	}
-	err = fio_free(io);
+	err = fio_done(&io);
 	if (!ret)
 		ret = err;
 	for (e = 0; e < 2; e++) {
-		if (edge[e] && !ret && edge_read[e]) {
+		if (!ret && edge_read[e]) {
 			uint64_t bstart = edge_lblk[e] * BS;
 			uint64_t from = bstart > off ? bstart : off;
 			uint64_t to = bstart + BS < end ? bstart + BS : end;
 
-			memcpy(out + (from - off), edge[e] + (from - bstart), to - from);
+			memcpy(out + (from - off), edge[e].b + (from - bstart), to - from);
 		}
-		free(edge[e]);
 	}
 	return ret ? ret : (ssize_t)len;
+}
+
+ssize_t mfs_read_ip(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len, off_t off)
+{
+	ssize_t ret;
+	uint64_t size;
+
+	if (off < 0)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&ip->lock);
+	size = di_size(ip);
+	ret = mfs_file_type(ip);
+	if (!ret && (uint64_t)off < size) {
+		if (len > size - (uint64_t)off)
+			len = (size_t)(size - (uint64_t)off);
+		ret = mfs_file_read_blocks(fs, ip, buf, len, (uint64_t)off, 0, NULL);
+	}
+	pthread_rwlock_unlock(&ip->lock);
+	return ret;
 }
 
 ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
 {
 	struct mfs_ino *ip;
 	ssize_t ret;
-	uint64_t size;
 
 	if (off < 0)
 		return -EINVAL;
-	ret = mfs_file_get(fs, ino, &ip);
+	ret = mfs_iget(fs, ino, &ip);
 	if (ret)
 		return ret;
-	pthread_rwlock_rdlock(&ip->lock);
-	size = di_size(ip);
-	if ((uint64_t)off >= size) {
-		ret = 0;
-	} else {
-		if (len > size - (uint64_t)off)
-			len = (size_t)(size - (uint64_t)off);
-		ret = mfs_file_read_blocks(fs, ip, buf, len, (uint64_t)off, 0, NULL);
-	}
-	pthread_rwlock_unlock(&ip->lock);
+	ret = mfs_read_ip(fs, ip, buf, len, off);
 	mfs_iput(fs, ip);
 	return ret;
 }
@@ -155,11 +158,10 @@ static int direct_add(struct iovec *iov, int *cnt, const void *base, size_t len)
 	return 0;
 }
 
-int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
-                    void *arg)
+int mfs_read_direct_ip(struct mfs *fs, struct mfs_ino *ip, size_t len, off_t off,
+                       mfs_direct_emit_fn *emit, void *arg)
 {
 	struct iovec iov[MFS_DIRECT_IOV_MAX];
-	struct mfs_ino *ip;
 	uint64_t size, pos, end;
 	int cnt = 0, ret;
 
@@ -167,10 +169,8 @@ int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_dir
 		return -EINVAL;
 	if (!fs->direct_reads)
 		return -EOPNOTSUPP;
-	ret = mfs_file_get(fs, ino, &ip);
-	if (ret)
-		return ret;
 	pthread_rwlock_rdlock(&ip->lock);
+	ret = mfs_file_type(ip);
 	size = di_size(ip);
 	pos = (uint64_t)off;
 	end = pos < size ? (len < size - pos ? pos + len : size) : pos;
@@ -200,6 +200,23 @@ int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_dir
 	if (!ret)
 		ret = emit(arg, iov, cnt);
 	pthread_rwlock_unlock(&ip->lock);
+	return ret;
+}
+
+int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
+                    void *arg)
+{
+	struct mfs_ino *ip;
+	int ret;
+
+	if (off < 0)
+		return -EINVAL;
+	if (!fs->direct_reads)
+		return -EOPNOTSUPP;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	ret = mfs_read_direct_ip(fs, ip, len, off, emit, arg);
 	mfs_iput(fs, ip);
 	return ret;
 }

@@ -19,13 +19,16 @@
  * in part it fails with -EIO before writing anything (lost bytes are never
  * silently replaced by zeros).  Whole blocks are overwritten in place.
  *
- * Locking: ip->lock exclusive (a write updates size and timestamps and may
- * change the map, and partial-block read-modify-write must not interleave).
+ * Locking: ip->lock shared for the overwrite fast path (overwrite_fast:
+ * whole allocated blocks inside EOF, no handle), exclusive for every other
+ * write (it updates size and timestamps and may change the map, and
+ * partial-block read-modify-write must not interleave).
  */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
+#include "atime.h"
 #include "fio.h"
 
 /* --- write ----------------------------------------------------------------------------- */
@@ -102,12 +105,12 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 {
 	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
 	struct wseg seg[CHUNK_SEGS];
-	uint8_t *edge[2] = {NULL, NULL};
+	struct bounce edge[2];
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
 	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
 	struct mfs_txn *txn;
-	struct fio *io = NULL;
+	struct fio io;
 	ssize_t ret;
 	int err;
 
@@ -181,20 +184,16 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		if (from == bstart && to == bstart + BS)
 			continue;
 		s = seg_of(seg, nseg, b);
-		edge[nedge] = bounce_alloc();
-		if (!edge[nedge]) {
-			ret = -ENOMEM;
-			goto fail_free;
-		}
 		edge_lblk[nedge] = b;
 		edge_done[nedge] = false;
 		if (s->kind == SEG_MAPPED) {
 			uint64_t pb = s->pblk + (b - s->lblk);
 
-			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge], BS, 0);
+			ret = blk_read(fs->dev, pb * MFS_SECTORS_PER_BLOCK, edge[nedge].b, BS, 0);
 			if (ret == -EIO) {
 				/* poison in the block: go by units of poison (docs/RECOVERY.md) */
-				ret = write_sectors(fs, pb, edge[nedge], (unsigned)(from - bstart),
+				ret = write_sectors(fs, pb, edge[nedge].b,
+				                    (unsigned)(from - bstart),
 				                    (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = true;
 			}
@@ -203,18 +202,14 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				goto fail_free;
 			}
 		} else {
-			memset(edge[nedge], 0, BS);
+			memset(edge[nedge].b, 0, BS);
 		}
-		memcpy(edge[nedge] + (from - bstart), src + (from - pos), to - from);
+		memcpy(edge[nedge].b + (from - bstart), src + (from - pos), to - from);
 		nedge++;
 	}
 
 	/* the data, under one plug */
-	io = fio_new(fs);
-	if (!io) {
-		ret = -ENOMEM;
-		goto fail_free;
-	}
+	fio_init(&io, fs);
 	for (i = 0; i < nseg; i++) {
 		uint64_t j = 0;
 
@@ -225,8 +220,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				;
 			if (e < nedge) {
 				if (!edge_done[e])
-					fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j, edge[e], 1, 0,
-					           NULL);
+					fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j, edge[e].b, 1,
+					           0, NULL);
 				j++;
 				continue;
 			}
@@ -236,12 +231,12 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				if (e < nedge)
 					break;
 			}
-			fio_submit(io, BLK_OP_WRITE, seg[i].pblk + j,
+			fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j,
 			           (void *)(src + (b * BS - pos)), run, 0, NULL);
 			j += run;
 		}
 	}
-	err = fio_free(io);
+	err = fio_done(&io);
 	if (err) {
 		ret = err;
 		goto fail_free;
@@ -290,9 +285,82 @@ out:
 	err = mfs_txn_end(txn);
 	if (err && ret >= 0)
 		ret = err;
-	for (e = 0; e < nedge; e++)
-		free(edge[e]);
 	return ret;
+}
+
+/*
+ * The overwrite fast path: a write of whole blocks, inside EOF, all already
+ * allocated and written, on a device without poison, needs no transaction:
+ * the data goes in place (as the slow path writes mapped blocks) and only
+ * mtime and ctime change.  It takes ip->lock shared, so truncate, fallocate
+ * and punch (exclusive) cannot free or remap a block of the range meanwhile,
+ * and overwriters of whole blocks need no mutual exclusion.  mtime and ctime
+ * move in memory, at most once per tick of the coarse clock (ip->lock taken
+ * exclusive for that moment), and the inode goes on the lazy list of
+ * atime.c: written by the next transaction that writes the inode, the
+ * periodic commit, fsync (not fdatasync), the last mfs_iput and unmount.  A
+ * crash may lose such a time, never data or the map.  Returns the bytes
+ * written, -errno, or 0: take the slow path (nothing was written).
+ */
+static bool fast_ok(struct mfs_ino *ip, uint64_t end)
+{
+	return !mfs_file_type(ip) && !ip->unlinked && end <= di_size(ip);
+}
+
+static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
+                              size_t len)
+{
+	uint64_t b0 = pos / BS, b1 = (pos + len) / BS, lblk;
+	struct timespec ts;
+	int64_t now;
+	struct fio io;
+	int err = 0;
+
+	/* poison anywhere: the slow path, which clears it by its rules */
+	if (pos % BS || len % BS || b1 - b0 > CHUNK_BLOCKS || blk_poison_count(fs->dev) ||
+	    mfs_fs_errno(fs))
+		return 0;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	now = mfs_ts_ns(&ts);
+	pthread_rwlock_rdlock(&ip->lock);
+	if (!fast_ok(ip, pos + len))
+		goto slow;
+	if ((int64_t)le64toh((uint64_t)ip->di.mtime_ns) < now ||
+	    (int64_t)le64toh((uint64_t)ip->di.ctime_ns) < now) {
+		/* the times move: once per tick, exclusive for that moment */
+		pthread_rwlock_unlock(&ip->lock);
+		pthread_rwlock_wrlock(&ip->lock);
+		if (fast_ok(ip, pos + len)) {
+			di_touch(ip, true);
+			mfs_times_lazy(fs, ip);
+		}
+		pthread_rwlock_unlock(&ip->lock);
+		pthread_rwlock_rdlock(&ip->lock);
+		if (!fast_ok(ip, pos + len))
+			goto slow;
+	}
+	fio_init(&io, fs);
+	for (lblk = b0; lblk < b1;) {
+		uint64_t pblk, count, n;
+		bool unwritten;
+
+		err = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		n = err ? 0 : count < b1 - lblk ? count : b1 - lblk;
+		if (err || !pblk || unwritten ||
+		    io.nr + (n + BIO_MAX_BLOCKS - 1) / BIO_MAX_BLOCKS > FIO_BATCH) {
+			io.nr = 0; /* nothing was submitted: drop the batch */
+			fio_done(&io);
+			goto slow;
+		}
+		fio_submit(&io, BLK_OP_WRITE, pblk, (void *)(src + (lblk - b0) * BS), n, 0, NULL);
+		lblk += n;
+	}
+	err = fio_done(&io);
+	pthread_rwlock_unlock(&ip->lock);
+	return err ? err : (ssize_t)len;
+slow:
+	pthread_rwlock_unlock(&ip->lock);
+	return 0;
 }
 
 ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off)
@@ -303,8 +371,23 @@ ssize_t mfs_write(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off
 ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t len, off_t off,
                         unsigned flags)
 {
-	const uint8_t *src = buf;
 	struct mfs_ino *ip;
+	ssize_t ret;
+
+	if (off < 0)
+		return -EINVAL;
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		return ret;
+	ret = mfs_write_ip(fs, ip, buf, len, off, flags);
+	mfs_iput(fs, ip);
+	return ret;
+}
+
+ssize_t mfs_write_ip(struct mfs *fs, struct mfs_ino *ip, const void *buf, size_t len, off_t off,
+                     unsigned flags)
+{
+	const uint8_t *src = buf;
 	uint64_t pos, end;
 	ssize_t done = 0, ret;
 	unsigned stop = 0, retries = 0;
@@ -321,10 +404,17 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	ret = mfs_file_get(fs, ino, &ip);
-	if (ret)
-		return ret;
+	if (!flags) {
+		ret = overwrite_fast(fs, ip, src, (uint64_t)off, len);
+		if (ret)
+			return ret;
+	}
 	pthread_rwlock_wrlock(&ip->lock);
+	ret = mfs_file_type(ip);
+	if (ret) {
+		pthread_rwlock_unlock(&ip->lock);
+		return ret;
+	}
 	/* before the data, as the VFS does; the first chunk's transaction writes the inode */
 	if (flags & MFS_WRITE_KILL_SUIDGID)
 		ip->di.mode = htole32(mfs_mode_kill_suidgid(le32toh(ip->di.mode)));
@@ -354,6 +444,5 @@ ssize_t mfs_write_flags(struct mfs *fs, uint64_t ino, const void *buf, size_t le
 			break;
 	}
 	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
 	return done ? done : ret;
 }

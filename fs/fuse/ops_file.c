@@ -2,8 +2,10 @@
 /*
  * The handlers of open files (ops.h), with the hot path: READ and WRITE.
  * Reads of an image file are answered straight from its page-cache mapping
- * (mfs_read_direct, the kernel copies from it); other reads are copied into a
- * buffer first.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
+ * (mfs_read_direct_ip, the kernel copies from it); other reads are copied into a
+ * buffer first.  Every call on an open file passes the inode its handle pins
+ * (mfsd_file_open, from OPEN to RELEASE) to the core's _ip calls: no I/O takes
+ * the inode cache's lock.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
  * under the write's own inode lock.  Calls the node table, suid.c, the kill
  * flag, the core and libfuse.
  */
@@ -81,13 +83,15 @@ static int reply_direct(void *arg, const struct iovec *iov, int cnt)
 
 void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	struct mfs_ino *ip = mfsd_file_of(fi)->ip;
 	ssize_t n = -ENOMEM;
 	char *buf;
 	int ret;
 
 	/* before the reply: a stat right after the read must see the new atime */
-	mfsd_accessed(D(req)->fs, mfsd_file_of(fi)->ip, fi->flags);
-	ret = mfs_read_direct(D(req)->fs, ino, size, off, reply_direct, req);
+	(void)ino;
+	mfsd_accessed(D(req)->fs, ip, fi->flags);
+	ret = mfs_read_direct_ip(D(req)->fs, ip, size, off, reply_direct, req);
 	if (ret != -EOPNOTSUPP) {
 		if (ret)
 			fuse_reply_err(req, -ret);
@@ -98,7 +102,7 @@ void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
 	if (!buf)
 		goto fail;
 	/* a range touching poison is -EIO as a whole: the kernel retries page by page */
-	n = mfs_read(D(req)->fs, ino, buf, size, off);
+	n = mfs_read_ip(D(req)->fs, ip, buf, size, off);
 	if (n < 0)
 		goto fail;
 	fuse_reply_buf(req, buf, (size_t)n);
@@ -146,7 +150,7 @@ static unsigned write_flags(fuse_req_t req, struct fuse_file_info *fi, uint32_t 
 	return flags;
 }
 
-/* mfs_write_flags, and the kernel told if the write cleared a bit (the reply has no attributes). */
+/* mfs_write_ip, and the kernel told if the write cleared a bit (the reply has no attributes). */
 static ssize_t write_kill(fuse_req_t req, fuse_ino_t ino, const void *buf, size_t size, off_t off,
                           struct fuse_file_info *fi)
 {
@@ -154,7 +158,7 @@ static ssize_t write_kill(fuse_req_t req, fuse_ino_t ino, const void *buf, size_
 	unsigned flags = write_flags(req, fi, &mode);
 	ssize_t n;
 
-	n = mfs_write_flags(D(req)->fs, ino, buf, size, off, flags);
+	n = mfs_write_ip(D(req)->fs, mfsd_file_of(fi)->ip, buf, size, off, flags);
 	if (flags && file_mode(fi, NULL) != mode)
 		mode_changed(D(req), ino);
 	return n;
@@ -215,22 +219,22 @@ void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void mfsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)fi;
-	fuse_reply_err(req, -mfs_fsync(D(req)->fs, ino, datasync != 0));
+	(void)ino;
+	fuse_reply_err(req, -mfs_fsync_ip(D(req)->fs, mfsd_file_of(fi)->ip, datasync != 0));
 }
 
 void mfsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                     struct fuse_file_info *fi)
 {
-	(void)fi;
-	fuse_reply_err(req, -mfs_fallocate(D(req)->fs, ino, mode, off, len));
+	(void)ino;
+	fuse_reply_err(req, -mfs_fallocate_ip(D(req)->fs, mfsd_file_of(fi)->ip, mode, off, len));
 }
 
 void mfsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
 	off_t ret;
 
-	(void)fi;
+	(void)ino;
 	if (D(req)->writeback) {
 		/*
 		 * The kernel's writeback cache holds data and sizes the daemon
@@ -240,7 +244,7 @@ void mfsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fu
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	ret = mfs_lseek(D(req)->fs, ino, off, whence);
+	ret = mfs_lseek_ip(D(req)->fs, mfsd_file_of(fi)->ip, off, whence);
 	if (ret < 0)
 		goto fail;
 	fuse_reply_lseek(req, ret);
@@ -258,8 +262,8 @@ void mfsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	ssize_t n = -EINVAL;
 	char *buf = NULL;
 
-	(void)fi_in;
-	(void)fi_out;
+	(void)ino_in;
+	(void)ino_out;
 	if (flags)
 		goto fail;
 	n = -ENOMEM;
@@ -270,12 +274,13 @@ void mfsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		size_t want = len - done < MFSD_COPY_CHUNK ? len - done : MFSD_COPY_CHUNK;
 		ssize_t got, put;
 
-		got = mfs_read(fs, ino_in, buf, want, off_in + (off_t)done);
+		got = mfs_read_ip(fs, mfsd_file_of(fi_in)->ip, buf, want, off_in + (off_t)done);
 		if (got <= 0) {
 			n = got;
 			break;
 		}
-		put = mfs_write(fs, ino_out, buf, (size_t)got, off_out + (off_t)done);
+		put = mfs_write_ip(fs, mfsd_file_of(fi_out)->ip, buf, (size_t)got,
+		                   off_out + (off_t)done, 0);
 		if (put <= 0) {
 			n = put;
 			break;
