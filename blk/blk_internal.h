@@ -125,6 +125,8 @@ void blk_tags_put_mask(struct blk_tags *tags, unsigned w, uint64_t mask);
 void blk_tag_put(struct blk_tags *tags, unsigned tag);
 /* True when no tag is in use. */
 bool blk_tags_idle(const struct blk_tags *tags);
+/* Tags held now (a snapshot, for statistics). */
+unsigned blk_tags_busy(const struct blk_tags *tags);
 /* Sleep until a tag may have been freed since @seq was read. */
 void blk_tags_wait(struct blk_tags *tags, uint32_t seq);
 void blk_tags_wake(struct blk_tags *tags);

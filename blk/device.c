@@ -113,6 +113,39 @@ void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st)
 	}
 }
 
+int blk_dev_get_queue_stats(struct blk_dev *dev, unsigned q, struct blk_queue_stats *qs)
+{
+	struct blk_hw_queue *hctx;
+	unsigned i, op;
+
+	if (q >= dev->nr_hw_queues)
+		return -EINVAL;
+	hctx = &dev->hctxs[q];
+	memset(qs, 0, sizeof(*qs));
+	pthread_mutex_lock(&dev->ctx_lock);
+	for (i = 0; i < dev->nr_ctxs; i++) {
+		struct blk_ctx_stats *cs = &dev->ctxs[i]->stats;
+
+		if (dev->ctxs[i]->hctx != hctx) /* fixed when the ctx is made */
+			continue;
+		qs->nr_ctxs++;
+		for (op = 0; op < BLK_OP_MAX; op++) {
+			qs->ios += BLK_STAT_READ(cs->ios[op]);
+			qs->bytes += BLK_STAT_READ(cs->bytes[op]);
+		}
+		qs->requests += BLK_STAT_READ(cs->requests);
+		qs->merges += BLK_STAT_READ(cs->merges_back) + BLK_STAT_READ(cs->merges_front);
+		qs->plug_flushes += BLK_STAT_READ(cs->plug_flushes);
+		qs->dispatch_batches += BLK_STAT_READ(cs->dispatch_batches);
+		qs->tag_waits += BLK_STAT_READ(cs->tag_waits);
+	}
+	pthread_mutex_unlock(&dev->ctx_lock);
+	qs->errors = atomic_load_explicit(&hctx->cq_stats.errors, memory_order_relaxed);
+	qs->tags_in_use = blk_tags_busy(&hctx->tags);
+	qs->depth = hctx->tags.depth;
+	return 0;
+}
+
 void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info)
 {
 	memset(info, 0, sizeof(*info));
