@@ -9,7 +9,8 @@
  * (and its twin with metadata_dup: every journal block goes to both):
  *
  *   flush (ordered mode: data written before reaches media first)
- *   descriptor, images..., [descriptor, images...]   (both copies)
+ *   descriptor, images..., [descriptor, images...]   (both copies, one
+ *                                                     plugged batch)
  *   flush
  *   commit block (both copies)
  *   flush
@@ -27,8 +28,9 @@
  *
  * Checkpoint is lazy: committed images wait in memory (their buffers pinned
  * and dirty) until the journal lacks room for the next commit or
- * mfs_checkpoint() is called; it writes them in place (both copies) in commit
- * order, flushes, and persists journal_seq/journal_tail in the superblock.
+ * mfs_checkpoint() is called; it writes the latest image of each block in
+ * place (both copies) as one plugged batch sorted by block, flushes, and
+ * persists journal_seq/journal_tail in the superblock.
  * A transaction larger than the whole journal is refused with -ENOSPC before
  * anything is written: its buffers are invalidated (re-read from the device)
  * and the journal is aborted, the filesystem read-only (fserror.c: later
