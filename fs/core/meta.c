@@ -479,7 +479,9 @@ int mfs_meta_write_batch(struct mfs *fs, const struct mfs_wext *ext, unsigned n)
 		             wbatch_end_io, &wb);
 		blk_submit_bio(fs->dev, &bios[i]);
 	}
-	blk_finish_plug(&plug); /* issue everything before sleeping on it */
+	blk_finish_plug(&plug);
+	/* a caller's outer plug would still hold our bios: issue them before sleeping */
+	blk_flush_plug();
 	pthread_mutex_lock(&wb.lock);
 	while (wb.pending)
 		pthread_cond_wait(&wb.done, &wb.lock);
