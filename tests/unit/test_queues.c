@@ -6,7 +6,8 @@
  * run on queue 0 (one request, merges), unplugged random bios from a second
  * thread on queue 1 (one request and one dispatch batch each), tags held by
  * an open plug, the queue sums equal to blk_dev_get_stats, and an out of
- * range queue index refused.
+ * range queue index refused; the counters read by one thread while another
+ * submits (under ThreadSanitizer, no report: the counters are atomics).
  */
 #include <check.h>
 #include <errno.h>
@@ -109,6 +110,54 @@ START_TEST(test_queue_counters)
 }
 END_TEST
 
+static _Atomic bool reading;
+
+/* Read the counters in a loop while another thread submits (run under TSan: no report). */
+static void *q_reader(void *arg)
+{
+	struct blk_dev *dev = arg;
+	struct blk_queue_stats qs;
+	struct blk_stats st;
+
+	while (atomic_load(&reading)) {
+		ck_assert_int_eq(blk_dev_get_queue_stats(dev, 0, &qs), 0);
+		ck_assert_uint_eq(qs.requests <= qs.ios, true);
+		blk_dev_get_stats(dev, &st);
+	}
+	return NULL;
+}
+
+START_TEST(test_queue_counters_read_while_written)
+{
+	struct blk_dev *dev = q_open(1);
+	struct blk_queue_stats qs;
+	struct blk_bio bio[4];
+	struct blk_plug plug;
+	pthread_t th;
+	unsigned i, k;
+
+	atomic_store(&ends, 0);
+	atomic_store(&reading, true);
+	ck_assert_int_eq(pthread_create(&th, NULL, q_reader, dev), 0);
+	for (i = 0; i < 20000; i++) {
+		blk_start_plug(&plug);
+		for (k = 0; k < 4; k++) {
+			blk_bio_init(&bio[k], BLK_OP_WRITE, (uint64_t)i * 64 + k * 8, test_buf,
+			             4096, q_end_io, NULL);
+			blk_submit_bio(dev, &bio[k]);
+		}
+		blk_finish_plug(&plug);
+	}
+	atomic_store(&reading, false);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(blk_dev_get_queue_stats(dev, 0, &qs), 0);
+	ck_assert_uint_eq(qs.ios, 80000);
+	ck_assert_uint_eq(qs.requests, 20000);
+	ck_assert_uint_eq(qs.merges, 60000);
+	blk_dev_close(dev);
+}
+END_TEST
+
 START_TEST(test_queue_index_checked)
 {
 	struct blk_dev *dev = q_open(1);
@@ -132,6 +181,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_queue_counters);
+	tcase_add_test(tc, test_queue_counters_read_while_written);
 	tcase_add_test(tc, test_queue_index_checked);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
