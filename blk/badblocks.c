@@ -115,6 +115,114 @@ static int __bb_reserve(struct blk_badblocks *bb, uint64_t need)
 	return 0;
 }
 
+/* --- the summary (lock-free lookups) ---------------------------------------------- */
+
+#define BB_SUMMARY_CHUNKS    65536u
+#define BB_SUMMARY_MIN_SHIFT 15u /* 16 MiB chunks at least */
+#define BB_SUMMARY_SCAN_MAX  64u /* a query over more chunks takes the lock */
+
+static inline void bb_summary_bit(struct blk_badblocks *bb, uint64_t c, bool set)
+{
+	uint64_t bit = 1ull << (c % 64);
+
+	if (set)
+		atomic_fetch_or_explicit(&bb->summary[c / 64], bit, memory_order_release);
+	else
+		atomic_fetch_and_explicit(&bb->summary[c / 64], ~bit, memory_order_release);
+}
+
+/* Chunks [*c0, *c1] of [sector, end), clipped to the summary. */
+static inline void bb_summary_span(const struct blk_badblocks *bb, uint64_t sector, uint64_t end,
+                                   uint64_t *c0, uint64_t *c1)
+{
+	*c0 = sector >> bb->summary_shift;
+	*c1 = (end - 1) >> bb->summary_shift;
+	if (*c1 >= bb->summary_chunks)
+		*c1 = bb->summary_chunks - 1;
+}
+
+/* Before [sector, end) goes in (bb->lock held for writing). */
+static void __bb_summary_mark(struct blk_badblocks *bb, uint64_t sector, uint64_t end)
+{
+	uint64_t c, c0, c1;
+
+	if (!bb->summary || end <= sector)
+		return;
+	bb_summary_span(bb, sector, end, &c0, &c1);
+	for (c = c0; c <= c1; c++)
+		bb_summary_bit(bb, c, true);
+}
+
+/* After ranges of [sector, end) went: clear the chunks no range touches any more. */
+static void __bb_summary_refresh(struct blk_badblocks *bb, uint64_t sector, uint64_t end)
+{
+	uint32_t n = __bb_nr(bb);
+	uint64_t c, c0, c1;
+
+	if (!bb->summary || end <= sector)
+		return;
+	bb_summary_span(bb, sector, end, &c0, &c1);
+	for (c = c0; c <= c1; c++) {
+		uint64_t cs = c << bb->summary_shift, ce = cs + (1ull << bb->summary_shift);
+		uint32_t i = __bb_first_end_after(bb, n, cs);
+
+		if (i == n || bb->ranges[i].sector >= ce)
+			bb_summary_bit(bb, c, false);
+	}
+}
+
+/* Every bit from the ranges (bb->lock held for writing). */
+static void __bb_summary_rebuild(struct blk_badblocks *bb)
+{
+	uint32_t n = __bb_nr(bb), i;
+
+	if (!bb->summary)
+		return;
+	for (uint64_t w = 0; w < (bb->summary_chunks + 63) / 64; w++)
+		atomic_store_explicit(&bb->summary[w], 0, memory_order_relaxed);
+	for (i = 0; i < n; i++)
+		__bb_summary_mark(bb, bb->ranges[i].sector, bb_end(&bb->ranges[i]));
+}
+
+/* May [sector, end) meet poison?  No lock: false only when no chunk of it holds any. */
+static inline bool bb_summary_may_hit(struct blk_badblocks *bb, uint64_t sector, uint64_t end)
+{
+	uint64_t c, c0, c1;
+
+	if (!bb->summary)
+		return true;
+	bb_summary_span(bb, sector, end, &c0, &c1);
+	if (c1 - c0 >= BB_SUMMARY_SCAN_MAX)
+		return true;
+	for (c = c0; c <= c1; c++)
+		if (atomic_load_explicit(&bb->summary[c / 64], memory_order_acquire) &
+		    (1ull << (c % 64)))
+			return true;
+	return false;
+}
+
+int blk_bb_set_size(struct blk_badblocks *bb, uint64_t nr_sectors)
+{
+	uint32_t shift = BB_SUMMARY_MIN_SHIFT;
+	_Atomic uint64_t *s;
+	uint64_t chunks;
+
+	while ((nr_sectors >> shift) >= BB_SUMMARY_CHUNKS)
+		shift++;
+	chunks = (nr_sectors >> shift) + 1;
+	s = calloc((chunks + 63) / 64, sizeof(*s));
+	if (unlikely(!s))
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&bb->lock);
+	free(bb->summary);
+	bb->summary = s;
+	bb->summary_shift = shift;
+	bb->summary_chunks = chunks;
+	__bb_summary_rebuild(bb);
+	pthread_rwlock_unlock(&bb->lock);
+	return 0;
+}
+
 void blk_bb_init(struct blk_badblocks *bb)
 {
 	pthread_rwlockattr_t attr;
@@ -125,6 +233,9 @@ void blk_bb_init(struct blk_badblocks *bb)
 	bb->ranges = NULL;
 	bb->cap = 0;
 	bb->unit = 1;
+	bb->summary = NULL;
+	bb->summary_shift = 0;
+	bb->summary_chunks = 0;
 	/*
 	 * Poison changes are rare and must not wait behind a steady stream of
 	 * lookups from every submitting thread: prefer writers.
@@ -141,6 +252,8 @@ void blk_bb_destroy(struct blk_badblocks *bb)
 	free(bb->ranges);
 	bb->ranges = NULL;
 	bb->cap = 0;
+	free(bb->summary);
+	bb->summary = NULL;
 	atomic_store_explicit(&bb->nr, 0, memory_order_release);
 }
 
@@ -183,6 +296,7 @@ void blk_bb_set_unit(struct blk_badblocks *bb, uint32_t unit)
 	}
 	if (n)
 		__bb_publish(bb, out);
+	__bb_summary_rebuild(bb);
 	pthread_rwlock_unlock(&bb->lock);
 }
 
@@ -200,6 +314,7 @@ int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 	pthread_rwlock_wrlock(&bb->lock);
 	bb_round(bb->unit, &sector, &end);
 	nr = end - sector;
+	__bb_summary_mark(bb, sector, end); /* before the range: a lock-free lookup must see it */
 	n = __bb_nr(bb);
 	/* ranges [i, j) overlap or touch [sector, end): they all merge into one */
 	i = sector ? __bb_first_end_after(bb, n, sector - 1) : 0;
@@ -220,10 +335,10 @@ int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 		end = bb_end(&bb->ranges[j - 1]);
 	bb->ranges[i].sector = sector;
 	bb->ranges[i].nr = end - sector;
-	if (j - i > 1) {
+	if (j - i > 1)
 		memmove(&bb->ranges[i + 1], &bb->ranges[j], (n - j) * sizeof(bb->ranges[0]));
-		__bb_publish(bb, n - (j - i - 1));
-	}
+	/* always: a range that grew at either end of the table moves lo or hi */
+	__bb_publish(bb, n - (j - i - 1));
 out_unlock:
 	pthread_rwlock_unlock(&bb->lock);
 	return ret;
@@ -283,6 +398,7 @@ int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
 		__bb_publish(bb, n - (del_hi - del_lo));
 	}
 out_unlock:
+	__bb_summary_refresh(bb, sector, end);
 	pthread_rwlock_unlock(&bb->lock);
 	return ret;
 }
@@ -305,7 +421,8 @@ bool blk_bb_check(struct blk_badblocks *bb, uint64_t sector, uint64_t nr, uint64
 		return false;
 	/* Poison far from the I/O (the common case once a table is non-empty): no lock. */
 	if (end <= atomic_load_explicit(&bb->lo, memory_order_relaxed) ||
-	    sector >= atomic_load_explicit(&bb->hi, memory_order_relaxed))
+	    sector >= atomic_load_explicit(&bb->hi, memory_order_relaxed) ||
+	    !bb_summary_may_hit(bb, sector, end))
 		return false;
 
 	pthread_rwlock_rdlock(&bb->lock);
@@ -414,6 +531,9 @@ static int bb_add_sorted(struct blk_badblocks *bb, const struct blk_range *add, 
 		pthread_rwlock_unlock(&bb->lock);
 		return -ENOMEM;
 	}
+	for (b = 0; b < nadd; b++) /* before the ranges: a lock-free lookup must see them */
+		__bb_summary_mark(bb, add[b].sector, bb_end(&add[b]));
+	b = 0;
 	while (a < n || b < nadd) {
 		if (b == nadd || (a < n && bb->ranges[a].sector <= add[b].sector))
 			bb_push_merged(merged, &count, &bb->ranges[a++]);

@@ -237,6 +237,16 @@ struct blk_badblocks {
 	 * than its logical block.
 	 */
 	uint32_t unit;
+	/*
+	 * The summary that answers most lookups without the lock once the table
+	 * is not empty (blk_bb_set_size; NULL: every lookup takes the lock): bit
+	 * c is set while a range may touch chunk c (1 << summary_shift sectors,
+	 * at most 65536 chunks).  A writer sets bits before a range goes in and
+	 * clears them after the last range of their chunk went.
+	 */
+	_Atomic uint64_t *summary;
+	uint32_t summary_shift;
+	uint64_t summary_chunks;
 };
 
 static inline bool blk_bb_empty(struct blk_badblocks *bb)
@@ -246,6 +256,8 @@ static inline bool blk_bb_empty(struct blk_badblocks *bb)
 void blk_bb_init(struct blk_badblocks *bb);
 void blk_bb_destroy(struct blk_badblocks *bb);
 void blk_bb_set_unit(struct blk_badblocks *bb, uint32_t unit);
+/* Size the lock-free summary for a device of @nr_sectors (at open).  0 or -ENOMEM. */
+int blk_bb_set_size(struct blk_badblocks *bb, uint64_t nr_sectors);
 int blk_bb_add(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 int blk_bb_clear(struct blk_badblocks *bb, uint64_t sector, uint64_t nr);
 /* True if [sector, sector + nr) holds poison; *first is the first poisoned sector. */
@@ -329,11 +341,14 @@ struct blk_dev {
 	const struct blk_qos_ops *qos;
 	void *qos_priv;
 	struct blk_badblocks bb __cacheline_aligned;
+	/* latent poison (emulation): found, and moved to bb, when a read touches it */
+	struct blk_badblocks latent;
 
 	/* cold */
 	struct blk_dev_config cfg;
 	char *path;
 	char *badblocks_path; /* emulation file or NULL */
+	char *latent_path;    /* latent poison file or NULL */
 	void *drv;            /* backend device state */
 	unsigned queue_depth;
 	pthread_mutex_t poison_lock; /* serialises poison writers and emulation file rewrites */
@@ -376,6 +391,13 @@ void blk_rq_slowpath(struct blk_hw_queue *hctx, struct blk_request *rq, struct b
 int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 /* Clear after a full overwrite: backend clear, then (caller writes), then table + file. */
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr);
+/*
+ * Latent poison in [sector, sector + nr) was touched (dev->latent not
+ * empty): by a read, it becomes poison (recorded as a media error found by
+ * the backend is); by a write, the sectors are good again.  Both files are
+ * rewritten.  Called by dispatch for every request, and by direct access.
+ */
+void blk_latent_touch(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool read);
 
 /* Scheduler (sched.c), a pull model: dispatch.c inserts requests and takes batches. */
 struct blk_elevator *blk_elv_alloc(const char *name);

@@ -207,6 +207,9 @@ static int blk_dev_load_poison(struct blk_dev *dev, const struct blk_dev_config 
 	struct stat st;
 	int ret = 0, fd;
 
+	/* lock-free lookups; without the summary (no memory) every lookup locks */
+	blk_bb_set_size(&dev->bb, dev->nr_sectors);
+	blk_bb_set_size(&dev->latent, dev->nr_sectors);
 	/* the unit of poison is the logical block: a device cannot lose less */
 	if (!dev->byte_granular)
 		blk_bb_set_unit(&dev->bb, ((uint32_t)dev->lbs_mask + 1) >> BLK_SECTOR_SHIFT);
@@ -222,6 +225,25 @@ static int blk_dev_load_poison(struct blk_dev *dev, const struct blk_dev_config 
 	}
 	if (dev->badblocks_path) {
 		ret = blk_bb_file_load(&dev->bb, dev->badblocks_path, dev->nr_sectors, err, errlen);
+		if (ret)
+			return ret;
+	}
+	/* latent poison: the same rules and format, a file of its own */
+	if (!dev->byte_granular)
+		blk_bb_set_unit(&dev->latent, ((uint32_t)dev->lbs_mask + 1) >> BLK_SECTOR_SHIFT);
+	if (cfg->latent_path) {
+		dev->latent_path = strdup(cfg->latent_path);
+		if (!dev->latent_path)
+			return -ENOMEM;
+	} else if (dev->path && stat(dev->path, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (asprintf(&dev->latent_path, "%s.latent", dev->path) < 0) {
+			dev->latent_path = NULL;
+			return -ENOMEM;
+		}
+	}
+	if (dev->latent_path) {
+		ret = blk_bb_file_load(&dev->latent, dev->latent_path, dev->nr_sectors, err,
+		                       errlen);
 		if (ret)
 			return ret;
 	}
@@ -261,6 +283,7 @@ static void blk_dev_free(struct blk_dev *dev, unsigned hctx_inited, bool backend
 		free(dev->ctxs[i]);
 	}
 	blk_bb_destroy(&dev->bb);
+	blk_bb_destroy(&dev->latent);
 	if (dev->lock_fd >= 0)
 		close(dev->lock_fd);
 	pthread_mutex_destroy(&dev->poison_lock);
@@ -268,6 +291,7 @@ static void blk_dev_free(struct blk_dev *dev, unsigned hctx_inited, bool backend
 	free(dev->hctxs);
 	free(dev->path);
 	free(dev->badblocks_path);
+	free(dev->latent_path);
 	free(dev);
 }
 
@@ -309,6 +333,7 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 	dev->cfg.backend = type;
 	dev->cfg.path = NULL;
 	dev->cfg.badblocks_path = NULL;
+	dev->cfg.latent_path = NULL;
 	dev->cfg.scheduler = NULL;
 	dev->lock_fd = -1;
 	dev->queue_depth = depth;
@@ -320,6 +345,7 @@ int blk_dev_open(const struct blk_dev_config *cfg, struct blk_dev **devp, char *
 	pthread_mutex_init(&dev->poison_lock, NULL);
 	pthread_mutex_init(&dev->ctx_lock, NULL);
 	blk_bb_init(&dev->bb);
+	blk_bb_init(&dev->latent);
 	if (cfg->path && !(dev->path = strdup(cfg->path))) {
 		blk_dev_free(dev, 0, false);
 		return -ENOMEM;

@@ -57,6 +57,28 @@ blk_poison_filter(struct blk_hw_queue *hctx, struct blk_request *list, struct bl
 }
 #endif
 
+#if BLK_POISON_CHECKS
+/*
+ * Latent poison (emulation), before the poison filter: a read touching it
+ * finds it (it becomes poison, and the poison filter sends the read to the
+ * slow path, which fails it as a media error); a write makes it good.
+ */
+static __attribute__((noinline)) void blk_latent_filter(struct blk_dev *dev,
+                                                        struct blk_request *list)
+{
+	uint64_t lo = atomic_load_explicit(&dev->latent.lo, memory_order_relaxed);
+	uint64_t hi = atomic_load_explicit(&dev->latent.hi, memory_order_relaxed);
+
+	for (struct blk_request *rq = list; rq; rq = rq->rq_next) {
+		uint64_t nr = blk_rq_nr_sectors_span(rq);
+
+		if (rq->op == BLK_OP_FLUSH || !rq->bio || rq->sector >= hi || rq->sector + nr <= lo)
+			continue;
+		blk_latent_touch(dev, rq->sector, nr, rq->op == BLK_OP_READ);
+	}
+}
+#endif
+
 static void blk_backoff(struct blk_hw_queue *hctx)
 {
 	if (hctx->polled) {
@@ -159,7 +181,9 @@ void blk_mq_issue_list(struct blk_hw_queue *hctx, struct blk_request *list, stru
 	struct blk_comp_batch cb = {0};
 
 #if BLK_POISON_CHECKS
-	/* The only question the fast path asks about poison: is there any? */
+	/* The only questions the fast path asks about poison: is there any, known or latent? */
+	if (unlikely(!blk_bb_empty(&hctx->dev->latent)))
+		blk_latent_filter(hctx->dev, list);
 	if (unlikely(!blk_bb_empty(&hctx->dev->bb)))
 		list = blk_poison_filter(hctx, list, &cb);
 #endif

@@ -2,9 +2,10 @@
 /*
  * Poison bookkeeping above the table (badblocks.c): recording poison found
  * by a fault or a device error, forgetting it after a full overwrite (table,
- * emulation file, then the backend's poison_changed hook), the public
- * blk_poison_* calls and blk_direct_access(), which refuses poisoned ranges.
- * Calls badblocks.c; the backend only through dev->ops.
+ * emulation file, then the backend's poison_changed hook), latent poison
+ * found by a read, the public blk_poison_* calls and blk_direct_access(),
+ * which refuses poisoned ranges.  Calls badblocks.c; the backend only
+ * through dev->ops.
  */
 #include <errno.h>
 
@@ -38,6 +39,32 @@ int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
 	return blk_poison_change(dev, sector, nr, false);
+}
+
+void blk_latent_touch(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool read)
+{
+	struct blk_range r[16];
+	bool changed = false;
+	unsigned n, i;
+
+	pthread_mutex_lock(&dev->poison_lock);
+	while ((n = blk_bb_lookup(&dev->latent, sector, nr, r, 16, NULL))) {
+		for (i = 0; i < n; i++) {
+			blk_bb_clear(&dev->latent, r[i].sector, r[i].nr);
+			if (read && !blk_bb_add(&dev->bb, r[i].sector, r[i].nr) &&
+			    dev->ops->poison_changed)
+				dev->ops->poison_changed(dev, r[i].sector, r[i].nr);
+		}
+		changed = true;
+	}
+	if (changed) {
+		/* the new poison is written down before the latent file forgets it */
+		if (read && dev->badblocks_path)
+			blk_bb_file_store(&dev->bb, dev->badblocks_path);
+		if (dev->latent_path)
+			blk_bb_file_store(&dev->latent, dev->latent_path);
+	}
+	pthread_mutex_unlock(&dev->poison_lock);
 }
 
 int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr)
@@ -87,6 +114,12 @@ int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr
 	if (!len || pos >= dev->size || len > dev->size - pos)
 		return -EINVAL;
 #if BLK_POISON_CHECKS
+	/* a load from latent poison is a read that finds it */
+	if (unlikely(!blk_bb_empty(&dev->latent)))
+		blk_latent_touch(dev, pos >> BLK_SECTOR_SHIFT,
+		                 ((pos + len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) -
+		                         (pos >> BLK_SECTOR_SHIFT),
+		                 true);
 	if (unlikely(!blk_bb_empty(&dev->bb)) &&
 	    blk_bb_check(&dev->bb, pos >> BLK_SECTOR_SHIFT,
 	                 ((pos + len + BLK_SECTOR_SIZE - 1) >> BLK_SECTOR_SHIFT) -

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "mfs_cli.h"
 
 #define MAX_ROUNDS 6
 
@@ -38,10 +39,12 @@ static void usage(FILE *f)
 	        "  -p, -a          fix what is safe without questions, leave the rest (exit 4)\n"
 	        "  -y              fix everything that can be fixed\n"
 	        "  -f              force a full check (fsck.mendfs always checks everything)\n"
-	        "  -C FD           progress lines \"PASS DONE TOTAL DEVICE\" on FD (0: stdout)\n"
+	        "  -C FD           progress lines \"PASS DONE TOTAL DEVICE\" on FD; -C 0: a\n"
+	        "                  progress bar on the terminal (none if not a terminal)\n"
 	        "  --json          print the report as one JSON object\n"
 	        "  --zero-damaged  with -y: zero-init damaged file ranges in place, clear their\n"
-	        "                  poison, record the loss in trusted.mendfs.lost\n");
+	        "                  poison, record the loss in trusted.mendfs.lost\n"
+	        "  -V, --version   print \"fsck.mendfs VERSION\"; --help: this text\n");
 }
 
 static void round_reset(struct fsck_ctx *ctx)
@@ -173,11 +176,14 @@ int fsck_main(int argc, char **argv)
 	        {"json", no_argument, NULL, 'J'},
 	        {"zero-damaged", no_argument, NULL, 'Z'},
 	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct fsck_ctx ctx = {.mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1};
+	static const char optstring[] = "npayfvC:hV";
+	struct fsck_ctx ctx = {
+	        .mode = MODE_ASK, .progress_fd = -1, .lock_fd = -1, .bar = {.fd = -1}};
 	unsigned modes = 0, meta_errors = 0, damaged_files = 0;
-	char err[512] = "";
+	char err[512] = "", msg[256];
 	int c, ret, exit_code = 0;
 	struct sigaction sa = {.sa_handler = on_signal};
 
@@ -185,7 +191,7 @@ int fsck_main(int argc, char **argv)
 	ctx.json = json_option(argc, argv);
 	optind = 0; /* a full getopt reset: fsck_main may run more than once */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "npayfvC:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, optstring, lopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			ctx.mode = MODE_NO;
@@ -227,11 +233,10 @@ int fsck_main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return FSCK_OK;
+		case 'V':
+			return mfs_cli_version("fsck.mendfs");
 		default:
-			if (optopt && optopt != '?')
-				fsck_fatal(&ctx, "unknown option or missing argument: -%c", optopt);
-			else
-				fsck_fatal(&ctx, "unknown option: %s", argv[optind - 1]);
+			fsck_fatal(&ctx, "%s", mfs_cli_optmsg(msg, sizeof(msg), argv, optstring));
 			usage(stderr);
 			return fsck_exit_error(&ctx, FSCK_USAGE);
 		}
@@ -251,6 +256,8 @@ int fsck_main(int argc, char **argv)
 		return fsck_exit_error(&ctx, FSCK_USAGE);
 	}
 	ctx.device = argv[optind];
+	if (ctx.progress_fd == 0) /* the report's stream, if it is a terminal */
+		mfs_progress_init(&ctx.bar, ctx.json ? STDERR_FILENO : STDOUT_FILENO, ctx.device);
 	if (ctx.mode == MODE_ASK && !isatty(STDIN_FILENO)) {
 		fsck_fatal(&ctx, "interactive repairs need a terminal: give -n, -p or -y");
 		return fsck_exit_error(&ctx, FSCK_ERROR);
@@ -360,6 +367,7 @@ int fsck_main(int argc, char **argv)
 				           strerror(-ret));
 		}
 	}
+	mfs_progress_clear(&ctx.bar);
 	for (uint64_t ino = 1; ino <= ctx.sb.nr_inodes; ino++)
 		damaged_files += ctx.ino[ino].damaged;
 
@@ -381,7 +389,7 @@ int fsck_main(int argc, char **argv)
 	} else {
 		fsck_damage_report(&ctx, stdout);
 		for (size_t i = 0; i < ctx.nzeroed; i++) {
-			char *path = fsck_path(&ctx, ctx.zeroed[i].ino);
+			char *path = fsck_path_shown(&ctx, ctx.zeroed[i].ino);
 
 			printf("%s  %s: bytes %llu-%llu zero-initialised (recorded in "
 			       "trusted.mendfs.lost)\n",

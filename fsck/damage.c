@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "fsck.h"
+#include "mfs_json.h"
 
 void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
                         uint64_t pblk, uint64_t len)
@@ -111,6 +112,23 @@ unreachable:
 	if (asprintf(&out, "<inode %llu>", (unsigned long long)ino) < 0)
 		out = NULL;
 	return out;
+}
+
+char *fsck_path_shown(struct fsck_ctx *ctx, uint64_t ino)
+{
+	char *path = fsck_path(ctx, ino), *shown = path ? mfs_name_escape(path) : NULL;
+
+	free(path);
+	return shown;
+}
+
+/* "  @what@line\n" with @line escaped: a line of the report names files. */
+static void report_line(FILE *out, const char *what, const char *line)
+{
+	char *shown = mfs_name_escape(line);
+
+	fprintf(out, "  %s%s\n", what, shown ? shown : "?");
+	free(shown);
 }
 
 static void add_meta_line(struct fsck_ctx *ctx, char *line)
@@ -298,7 +316,7 @@ void fsck_damage_report(struct fsck_ctx *ctx, FILE *out)
 	        ctx->npoison == 1 ? "" : "s");
 	for (i = 0; i < ctx->ndamage; i++) {
 		const struct fsck_range *r = &ctx->damage[i];
-		char *path = fsck_path(ctx, r->ino);
+		char *path = fsck_path_shown(ctx, r->ino);
 
 		fprintf(out, "  %s: bytes %llu-%llu (%llu bytes) damaged\n", path ? path : "?",
 		        (unsigned long long)r->off, (unsigned long long)(r->off + r->len - 1),
@@ -306,7 +324,7 @@ void fsck_damage_report(struct fsck_ctx *ctx, FILE *out)
 		free(path);
 	}
 	for (i = 0; i < ctx->nmeta_damage; i++)
-		fprintf(out, "  metadata: %s\n", ctx->meta_damage[i]);
+		report_line(out, "metadata: ", ctx->meta_damage[i]);
 	for (i = 0; i < ctx->nfree_damage; i++)
-		fprintf(out, "  %s\n", ctx->free_damage[i]);
+		report_line(out, "", ctx->free_damage[i]);
 }

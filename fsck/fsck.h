@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "mfs.h"
+#include "mfs_progress.h"
 
 /* Sizes of the format (include/mendfs/format.h) the passes parse by hand */
 #define DIRENT_HDR ((unsigned)offsetof(struct mfs_dirent, name)) /* 10 */
@@ -78,12 +79,14 @@ enum pr_code {
 	PR_XATTR_BAD,
 	PR_XATTR_VALUE,
 	PR_FILE_SIZE,
+	PR_ACL_BAD,
 	PR_DIRENT_BAD,
 	PR_DIRENT_INO,
 	PR_DIRENT_TYPE,
 	PR_DIR_HARDLINK,
 	PR_DIR_PARENT,
 	PR_DIR_ENTRIES,
+	PR_LINK_MAX,
 	PR_ROOT_BAD,
 	PR_UNREACHABLE,
 	PR_NO_LPF,
@@ -212,6 +215,7 @@ struct fsck_ctx {
 	enum fsck_mode mode;
 	bool force, json, zero_damaged, verbose;
 	int progress_fd;
+	struct mfs_progress bar; /* -C 0: the bar on a terminal (fd -1: none) */
 	bool cancelled;
 	char fatal[512]; /* why the run ended in error (fsck_fatal), for --json */
 
@@ -385,7 +389,17 @@ int fsck_pass1_inodes(struct fsck_ctx *ctx);
 /* The xattr tree entry callback of pass 1 (pass1_xattr.c); @arg points to the inode number. */
 int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint8_t *val,
                        uint16_t len);
-/* Can the filesystem get and remove an xattr of this name (user., trusted., security., system.)? */
+/*
+ * Check xattr @name (@nl bytes) of inode @ino (of @mode), value @val of @vl
+ * bytes, against the core's ACL rules (mfs_acl_check) if it is an ACL.
+ * Returns true when it is bad and its removal was decided (F0114).
+ */
+bool fsck_xattr_acl_bad(struct fsck_ctx *ctx, uint64_t ino, uint32_t mode, const uint8_t *name,
+                        unsigned nl, const void *val, size_t vl);
+/*
+ * Can the filesystem get and remove an xattr of this name (user., trusted.,
+ * security., system. and at least one byte; no NUL byte)?
+ */
 bool fsck_xattr_name_ok(const uint8_t *name, unsigned len);
 int fsck_pass2_dirs(struct fsck_ctx *ctx);
 int fsck_pass3_connect(struct fsck_ctx *ctx);
@@ -400,6 +414,8 @@ void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint6
 int fsck_repair_library(struct fsck_ctx *ctx);
 /* Path of @ino from the root ("<inode N>" when unreachable), malloc'ed. */
 char *fsck_path(struct fsck_ctx *ctx, uint64_t ino);
+/* fsck_path() escaped for the human report, as `ls -b` shows it (mfs_name_escape). */
+char *fsck_path_shown(struct fsck_ctx *ctx, uint64_t ino);
 
 /* The program (cli.c): options, rounds, report.  Returns the fsck(8) exit status. */
 int fsck_main(int argc, char **argv);

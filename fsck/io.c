@@ -52,9 +52,19 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 			return ret;
 		}
 		/* a device that cannot be opened: blk_dev_open says why */
-	} else if (ctx->read_only && mfs_dev_lock_holder(ctx->device) > 0) {
+	} else if (ctx->read_only) {
+		pid_t holder = mfs_dev_lock_holder(ctx->device);
+
 		/* -n takes no lock, but would read a filesystem an exiting daemon still writes */
-		mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs");
+		if (holder > 0)
+			mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs");
+		/* as e2fsck: checked while the daemon writes, the report may not hold */
+		if (mfs_dev_mounted(ctx->device, holder > 0 ? holder : 0))
+			fprintf(stderr,
+			        "fsck.mendfs: warning: %s is mounted; the daemon writes it while "
+			        "it "
+			        "is checked, so the results may be inaccurate\n",
+			        ctx->device);
 	}
 	cfg.path = ctx->device;
 	cfg.flags = ctx->read_only ? BLK_CFG_READONLY : 0;

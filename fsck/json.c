@@ -24,6 +24,7 @@ void fsck_fatal(struct fsck_ctx *ctx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	mfs_progress_clear(&ctx->bar);
 	fprintf(stderr, "fsck.mendfs: %s\n", msg);
 	if (!ctx->fatal[0]) /* the first message says why the run ended */
 		memcpy(ctx->fatal, msg, sizeof(msg));

@@ -442,6 +442,16 @@ static bool inode_fields(struct fsck_ctx *ctx, uint64_t ino, struct mfs_inode *d
 			if (r[0] == 0 || r[1] != 0 || len > used - off || /* inline: no flags */
 			    !fsck_xattr_name_ok(r + XHDR, r[0]))
 				break;
+			if (fsck_xattr_acl_bad(ctx, ino, di->mode, r + XHDR, r[0], r + XHDR + r[0],
+			                       len - XHDR - r[0])) {
+				/* remove the record: the ones after it move down */
+				memmove(di->inline_xattr + off, r + len, used - off - len);
+				used -= len;
+				memset(di->inline_xattr + used, 0, sizeof(di->inline_xattr) - used);
+				di->inline_xattr_len = (uint16_t)used;
+				changed = true;
+				continue;
+			}
 			off += len;
 		}
 		if (off != di->inline_xattr_len) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pass 1, xattrs (FORMAT.md §7.4, §7.5): the entries of an inode's xattr
- * tree, called by the tree walker for each entry of a sound leaf.
+ * tree, called by the tree walker for each entry of a sound leaf, and the
+ * ACL check of inline xattrs too.
  *
  *  - framing: lengths add up, known flags, the key is the name's key;
  *  - an out-of-line value: its reference (sizes, blocks in the meta zone),
@@ -12,11 +13,17 @@
  *    checksum.  A sound value claims its blocks (OWN_INODE(ino, 0)); a bad
  *    one is removed (F0112) and its blocks, claimed by nothing, are freed by
  *    pass 5.  Left in place (not fixed), it claims what it names, so that
- *    pass 5 frees nothing still referenced.
+ *    pass 5 frees nothing still referenced;
+ *  - an ACL (system.posix_acl_access, system.posix_acl_default), wherever
+ *    its value is (inline, in the tree, out of line): the core's own rules
+ *    (mfs_acl_check): well formed, no default ACL on a non-directory, no ACL
+ *    on a symlink.  A bad one is removed (F0114; its out-of-line blocks are
+ *    freed by pass 5).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "fsck.h"
@@ -56,12 +63,13 @@ static void claim_rest(struct fsck_ctx *ctx, uint64_t ino, const uint8_t *ref, u
 }
 
 /*
- * Check the value an out-of-line record names.  NULL when sound (its blocks
- * claimed), else why not, in @why.
+ * Check the value an out-of-line record names.  NULL when sound (*valp gets
+ * the value, *sizep its size: free it; its blocks are not claimed yet), else
+ * why not, in @why.
  */
 static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t *name, unsigned nl,
                                const uint8_t *ref, unsigned rlen, char *why, size_t whylen,
-                               unsigned *nrp)
+                               unsigned *nrp, uint8_t **valp, uint32_t *sizep)
 {
 	struct mfs_xattr_ref r;
 	uint8_t *val = NULL, *blk = NULL;
@@ -134,18 +142,46 @@ static const char *check_value(struct fsck_ctx *ctx, uint64_t ino, const uint8_t
 		snprintf(why, whylen, "the value (%u bytes) fails its checksum", r.size);
 		bad = why;
 	}
-	if (!bad)
-		for (i = 0; i < r.nr_blocks; i++)
-			ctx->meta_owner[ref_block(ref, i) - ctx->sb.meta_start] = OWN_INODE(ino, 0);
-	free(val);
 	free(blk);
-	return bad;
+	if (bad) {
+		free(val);
+		return bad;
+	}
+	*valp = val;
+	*sizep = r.size;
+	return NULL;
+}
+
+bool fsck_xattr_acl_bad(struct fsck_ctx *ctx, uint64_t ino, uint32_t mode, const uint8_t *name,
+                        unsigned nl, const void *val, size_t vl)
+{
+	char nm[256];
+	const char *why;
+	int type;
+
+	if (nl >= sizeof(nm) || memchr(name, 0, nl))
+		return false;
+	memcpy(nm, name, nl);
+	nm[nl] = '\0';
+	type = mfs_acl_type(nm);
+	if (!type || !mfs_acl_check(val, vl, type, mode, &why))
+		return false;
+	return fsck_fix_problem(ctx, PR_ACL_BAD, "inode %llu (%s): %s (%zu bytes): %s: remove it",
+	                        (unsigned long long)ino,
+	                        S_ISDIR(mode)   ? "directory"
+	                        : S_ISLNK(mode) ? "symlink"
+	                        : S_ISREG(mode) ? "regular file"
+	                                        : "special file",
+	                        nm, vl, why);
 }
 
 bool fsck_xattr_name_ok(const uint8_t *name, unsigned len)
 {
 	static const char *const prefixes[] = {"user.", "trusted.", "security.", "system."};
 
+	/* names are C strings to the filesystem: a NUL inside one names another xattr */
+	if (memchr(name, 0, len))
+		return false;
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
 		size_t pl = strlen(prefixes[i]);
 
@@ -159,6 +195,8 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
                        uint16_t len)
 {
 	uint64_t ino = *(uint64_t *)arg;
+	uint32_t mode = ctx->ino[ino].mode, size = 0;
+	uint8_t *value = NULL;
 	unsigned nl = len >= XHDR ? val[0] : 0, flags = len >= XHDR ? val[1] : 0,
 	         vl = len >= XHDR ? (unsigned)(val[2] | val[3] << 8) : 0, nr;
 	const char *bad;
@@ -176,14 +214,25 @@ int fsck_xattr_tree_fn(struct fsck_ctx *ctx, void *arg, uint64_t key, const uint
 	if (!fsck_xattr_name_ok(val + XHDR, nl) &&
 	    fsck_fix_problem(ctx, PR_XATTR_BAD,
 	                     "inode %llu: xattr %.*s has no namespace the filesystem knows "
-	                     "(user., trusted., security., system. and a name): remove it",
+	                     "(user., trusted., security., system. and a name) or a NUL "
+	                     "byte in its name: remove it",
 	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR))
 		return ENT_DROP;
 	if (!(flags & MFS_XATTR_F_BLOCKS))
+		return fsck_xattr_acl_bad(ctx, ino, mode, val + XHDR, nl, val + XHDR + nl, vl)
+		               ? ENT_DROP
+		               : ENT_OK;
+	bad = check_value(ctx, ino, val + XHDR, nl, val + XHDR + nl, vl, why, sizeof(why), &nr,
+	                  &value, &size);
+	if (!bad) {
+		bool drop = fsck_xattr_acl_bad(ctx, ino, mode, val + XHDR, nl, value, size);
+
+		free(value);
+		if (drop) /* its blocks, claimed by nothing, are freed by pass 5 */
+			return ENT_DROP;
+		claim_rest(ctx, ino, val + XHDR + nl, nr);
 		return ENT_OK;
-	bad = check_value(ctx, ino, val + XHDR, nl, val + XHDR + nl, vl, why, sizeof(why), &nr);
-	if (!bad)
-		return ENT_OK;
+	}
 	if (fsck_fix_problem(ctx, PR_XATTR_VALUE, "inode %llu: xattr %.*s: %s: remove the xattr",
 	                     (unsigned long long)ino, (int)nl, (const char *)val + XHDR, bad))
 		return ENT_DROP;

@@ -3,9 +3,10 @@
  * Pass 2: directory entries against the inodes they name (FORMAT.md §7.4,
  * §13).  Every entry collected in pass 1 must name a live inode (F0202) with
  * the inode's type (F0203); a directory has exactly one entry (the one in
- * its `parent`, else the first found) and the root none (F0204).  Then per
- * directory: `dir_entries` equals the entries (F0206) and `parent` names the
- * directory holding its entry (F0205).  Directories whose trees lost entries
+ * its `parent`, else the first found) and the root none (F0204); any other
+ * inode at most MFS_LINK_MAX (F0207).  Then per directory: `dir_entries`
+ * equals the entries (F0206) and `parent` names the directory holding its
+ * entry (F0205).  Directories whose trees lost entries
  * or need entries changed are rebuilt from their good entries (repair.c).
  */
 #include <errno.h>
@@ -117,13 +118,25 @@ int fsck_pass2_dirs(struct fsck_ctx *ctx)
 			ctx->ino[d->dir].dir_rebuild = true;
 		d->bad = true;
 	}
-	/* counts */
+	/* counts; a non-directory keeps its first MFS_LINK_MAX entries (no more is valid) */
 	for (i = 0; i < ctx->ndents; i++) {
 		struct fsck_dirent *d = &ctx->dents[i];
+		struct fsck_inode *t = &ctx->ino[d->ino];
 
 		if (d->bad)
 			continue;
-		ctx->ino[d->ino].refs++;
+		if (!S_ISDIR(t->mode) && t->refs >= MFS_LINK_MAX &&
+		    fsck_fix_problem(
+		            ctx, PR_LINK_MAX,
+		            "directory inode %llu: entry '%s' is a link of inode %llu past "
+		            "the most a file may have (%u): remove it",
+		            (unsigned long long)d->dir, dname(ctx, d, name, sizeof(name)),
+		            (unsigned long long)d->ino, MFS_LINK_MAX)) {
+			ctx->ino[d->dir].dir_rebuild = true;
+			d->bad = true;
+			continue;
+		}
+		t->refs++;
 		if (d->keeper)
 			ctx->ino[d->dir].subdirs++;
 	}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "mfs_json.h"
 
 static const struct fsck_pr_desc pr_table[PR_MAX] = {
         /* pass 0: superblock and journal */
@@ -64,6 +65,9 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
         [PR_FILE_SIZE] = {PR_FILE_SIZE, "F0113", "PR_FILE_SIZE", 0,
                           "cut the file at the largest file size (1 PiB): an extent reaching "
                           "past it is shortened (removed if it starts there), the size lowered"},
+        [PR_ACL_BAD] = {PR_ACL_BAD, "F0114", "PR_ACL_BAD", 0,
+                        "remove the ACL xattr (the mode alone then decides access; not under -p: "
+                        "that can give the owning group more than its ACL entry did)"},
         /* pass 2: directory entries */
         [PR_DIRENT_BAD] = {PR_DIRENT_BAD, "F0201", "PR_DIRENT_BAD", 0, "remove the entry"},
         [PR_DIRENT_INO] = {PR_DIRENT_INO, "F0202", "PR_DIRENT_INO", 0, "remove the entry"},
@@ -75,6 +79,8 @@ static const struct fsck_pr_desc pr_table[PR_MAX] = {
                            "set the parent to the directory holding its entry"},
         [PR_DIR_ENTRIES] = {PR_DIR_ENTRIES, "F0206", "PR_DIR_ENTRIES", PRF_PREEN,
                             "set the count to the entries found"},
+        [PR_LINK_MAX] = {PR_LINK_MAX, "F0207", "PR_LINK_MAX", 0,
+                         "remove the entries past the 65000th (the inode keeps its other names)"},
         /* pass 3: connectivity */
         [PR_ROOT_BAD] = {PR_ROOT_BAD, "F0301", "PR_ROOT_BAD", 0,
                          "recreate an empty root directory (everything else goes to /lost+found)"},
@@ -126,6 +132,7 @@ void fsck_log(struct fsck_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;
 
+	mfs_progress_clear(&ctx->bar);
 	va_start(ap, fmt);
 	vfprintf(msg_out(ctx), fmt, ap);
 	va_end(ap);
@@ -161,12 +168,14 @@ bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, 
 	const char *answer;
 	bool fix;
 	va_list ap;
-	char *msg = NULL;
+	char *msg = NULL, *shown;
 
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
+	/* the report line shows names escaped (ls -b); JSON and the record keep them exact */
+	shown = msg ? mfs_name_escape(msg) : NULL;
 
 	if (pd->flags & PRF_NOFIX) {
 		fix = ctx->zero_damaged && ctx->mode == MODE_YES;
@@ -183,13 +192,14 @@ bool fsck_fix_problem(struct fsck_ctx *ctx, enum pr_code code, const char *fmt, 
 		fix = true;
 		answer = "yes";
 	} else {
-		fsck_log(ctx, "%s: %s\n", pd->id, msg ? msg : pd->name);
+		fsck_log(ctx, "%s: %s\n", pd->id, shown ? shown : pd->name);
 		fix = ask(ctx);
 		answer = fix ? "yes" : "no";
 	}
 	if (ctx->mode != MODE_ASK || (pd->flags & PRF_NOFIX) || ctx->read_only)
-		fsck_log(ctx, "%s: %s  %s%s\n", pd->id, msg ? msg : pd->name,
+		fsck_log(ctx, "%s: %s  %s%s\n", pd->id, shown ? shown : pd->name,
 		         (pd->flags & PRF_NOFIX) ? "" : "Fix? ", answer);
+	free(shown);
 	if (fix) {
 		ctx->round_fixes++;
 	} else {
@@ -224,12 +234,23 @@ void fsck_progress(struct fsck_ctx *ctx, int pass, uint64_t cur, uint64_t max)
 {
 	if (fsck_cancel)
 		ctx->cancelled = true;
+	/* where each pass starts, in tenths of a percent of the whole check (as e2fsck weighs them)
+	 */
+	static const unsigned start[] = {0, 20, 700, 800, 850, 900, 1000};
+
 	if (ctx->progress_fd < 0)
 		return;
-	dprintf(ctx->progress_fd == 0 ? (ctx->json ? STDERR_FILENO : STDOUT_FILENO)
-	                              : ctx->progress_fd,
-	        "%d %llu %llu %s\n", pass, (unsigned long long)cur, (unsigned long long)max,
-	        ctx->device);
+	if (ctx->progress_fd == 0) {
+		if (pass >= 0 && pass <= 5 && max)
+			mfs_progress_update(&ctx->bar,
+			                    start[pass] * 1000ull +
+			                            (start[pass + 1] - start[pass]) * 1000ull *
+			                                    (cur < max ? cur : max) / max,
+			                    1000000);
+		return;
+	}
+	dprintf(ctx->progress_fd, "%d %llu %llu %s\n", pass, (unsigned long long)cur,
+	        (unsigned long long)max, ctx->device);
 }
 
 int fsck_vec_grow(void **v, size_t *cap, size_t n, size_t size)

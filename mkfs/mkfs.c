@@ -7,7 +7,7 @@
  *
  * Steps: parse; create or size the image (SIZE); open through the block
  * engine; compute the layout (FORMAT.md "How mkfs sizes the areas"); refuse
- * a device holding a recognisable signature (without -f) or poison under a
+ * a device holding a mendfs or what libblkid finds (without -f), or poison under a
  * fixed area; write the zeroed journal, bitmaps, inode table and root inode,
  * each with its twin; write the backup then the primary superblock; flush.
  * Exit 0 on success, 1 on any error, with "mkfs.mendfs: DEVICE: what" on
@@ -28,13 +28,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mfs.h"
-#include "mfs_devlock.h"
+#include <blkid.h>
 
-#define PROG  "mkfs.mendfs"
-#define USAGE "usage: mkfs.mendfs [-f] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"
+#include "mfs.h"
+#include "mfs_cli.h"
+#include "mfs_devlock.h"
+#include "mfs_progress.h"
+
+#define PROG "mkfs.mendfs"
+#define USAGE                                                                                      \
+	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"        \
+	"       mkfs.mendfs -V|--version|--help\n"
 
 #define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
+#define MKFS_PROGRESS_MIN    (1ull << 30)  /* a progress bar from this size on (a terminal only) */
 #define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
 #define MKFS_JOURNAL_MAX     ((128ull << 20) / MFS_BLOCK_SIZE)
 #define MKFS_BYTES_PER_INODE (16ull << 10)
@@ -67,10 +74,22 @@ struct mkfs_layout {
 static const char *g_device = NULL;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The bar on stdout while the areas are written (fd -1: none). */
+static struct mfs_progress g_bar = {.fd = -1};
+static uint64_t g_bar_done, g_bar_total;
+
+/* @n more blocks written. */
+static void progress(uint64_t n)
+{
+	g_bar_done += n;
+	mfs_progress_update(&g_bar, g_bar_done, g_bar_total);
+}
+
 static void fail(const char *fmt, ...)
 {
 	va_list ap;
 
+	mfs_progress_clear(&g_bar);
 	if (g_device)
 		fprintf(stderr, PROG ": %s: ", g_device);
 	else
@@ -135,13 +154,21 @@ static int parse_size(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 {
+	static const char optstring[] = "+fFqL:N:J:hV";
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
+	char msg[256];
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	opterr = 0;
-	while ((c = getopt(argc, argv, "+fqL:N:J:h")) != -1) {
+	while ((c = getopt_long(argc, argv, optstring, lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
+		case 'F': /* mke2fs's spelling */
 			o->force = true;
 			break;
 		case 'q':
@@ -188,12 +215,11 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 		case 'h':
 			fputs(USAGE, stdout);
 			exit(0);
+		case 'V':
+			exit(mfs_cli_version("mkfs.mendfs"));
 		case '?':
 		default:
-			if (optopt == 'L' || optopt == 'N' || optopt == 'J')
-				fail("option -%c needs an argument", optopt);
-			else
-				fail("unknown option -%c", optopt ? optopt : '?');
+			fail("%s", mfs_cli_optmsg(msg, sizeof(msg), argv, optstring));
 			fputs(USAGE, stderr);
 			return -EINVAL;
 		}
@@ -328,47 +354,76 @@ static uint64_t le64(const uint8_t *p)
 	return v;
 }
 
-/* Name of the first recognisable signature on the device, or NULL. */
-static const char *find_signature(struct blk_dev *dev, uint64_t nr_blocks, uint8_t *buf,
-                                  size_t buflen, int *err)
+/*
+ * A mendfs superblock (primary or backup) on the device: libblkid does not
+ * know mendfs.  Read through the engine (poison-safe).  Returns its name or
+ * NULL, *err = 0 or -errno.
+ */
+static const char *find_mendfs(struct blk_dev *dev, uint64_t nr_blocks, uint8_t *buf, int *err)
 {
-	/* 17 blocks cover everything up to btrfs's magic at 65600. */
-	const size_t head = 17 * MFS_BLOCK_SIZE;
-	static const uint8_t luks[6] = {'L', 'U', 'K', 'S', 0xba, 0xbe};
-	const uint8_t *b = buf;
-
-	*err = 0;
-	if (buflen < head)
-		return NULL;
-	*err = blk_read(dev, 0, buf, head, BLK_BIO_RECOVERY);
+	*err = blk_read(dev, 0, buf, MFS_BLOCK_SIZE, BLK_BIO_RECOVERY);
 	if (*err)
 		return NULL;
-	if (le64(b + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
+	if (le64(buf + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
 		return "a mendfs filesystem (primary superblock)";
-	if (b[1080] == 0x53 && b[1081] == 0xef)
-		return "an ext2/ext3/ext4 filesystem";
-	if (!memcmp(b, "XFSB", 4))
-		return "an XFS filesystem";
-	if (!memcmp(b + 65600, "_BHRfS_M", 8))
-		return "a btrfs filesystem";
-	if (!memcmp(b + 4086, "SWAPSPACE2", 10))
-		return "a swap area";
-	if (!memcmp(b, luks, sizeof(luks)))
-		return "a LUKS header";
-	if (!memcmp(b + 512, "EFI PART", 8))
-		return "a partition table (GPT)";
-	if (b[510] == 0x55 && b[511] == 0xaa) {
-		for (int i = 0; i < 4; i++)
-			if (b[446 + 16 * i + 4] != 0)
-				return "a partition table (MBR)";
-	}
 	*err = blk_read(dev, (nr_blocks - 1) * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE,
 	                BLK_BIO_RECOVERY);
 	if (*err)
 		return NULL;
-	if (le64(b + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
+	if (le64(buf + offsetof(struct mfs_superblock, magic)) == MFS_SB_MAGIC)
 		return "a mendfs filesystem (backup superblock)";
 	return NULL;
+}
+
+/* Appends ` NAME="VALUE"` of the current probe result, if it has NAME. */
+static void add_value(blkid_probe pr, const char *name, char *out, size_t len)
+{
+	const char *v;
+	size_t o = strlen(out);
+
+	if (!blkid_probe_lookup_value(pr, name, &v, NULL) && v[0] && o < len)
+		snprintf(out + o, len - o, " %s=\"%s\"", name, v);
+}
+
+/*
+ * Every signature libblkid knows on @path (as wipefs lists them): filesystems,
+ * RAID members, LVM physical volumes, crypto headers, swap, partition tables.
+ * Writes them into @out as blkid prints them (TYPE="ext4" LABEL="x" UUID="…",
+ * PTTYPE="dos"), "; " between two.  Returns how many, or -errno when the
+ * device cannot be probed.
+ */
+static int find_blkid(const char *path, char *out, size_t len)
+{
+	blkid_probe pr;
+	int n = 0;
+
+	out[0] = '\0';
+	pr = blkid_new_probe_from_filename(path);
+	if (!pr)
+		return errno ? -errno : -EIO;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL |
+	                                              BLKID_SUBLKS_UUID | BLKID_SUBLKS_BADCSUM);
+	blkid_probe_enable_partitions(pr, 1);
+	blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
+	while (blkid_do_probe(pr) == 0) {
+		size_t o = strlen(out);
+
+		if (o + 1 >= len)
+			break;
+		if (n++)
+			snprintf(out + o, len - o, ";");
+		if (!blkid_probe_has_value(pr, "TYPE")) {
+			add_value(pr, "PTTYPE", out, len);
+			add_value(pr, "PTUUID", out, len);
+		} else {
+			add_value(pr, "TYPE", out, len);
+			add_value(pr, "LABEL", out, len);
+			add_value(pr, "UUID", out, len);
+		}
+	}
+	blkid_free_probe(pr);
+	return n;
 }
 
 /* Fixed areas: poison under any of them refuses the device. */
@@ -532,6 +587,7 @@ static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, u
 		               l->meta_twin + (l->inode_table_start + k - l->meta_start), buf, n))
 			return -EIO;
 		k += n;
+		progress(n);
 	}
 	return 0;
 }
@@ -685,6 +741,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	struct mfs_superblock *sb = NULL;
 	uint8_t *buf = NULL;
 	const char *sig;
+	struct stat st;
 	uint64_t rnd[5], seed, data_poison = 0;
 	int64_t now;
 	char err[256];
@@ -722,7 +779,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		goto out;
 	}
 
-	sig = find_signature(dev, l.nr_blocks, buf, (size_t)MKFS_CHUNK * MFS_BLOCK_SIZE, &ret);
+	sig = find_mendfs(dev, l.nr_blocks, buf, &ret);
 	if (ret) {
 		fail("cannot read the device: %s", strerror(-ret));
 		goto out;
@@ -731,6 +788,23 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		fail("contains %s; use -f to overwrite it", sig);
 		ret = -EEXIST;
 		goto out;
+	}
+	/* libblkid probes block devices and images; not a device DAX character device */
+	if (!o->force && !stat(o->device, &st) && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		char found[1024];
+
+		ret = find_blkid(o->device, found, sizeof(found));
+		if (ret < 0) {
+			fail("cannot probe the device for signatures (libblkid): %s",
+			     strerror(-ret));
+			goto out;
+		}
+		if (ret > 0) {
+			fail("contains a signature libblkid knows:%s; use -f to overwrite it",
+			     found);
+			ret = -EEXIST;
+			goto out;
+		}
 	}
 	ret = check_poison(dev, &l, &data_poison);
 	if (ret)
@@ -749,9 +823,15 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	ret = write_both(dev, 0, l.nr_blocks - 1, buf, 1);
 	if (ret)
 		goto out;
+	if (!o->quiet && info.size >= MKFS_PROGRESS_MIN)
+		mfs_progress_init(&g_bar, STDOUT_FILENO, o->device);
+	g_bar_total = 2 * l.journal_len + l.meta_bitmap_blocks + l.inode_bitmap_blocks +
+	              l.data_bitmap_blocks + l.inode_table_blocks + 1;
 	ret = zero_area(dev, l.journal_start, l.journal_len);
+	progress(l.journal_len);
 	if (!ret)
 		ret = zero_area(dev, l.journal_twin, l.journal_len);
+	progress(l.journal_len);
 	if (ret)
 		goto out;
 	ret = write_bitmap(dev, &l, seed, buf, l.meta_bitmap_start, l.meta_bitmap_blocks,
@@ -762,6 +842,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	if (!ret)
 		ret = write_bitmap(dev, &l, seed, buf, l.data_bitmap_start, l.data_bitmap_blocks,
 		                   l.data_len, 0);
+	progress(l.meta_bitmap_blocks + l.inode_bitmap_blocks + l.data_bitmap_blocks);
 	if (!ret)
 		ret = write_inode_table(dev, &l, seed, buf, now, rnd[4]);
 	if (ret)
@@ -780,6 +861,8 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	ret = flush(dev);
 	if (ret)
 		goto out;
+	progress(1);
+	mfs_progress_clear(&g_bar);
 	if (!o->quiet)
 		print_summary(o, &info, &l, sb, data_poison);
 out:

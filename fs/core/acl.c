@@ -63,7 +63,8 @@ int mfs_acl_type(const char *name)
 	return 0;
 }
 
-int mfs_acl_valid(const void *value, size_t size)
+/* posix_acl_valid(): 0, or -EINVAL with the rule broken in *why. */
+static int acl_valid(const void *value, size_t size, const char **why)
 {
 	/* states of posix_acl_valid(): what may come next */
 	enum { USER_OBJ, USER, GROUP, OTHER, DONE } state = USER_OBJ;
@@ -72,15 +73,22 @@ int mfs_acl_valid(const void *value, size_t size)
 	size_t i, n;
 
 	if (!v || size < MFS_ACL_HDR_SIZE + MFS_ACL_ENTRY_SIZE ||
-	    (size - MFS_ACL_HDR_SIZE) % MFS_ACL_ENTRY_SIZE)
+	    (size - MFS_ACL_HDR_SIZE) % MFS_ACL_ENTRY_SIZE) {
+		*why = "its size is not a 4-byte header and one or more 8-byte entries";
 		return -EINVAL;
+	}
 	if (((uint32_t)v[0] | (uint32_t)v[1] << 8 | (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24) !=
-	    MFS_ACL_VERSION)
+	    MFS_ACL_VERSION) {
+		*why = "its version is not 2";
 		return -EINVAL;
+	}
 	n = ent_count(size);
 	for (i = 0; i < n; i++) {
-		if (ent_perm(v, i) & ~RWX)
+		if (ent_perm(v, i) & ~RWX) {
+			*why = "an entry has permission bits beyond rwx";
 			return -EINVAL;
+		}
+		*why = "its entries are out of order, repeated or missing";
 		switch (ent_tag(v, i)) {
 		case MFS_ACL_USER_OBJ:
 			if (state != USER_OBJ)
@@ -89,9 +97,12 @@ int mfs_acl_valid(const void *value, size_t size)
 			break;
 		case MFS_ACL_USER:
 		case MFS_ACL_GROUP:
-			if (state != (ent_tag(v, i) == MFS_ACL_USER ? USER : GROUP) ||
-			    ent_id(v, i) == MFS_ACL_UNDEFINED_ID)
+			if (state != (ent_tag(v, i) == MFS_ACL_USER ? USER : GROUP))
 				return -EINVAL;
+			if (ent_id(v, i) == MFS_ACL_UNDEFINED_ID) {
+				*why = "a named entry has no id";
+				return -EINVAL;
+			}
 			needs_mask = true;
 			break;
 		case MFS_ACL_GROUP_OBJ:
@@ -105,15 +116,50 @@ int mfs_acl_valid(const void *value, size_t size)
 			state = OTHER;
 			break;
 		case MFS_ACL_OTHER:
-			if (state != OTHER && !(state == GROUP && !needs_mask))
+			if (state != OTHER && !(state == GROUP && !needs_mask)) {
+				if (state == GROUP)
+					*why = "it has named entries but no mask entry";
 				return -EINVAL;
+			}
 			state = DONE;
 			break;
 		default:
+			*why = "an entry has an unknown tag";
 			return -EINVAL;
 		}
 	}
-	return state == DONE ? 0 : -EINVAL;
+	if (state != DONE)
+		return -EINVAL;
+	*why = NULL;
+	return 0;
+}
+
+int mfs_acl_valid(const void *value, size_t size)
+{
+	const char *why;
+
+	return acl_valid(value, size, &why);
+}
+
+int mfs_acl_check(const void *value, size_t size, int type, uint32_t mode, const char **why)
+{
+	const char *dummy;
+	int ret;
+
+	if (!why)
+		why = &dummy;
+	if (S_ISLNK(mode)) {
+		*why = "a symlink has no ACLs";
+		return -EOPNOTSUPP;
+	}
+	ret = acl_valid(value, size, why);
+	if (ret)
+		return ret;
+	if (type == MFS_ACL_TYPE_DEFAULT && !S_ISDIR(mode)) {
+		*why = "a default ACL is only for a directory";
+		return -EACCES;
+	}
+	return 0;
 }
 
 int mfs_acl_equiv_mode(const void *value, size_t size, uint32_t *mode)
@@ -310,15 +356,11 @@ int mfs_acl_set(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int typ
 	uint32_t mode = le32toh(ip->di.mode);
 	int ret;
 
-	if (S_ISLNK(mode))
-		return -EOPNOTSUPP;
-	if (mfs_acl_valid(value, size))
-		return -EINVAL;
-	if (type == MFS_ACL_TYPE_DEFAULT) {
-		if (!S_ISDIR(mode))
-			return -EACCES;
+	ret = mfs_acl_check(value, size, type, mode, NULL);
+	if (ret)
+		return ret;
+	if (type == MFS_ACL_TYPE_DEFAULT)
 		return mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_DEFAULT, value, size, flags);
-	}
 	if (mfs_acl_equiv_mode(value, size, &mode)) {
 		ret = mfs_xattr_set_locked(fs, txn, ip, MFS_ACL_ACCESS, value, size, flags);
 	} else {

@@ -32,33 +32,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MFS_ACL_ACCESS  "system.posix_acl_access"
-#define MFS_ACL_DEFAULT "system.posix_acl_default"
+#include "mfs.h"
 
-/* The posix_acl_xattr format (<linux/posix_acl_xattr.h>). */
-#define MFS_ACL_VERSION      2u
-#define MFS_ACL_HDR_SIZE     4u
-#define MFS_ACL_ENTRY_SIZE   8u
-#define MFS_ACL_USER_OBJ     0x01u
-#define MFS_ACL_USER         0x02u
-#define MFS_ACL_GROUP_OBJ    0x04u
-#define MFS_ACL_GROUP        0x08u
-#define MFS_ACL_MASK         0x10u
-#define MFS_ACL_OTHER        0x20u
-#define MFS_ACL_UNDEFINED_ID 0xffffffffu
-/* Which ACL @name is: MFS_ACL_TYPE_ACCESS, MFS_ACL_TYPE_DEFAULT, or 0 (not an ACL). */
-#define MFS_ACL_TYPE_ACCESS  1
-#define MFS_ACL_TYPE_DEFAULT 2
-int mfs_acl_type(const char *name);
-
-/*
- * Is @value a well-formed ACL?  Version 2, a whole number of entries, at
- * least one, permissions within rwx, and the entries in the order and
- * number posix_acl_valid() demands: one owner entry, named users, one group
- * entry, named groups, a mask (required when there are named entries), one
- * other entry; named entries need an id.  Returns 0 or -EINVAL.
- */
-int mfs_acl_valid(const void *value, size_t size);
+/* The names, the format constants, mfs_acl_type, mfs_acl_valid and mfs_acl_check: mfs.h. */
 
 /*
  * The permission bits a valid ACL gives the mode (owner, mask or else group,

@@ -139,8 +139,8 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->txn_lock);
-	if (mfs_fs_errno(fs)) {
-		ret = -EROFS; /* read-only after an error (fserror.c) */
+	if (mfs_fs_errno(fs) || fs->read_only) {
+		ret = -EROFS; /* after an error (fserror.c), or remounted read-only meanwhile */
 		goto out;
 	}
 	while (fs->running && fs->running->locked)
@@ -683,6 +683,57 @@ unlock_txn:
 out:
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
+}
+
+/* --- remount ---------------------------------------------------------------------- */
+
+/*
+ * The read-only switch of a remount (mfs_remount): in one section under the
+ * commit and transaction locks, so that no handle begins and no commit runs
+ * in between.  Freeze: with no transaction running (-EAGAIN if one began
+ * since the caller's commit), write everything committed in place, mark the
+ * superblock clean and turn read-only; mfs_txn_begin() checks read_only
+ * again under txn_lock, so a handle that raced past its first check fails
+ * with EROFS.  Thaw: writable again, the superblock marked dirty (in use).
+ */
+static int journal_set_state(struct mfs *fs, bool freeze)
+{
+	struct mfs_journal *j = J(fs);
+	int ret = 0;
+
+	pthread_mutex_lock(&j->commit_mutex);
+	pthread_mutex_lock(&fs->txn_lock);
+	if (mfs_fs_errno(fs)) {
+		ret = -EROFS;
+	} else if (freeze && fs->running) {
+		ret = -EAGAIN;
+	} else if (freeze != fs->read_only) {
+		__atomic_store_n(&fs->read_only, false, __ATOMIC_RELEASE);
+		if (freeze)
+			ret = __checkpoint(fs);
+		if (!ret) {
+			fs->sb.state = (fs->sb.state & MFS_STATE_ERROR) |
+			               (freeze ? MFS_STATE_CLEAN : MFS_STATE_DIRTY);
+			ret = mfs_super_write(fs);
+		}
+		if (ret)
+			mfs_fs_error(fs, ret, freeze ? "remount read-only" : "remount read-write");
+		else if (freeze)
+			__atomic_store_n(&fs->read_only, true, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&fs->txn_lock);
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+int mfs_journal_freeze(struct mfs *fs)
+{
+	return journal_set_state(fs, true);
+}
+
+int mfs_journal_thaw(struct mfs *fs)
+{
+	return journal_set_state(fs, false);
 }
 
 /* --- setup ------------------------------------------------------------------------ */

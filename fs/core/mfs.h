@@ -96,6 +96,7 @@ struct mfs {
 	struct mfs_superblock sb; /* in-memory copy; written by mfs_super_write() */
 	uint64_t seed;            /* sb.csum_seed */
 	bool read_only;
+	bool ro_at_mount;  /* mounted read-only (-o ro, unwritable features): never writable */
 	_Atomic int error; /* -EIO after an I/O error: read-only, journal aborted (fserror.c) */
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
@@ -287,6 +288,14 @@ unsigned mfs_txn_room(struct mfs_txn *txn);
 int mfs_txn_commit(struct mfs *fs);
 /* Write committed blocks in place and free journal space. */
 int mfs_checkpoint(struct mfs *fs);
+/*
+ * Remount (mfs_remount): freeze checkpoints, marks the filesystem clean and
+ * makes it read-only at once, -EAGAIN if a transaction is running (commit
+ * and try again); thaw makes it writable and marks it dirty.  -EROFS after
+ * an I/O error.
+ */
+int mfs_journal_freeze(struct mfs *fs);
+int mfs_journal_thaw(struct mfs *fs);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);
@@ -435,5 +444,51 @@ int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, m
                    void *arg);
 /* Free every block of the tree. */
 int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt);
+
+/* --- POSIX ACL values (acl.c) ------------------------------------------------------ */
+
+/*
+ * The ACL xattrs and their values, Linux's posix_acl_xattr format
+ * (<linux/posix_acl_xattr.h>): a little-endian header (version 2) and
+ * 8-byte entries (tag, permissions, id).  These are the rules a reader of the
+ * format checks (FORMAT.md, xattrs); the core enforces them when it sets or
+ * uses an ACL, fsck.mendfs on every ACL xattr it finds (F0114).
+ */
+#define MFS_ACL_ACCESS  "system.posix_acl_access"
+#define MFS_ACL_DEFAULT "system.posix_acl_default"
+
+#define MFS_ACL_VERSION      2u
+#define MFS_ACL_HDR_SIZE     4u
+#define MFS_ACL_ENTRY_SIZE   8u
+#define MFS_ACL_USER_OBJ     0x01u
+#define MFS_ACL_USER         0x02u
+#define MFS_ACL_GROUP_OBJ    0x04u
+#define MFS_ACL_GROUP        0x08u
+#define MFS_ACL_MASK         0x10u
+#define MFS_ACL_OTHER        0x20u
+#define MFS_ACL_UNDEFINED_ID 0xffffffffu
+/* Which ACL @name is: MFS_ACL_TYPE_ACCESS, MFS_ACL_TYPE_DEFAULT, or 0 (not an ACL). */
+#define MFS_ACL_TYPE_ACCESS  1
+#define MFS_ACL_TYPE_DEFAULT 2
+int mfs_acl_type(const char *name);
+
+/*
+ * Is @value a well-formed ACL?  Version 2, a whole number of entries, at
+ * least one, permissions within rwx, and the entries in the order and
+ * number posix_acl_valid() demands: one owner entry, named users, one group
+ * entry, named groups, a mask (required when there are named entries), one
+ * other entry; named entries need an id.  Returns 0 or -EINVAL.
+ */
+int mfs_acl_valid(const void *value, size_t size);
+
+/*
+ * May ACL @value (of @type, MFS_ACL_TYPE_ACCESS or MFS_ACL_TYPE_DEFAULT) be
+ * stored on an inode of @mode?  Symlinks have no ACLs, a default ACL needs a
+ * directory, and the value must be well formed (mfs_acl_valid).  *why (when
+ * @why is not NULL) gets the rule broken, a constant string.  Returns 0,
+ * -EOPNOTSUPP (a symlink), -EINVAL (malformed) or -EACCES (a default ACL on a
+ * non-directory).
+ */
+int mfs_acl_check(const void *value, size_t size, int type, uint32_t mode, const char **why);
 
 #endif /* MENDFS_FS_MFS_H */

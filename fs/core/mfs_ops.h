@@ -4,7 +4,7 @@
  * operations that the FUSE daemon calls one-to-one (and that mkfs/fsck tests
  * use directly).  Built on fs/core/mfs.h.
  *
- *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_statfs, orphan processing
+ *   mount.c   mfs_mount / mfs_unmount / mfs_sync / mfs_remount / mfs_statfs, orphan processing
  *
  * and below it, above the layers of fs/core/mfs.h, lowest first (each file
  * calls only those before it and those layers):
@@ -55,6 +55,7 @@ struct mfs_mount_opts {
 	bool read_only;
 	enum blk_backend_type backend; /* BLK_BACKEND_AUTO by default */
 	const char *badblocks;         /* emulation file (NULL: DEVICE.badblocks for images) */
+	const char *latent;            /* latent poison file (NULL: DEVICE.latent for images) */
 	unsigned cache_blocks;         /* metadata cache size, 0: default */
 	bool exclusive;                /* lock the device against a second mount (daemon: true) */
 	/* recount the free counters from the bitmaps even after a clean unmount (fsck) */
@@ -73,7 +74,8 @@ struct mfs_ino {
 	struct mfs_inode di;   /* the inode; written back with mfs_inode_write() */
 	pthread_rwlock_t lock; /* see the top of this file */
 	_Atomic int ref;       /* in-memory references (mfs_iget/mfs_iput) */
-	bool unlinked;         /* nlink reached 0: freed at the last mfs_iput */
+	/* nlink reached 0: freed at the last mfs_iput; set and read under icache_lock */
+	bool unlinked;
 	struct mfs_ino *hnext;
 	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
 	_Atomic bool atime_dirty;
@@ -94,6 +96,12 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 int mfs_unmount(struct mfs *fs);
 /* Commit the running transaction and make everything durable (syncfs). */
 int mfs_sync(struct mfs *fs);
+/*
+ * Remount read-only (@read_only: commit, checkpoint, mark clean, then refuse
+ * every change; -EBUSY if changes keep coming) or read-write again (-EROFS if
+ * mounted read-only or read-only after an I/O error).
+ */
+int mfs_remount(struct mfs *fs, bool read_only);
 int mfs_statfs(struct mfs *fs, struct statvfs *st);
 
 /* Inode cache. */

@@ -134,6 +134,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	cfg.backend = opts->backend;
 	cfg.path = device;
 	cfg.badblocks_path = opts->badblocks;
+	cfg.latent_path = opts->latent;
 	cfg.flags = (opts->read_only ? BLK_CFG_READONLY : 0) | (opts->exclusive ? BLK_CFG_EXCL : 0);
 	ret = blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg));
 	if (ret) {
@@ -154,6 +155,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		goto fail;
 	}
 	fs->read_only = opts->read_only || force_ro;
+	fs->ro_at_mount = fs->read_only;
 	{
 		struct blk_dev_info info;
 
@@ -282,6 +284,33 @@ int mfs_sync(struct mfs *fs)
 	ret = mfs_atime_flush(fs);
 	r = mfs_txn_commit(fs);
 	return ret ? ret : r;
+}
+
+/*
+ * Read-only: make everything durable, write it in place and mark the
+ * filesystem clean, as an unmount does, then refuse every change; an inode
+ * whose last reference goes meanwhile stays an orphan until the next mount.
+ * Read-write: writable again, marked in use.
+ */
+int mfs_remount(struct mfs *fs, bool read_only)
+{
+	int ret, tries;
+
+	if (!read_only) {
+		if (fs->ro_at_mount || mfs_fs_errno(fs))
+			return -EROFS;
+		return mfs_journal_thaw(fs);
+	}
+	for (tries = 0; tries < 5; tries++) {
+		if (fs->read_only)
+			return mfs_fs_errno(fs) ? -EROFS : 0;
+		ret = mfs_sync(fs);
+		if (!ret)
+			ret = mfs_journal_freeze(fs);
+		if (ret != -EAGAIN)
+			return ret;
+	}
+	return -EBUSY; /* changes keep coming: the caller did not stop them */
 }
 
 int mfs_statfs(struct mfs *fs, struct statvfs *st)

@@ -46,10 +46,10 @@ int mfs_drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64
 		ip->di.nlink--;
 	ip->di.ctime_ns = now;
 	if (ip->di.nlink == 0) {
-		ip->unlinked = true;
 		mfs_atime_clean(fs, ip); /* nobody will read it through a name again */
 		mfs_space_unlinked(fs);
 		pthread_mutex_lock(&fs->icache_lock);
+		ip->unlinked = true; /* mfs_iput reads it under icache_lock */
 		alone = atomic_load(&ip->ref) == 1;
 		pthread_mutex_unlock(&fs->icache_lock);
 		/*

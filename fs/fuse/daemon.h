@@ -38,7 +38,8 @@ struct mfsd {
 	struct mfs *fs;
 	struct fuse_session *se;
 	double timeout; /* attribute and entry timeout, seconds */
-	bool read_only;
+	/* -o ro, or remounted read-only (MENDFS_IOC_REMOUNT, ops_ioctl.c): writes refused */
+	_Atomic bool read_only;
 	bool poison_inject; /* -o poison_inject: MENDFS_IOC_INJECT allowed (root only) */
 	bool writeback;     /* -o writeback: the kernel's writeback cache */
 	bool dont_mask;     /* POSIX ACLs: the kernel leaves the umask to us (set at INIT) */

@@ -47,6 +47,26 @@
 #include "startup.h"
 #include "transport.h"
 
+/*
+ * The file option NAME=*@path made absolute into *@owned (it need not exist,
+ * its directory must).  Returns 0, or -1 after saying why.
+ */
+static int abs_file_option(const char *name, const char **path, char **owned)
+{
+	int ret;
+
+	if (!*path)
+		return 0;
+	*owned = mfsd_abs_path(*path);
+	ret = *owned ? mfsd_parent_dir_exists(*owned) : -errno;
+	if (ret) {
+		mfsd_log(LOG_ERR, "%s=%s: its directory: %s", name, *path, strerror(-ret));
+		return -1;
+	}
+	*path = *owned;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct mfsd_opts o;
@@ -55,7 +75,7 @@ int main(int argc, char **argv)
 	struct mfsd_transport t = {.ops = &mfsd_transport_dev};
 	char fuse_opts[2 * PATH_MAX + 1024], err[512], mnt[PATH_MAX];
 	char fsname[2 * PATH_MAX];
-	char *dev_abs = NULL, *bb_abs = NULL;
+	char *dev_abs = NULL, *bb_abs = NULL, *latent_abs = NULL;
 	const char *device = NULL;
 	struct fuse_entry_param root;
 	unsigned long dropped;
@@ -73,7 +93,7 @@ int main(int argc, char **argv)
 	/*
 	 * Every path the daemon keeps, absolute before it detaches (and leaves
 	 * its working directory): DEVICE, which is also the mount source (fsname)
-	 * and names the default DEVICE.badblocks, and badblocks=PATH.
+	 * and names the default DEVICE.badblocks, badblocks=PATH and latent=PATH.
 	 */
 	if (stat(o.device, &st)) {
 		mfsd_log(LOG_ERR, "%s: %s", o.device, strerror(errno));
@@ -84,17 +104,9 @@ int main(int argc, char **argv)
 		mfsd_log(LOG_ERR, "%s: %s", o.device, strerror(errno));
 		goto out;
 	}
-	if (o.badblocks) {
-		bb_abs = mfsd_abs_path(o.badblocks);
-		ret = bb_abs ? mfsd_parent_dir_exists(bb_abs) : -errno;
-		if (ret) {
-			/* the emulation file may be missing, but not its directory */
-			mfsd_log(LOG_ERR, "badblocks=%s: its directory: %s", o.badblocks,
-			         strerror(-ret));
-			goto out;
-		}
-		o.badblocks = bb_abs;
-	}
+	if (abs_file_option("badblocks", &o.badblocks, &bb_abs) ||
+	    abs_file_option("latent", &o.latent, &latent_abs))
+		goto out;
 	if (!realpath(o.mountpoint, mnt) || stat(mnt, &st)) {
 		mfsd_log(LOG_ERR, "mount point %s: %s", o.mountpoint, strerror(errno));
 		goto out;
@@ -121,6 +133,7 @@ int main(int argc, char **argv)
 	mo.read_only = o.read_only;
 	mo.backend = o.backend;
 	mo.badblocks = o.badblocks;
+	mo.latent = o.latent;
 	mo.exclusive = true;
 	mo.atime = o.atime;
 	mo.fault_inject = o.fault_inject;
@@ -237,5 +250,6 @@ out:
 	mfsd_opts_free(&o);
 	free(dev_abs);
 	free(bb_abs);
+	free(latent_abs);
 	return exit_code;
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The recovery ioctls (include/mendfs/ioctl.h, docs/RECOVERY.md): restricted
- * ioctls only, each with its exact struct size in and out, checked and
- * translated into one call of the core's recovery API (mfs_recovery.h) or of
- * the engine's statistics and poison table.  Recovery read needs the file
- * open for reading, zero-init and recovery write open for writing.  Called
- * through the ops table; calls the core, the engine, libfuse and the daemon's
- * log.
+ * The ioctls (include/mendfs/ioctl.h, docs/RECOVERY.md, ioctl_mendfs(2)):
+ * restricted ioctls only, each with its exact struct size in and out,
+ * checked and translated into one call of the core's recovery API
+ * (mfs_recovery.h), of mfs_remount(), or of the engine's statistics and
+ * poison table.  Recovery read needs the file open for reading, zero-init
+ * and recovery write open for writing.  Called through the ops table; calls
+ * the core, the engine, libfuse and the daemon's log.
  */
 #include <errno.h>
 #include <limits.h>
@@ -290,6 +290,37 @@ static int ioc_queue_stats(const struct ioc_call *c, void *arg)
 	return 0;
 }
 
+/*
+ * mount -o remount,ro|rw (mount.mendfs): the daemon refuses writes before
+ * the core freezes, and takes them again only once the core is writable.
+ */
+static int ioc_remount(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_remount *a = arg;
+	struct mfsd *d = c->d;
+	int ret;
+
+	if (fuse_req_ctx(c->req)->uid != 0)
+		return -EPERM;
+	if (!ioc_valid(a->version, a->flags, a->reserved) || a->read_only > 1 || a->pad)
+		return -EINVAL;
+	if (a->read_only) {
+		d->read_only = true;
+		ret = mfs_remount(d->fs, true);
+	} else {
+		ret = mfs_remount(d->fs, false);
+		if (!ret)
+			d->read_only = false;
+	}
+	if (ret)
+		mfsd_log(LOG_ERR, "remount %s: %s", a->read_only ? "read-only" : "read-write",
+		         strerror(-ret));
+	else
+		mfsd_log(LOG_INFO, "remounted %s",
+		         a->read_only ? "read-only (clean)" : "read-write");
+	return ret;
+}
+
 /* Every ioctl the daemon knows; its struct's size is in the number (_IOC_SIZE). */
 static const struct {
 	unsigned cmd;
@@ -303,6 +334,7 @@ static const struct {
         {MENDFS_IOC_INJECT, ioc_inject},
         {MENDFS_IOC_RECOVERY_WRITE, ioc_recovery_write},
         {MENDFS_IOC_QUEUE_STATS, ioc_queue_stats},
+        {MENDFS_IOC_REMOUNT, ioc_remount},
 };
 
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,

@@ -5,6 +5,7 @@
  * libfuse, and their checks.  Calls the daemon's log only.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "atime.h"
 #include "daemon.h"
+#include "mfs_cli.h"
 #include "options.h"
 
 /*
@@ -68,12 +70,13 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            poison_inject, writeback, commit=SECONDS, threads=N,\n"
+	           "            latent=PATH, poison_inject, writeback, commit=SECONDS, threads=N,\n"
 	           "            timeout=SECONDS, debug, fault_inject=N|N+|0 (testing),\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            atime, relatime, strictatime, noatime, nodiratime, diratime,\n"
 	           "            nosuid, suid, nodev, dev, noexec, exec, sync, async, dirsync\n"
-	           "  -h        this help; -V  version\n"
+	           "  -h, --help      this help\n"
+	           "  -V, --version   print \"mendfs VERSION\"\n"
 	           "See mendfs(8).\n");
 }
 
@@ -158,6 +161,8 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			}
 		} else if (!strcmp(opt, "badblocks") && val && *val) {
 			o->badblocks = val;
+		} else if (!strcmp(opt, "latent") && val && *val) {
+			o->latent = val;
 		} else if (!strcmp(opt, "threads") && val) {
 			if (!opt_uint(val, 1, 1024, &o->threads)) {
 				mfsd_log(LOG_ERR, "threads=%s: expected a number from 1 to 1024",
@@ -199,12 +204,17 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 
 int mfsd_parse_args(int argc, char **argv, struct mfsd_opts *o)
 {
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	o->timeout = MFSD_DEFAULT_TIMEOUT;
 	o->commit = MFSD_DEFAULT_COMMIT;
-	while ((c = getopt(argc, argv, "fo:hVd")) != -1) {
+	while ((c = getopt_long(argc, argv, "fo:hVd", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			o->foreground = true;
@@ -230,7 +240,7 @@ int mfsd_parse_args(int argc, char **argv, struct mfsd_opts *o)
 			usage(stdout);
 			return 1;
 		case 'V':
-			printf("mendfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+			mfs_cli_version("mendfs");
 			return 1;
 		default:
 			usage(stderr);

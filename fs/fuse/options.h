@@ -19,6 +19,7 @@ struct mfsd_opts {
 	uint64_t fault_nth;
 	enum blk_backend_type backend;
 	const char *badblocks;
+	const char *latent; /* latent=PATH: latent poison emulation */
 	unsigned threads;
 	double timeout;
 	unsigned commit;

@@ -5,6 +5,7 @@
  * object per line with json-c.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,41 @@ char *mfs_utf8_sanitize(const char *s)
 			memcpy(out + o, "\xef\xbf\xbd", 3);
 			o += 3;
 			n = 1;
+		}
+		p += n;
+		len -= n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+char *mfs_name_escape(const char *s)
+{
+	static const char named[] = "abtnvfr"; /* \a (7) to \r (13) */
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len = strlen(s), o = 0;
+	char *out = malloc(len * 4 + 1); /* one byte grows to at most four (\ooo) */
+
+	if (!out)
+		return NULL;
+	while (len) {
+		size_t n = mfs_utf8_seq(p, len);
+
+		if (n == 1 && *p == '\\') {
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else if (n == 1 && *p >= 7 && *p <= 13) {
+			out[o++] = '\\';
+			out[o++] = named[*p - 7];
+		} else if (n && *p >= 0x20 && *p != 0x7f &&
+		           !(n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
+			memcpy(out + o, p, n);
+			o += n;
+		} else {
+			/* a control byte, a C1 control (both its bytes), or invalid */
+			n = n ? n : 1;
+			for (size_t i = 0; i < n; i++)
+				o += (size_t)sprintf(out + o, "\\%03o", p[i]);
 		}
 		p += n;
 		len -= n;

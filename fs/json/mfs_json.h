@@ -32,6 +32,14 @@ bool mfs_utf8_valid(const char *s, size_t len);
 /* A malloc'd copy of @s with every byte that begins no valid sequence replaced by U+FFFD (NULL:
  * ENOMEM). */
 char *mfs_utf8_sanitize(const char *s);
+/*
+ * A malloc'd copy of @s for a human report, escaped as `ls -b` does, so that
+ * it never breaks a line: backslash as \\, \a \b \t \n \v \f \r by name,
+ * other control bytes (C0, DEL, the C1 controls U+0080..U+009F) and every
+ * byte that begins no valid UTF-8 sequence as \ooo (three octal digits).
+ * Valid UTF-8 otherwise stays as it is.  NULL: ENOMEM.
+ */
+char *mfs_name_escape(const char *s);
 
 /* A JSON string of text @s (invalid bytes as U+FFFD).  Returns NULL when out of memory. */
 struct json_object *mfs_json_text(const char *s);

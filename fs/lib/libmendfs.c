@@ -21,7 +21,13 @@
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
 
-#define SECTOR 512u
+/*
+ * The largest unit of poison: the 4 KiB logical block of a 4Kn device (512
+ * bytes on pmem).  A write in whole units clears poison as a plain write; one
+ * with ends inside a unit must go through the recovery write, which zeroes
+ * the lost bytes around it (a plain write there fails with EIO).
+ */
+#define UNIT_MAX 4096u
 
 /* errno of a first ioctl that means "not a mendfs file" */
 static bool not_mendfs(int err)
@@ -200,8 +206,8 @@ static void gather(uint8_t *dst, const struct iovec *iov, int iovcnt, size_t pos
 
 /*
  * The recovery write loop: MENDFS_IOC_RECOVERY_WRITE over chunks whose inner
- * boundaries are sector aligned, so only the write's own ends can cover a
- * poisoned sector in part.
+ * boundaries are on UNIT_MAX boundaries, so only the write's own ends can
+ * cover a unit of poison in part.
  */
 static ssize_t recovery_write(int fd, const struct iovec *iov, int iovcnt, size_t total,
                               uint64_t start)
@@ -217,8 +223,8 @@ static ssize_t recovery_write(int fd, const struct iovec *iov, int iovcnt, size_
 
 		if (cend >= start + total)
 			cend = start + total;
-		else if (cend / SECTOR * SECTOR > pos)
-			cend = cend / SECTOR * SECTOR;
+		else if (cend / UNIT_MAX * UNIT_MAX > pos)
+			cend = cend / UNIT_MAX * UNIT_MAX;
 		want = (size_t)(cend - pos);
 		memset(a, 0, offsetof(struct mendfs_ioc_recovery_write, data));
 		a->version = MENDFS_IOC_VERSION;
@@ -267,8 +273,8 @@ ssize_t mendfs_pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, 
 		return -1;
 	if (!total)
 		return 0;
-	if ((uint64_t)off % SECTOR == 0 && total % SECTOR == 0)
-		return pwritev(fd, iov, iovcnt, off); /* whole sectors clear poison */
+	if ((uint64_t)off % UNIT_MAX == 0 && total % UNIT_MAX == 0)
+		return pwritev(fd, iov, iovcnt, off); /* whole units clear poison */
 	return recovery_write(fd, iov, iovcnt, total, (uint64_t)off);
 }
 

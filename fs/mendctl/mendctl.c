@@ -2,7 +2,8 @@
 /*
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
  * docs/RECOVERY.md).  badranges, recover, zeroinit, bmap, inject and stats, each
- * with --json in the shapes of the contract.  Exit 0 on success, 1 on error,
+ * with --json in the shapes of the contract; show, label and uuid on an
+ * unmounted device (device.c).  Exit 0 on success, 1 on error,
  * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
  * object: the result, or on error {"error": MESSAGE, "exit_code": N} and
  * never a result (mfs_json.h), so a result is printed only once the whole
@@ -23,8 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
+#include "mfs_cli.h"
 #include "mfs_json.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -41,7 +44,11 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] zeroinit FILE OFF LEN\n"
 	           "       mendctl [--json] bmap FILE\n"
 	           "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
-	           "       mendctl [--json] stats MOUNTPOINT\n");
+	           "       mendctl [--json] stats MOUNTPOINT\n"
+	           "       mendctl [--json] show DEVICE\n"
+	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
+	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
+	           "       mendctl -V|--version|-h|--help\n");
 }
 
 /* An error: "mendctl: MESSAGE" on stderr, with --json the error object on stdout.  Returns @code.
@@ -745,19 +752,80 @@ static int cmd_stats(const char *path)
 	}
 }
 
+/* show DEVICE: the superblock, as dumpe2fs -h shows ext4's. */
+static int cmd_show(const char *device)
+{
+	struct mendctl_dev d;
+	char err[512];
+	int ret = 0;
+
+	if (mendctl_dev_open(device, false, &d, err, sizeof(err)))
+		return fail_msg(1, "%s", err);
+	if (json)
+		ret = put_result(mendctl_sb_json(device, &d));
+	else
+		mendctl_sb_print(stdout, device, &d);
+	mendctl_dev_close(&d);
+	return ret;
+}
+
+/*
+ * label DEVICE [NEW] and uuid DEVICE [NEW]: print the label or UUID, or set
+ * it on an unmounted device (@uuid selects which).
+ */
+static int cmd_label_uuid(bool uuid, const char *device, const char *set)
+{
+	struct mendctl_dev d;
+	uint8_t u[16];
+	char err[512], text[64];
+
+	if (set && !uuid && strlen(set) > 63)
+		return usage_error("label '%s' is longer than 63 bytes", set);
+	if (set && uuid && mendctl_uuid_parse(set, u))
+		return usage_error("'%s' is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) "
+		                   "nor 'random'",
+		                   set);
+	if (mendctl_dev_open(device, set != NULL, &d, err, sizeof(err)))
+		return fail_msg(1, "%s", err);
+	if (set && uuid) {
+		memcpy(d.sb->uuid, u, sizeof(u));
+	} else if (set) {
+		memset(d.sb->label, 0, sizeof(d.sb->label));
+		memcpy(d.sb->label, set, strlen(set));
+	}
+	if (set && mendctl_dev_write(&d, err, sizeof(err))) {
+		mendctl_dev_close(&d);
+		return fail_msg(1, "%s: %s", device, err);
+	}
+	if (uuid)
+		mendctl_uuid_format(d.sb->uuid, text);
+	else
+		snprintf(text, sizeof(text), "%.63s", d.sb->label);
+	mendctl_dev_close(&d);
+	if (json)
+		return put_result(obj_with(uuid ? "uuid" : "label", mfs_json_text(text)));
+	if (!set)
+		printf("%s\n", text);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int nargs;
 		const char *args;
+		bool opt; /* one more argument allowed */
 	} cmds[] = {
-	        {"badranges", 1, "FILE"},
-	        {"recover", 2, "FILE OUT"},
-	        {"zeroinit", 3, "FILE OFF LEN"},
-	        {"bmap", 1, "FILE"},
-	        {"inject", 3, "MOUNTPOINT SECTOR COUNT"},
-	        {"stats", 1, "MOUNTPOINT"},
+	        {"badranges", 1, "FILE", false},
+	        {"recover", 2, "FILE OUT", false},
+	        {"zeroinit", 3, "FILE OFF LEN", false},
+	        {"bmap", 1, "FILE", false},
+	        {"inject", 3, "MOUNTPOINT SECTOR COUNT", false},
+	        {"stats", 1, "MOUNTPOINT", false},
+	        {"show", 1, "DEVICE", false},
+	        {"label", 1, "DEVICE [NEW-LABEL]", true},
+	        {"uuid", 1, "DEVICE [NEW-UUID|random]", true},
 	};
 	const char *arg[4];
 	int n = 0, ret;
@@ -774,6 +842,10 @@ int main(int argc, char **argv)
 			print_usage(stdout);
 			return 0;
 		}
+		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
+			return mfs_cli_version("mendctl");
+		if (argv[i][0] == '-' && argv[i][1])
+			return usage_error("unrecognized option '%s'", argv[i]);
 		if (n == 4)
 			return usage_error("too many arguments");
 		arg[n++] = argv[i];
@@ -785,7 +857,7 @@ int main(int argc, char **argv)
 			break;
 	if (c == sizeof(cmds) / sizeof(cmds[0]))
 		return usage_error("unknown command '%s'", arg[0]);
-	if (n - 1 != cmds[c].nargs)
+	if (n - 1 != cmds[c].nargs && !(cmds[c].opt && n - 1 == cmds[c].nargs + 1))
 		return usage_error("%s takes %s", cmds[c].name, cmds[c].args);
 	switch (c) {
 	case 0:
@@ -803,8 +875,14 @@ int main(int argc, char **argv)
 	case 4:
 		ret = cmd_inject(arg[1], arg[2], arg[3]);
 		break;
-	default:
+	case 5:
 		ret = cmd_stats(arg[1]);
+		break;
+	case 6:
+		ret = cmd_show(arg[1]);
+		break;
+	default:
+		ret = cmd_label_uuid(c == 8, arg[1], n > 2 ? arg[2] : NULL);
 		break;
 	}
 	if (fflush(stdout) && !ret) {

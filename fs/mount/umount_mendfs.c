@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mfs_cli.h"
 #include "mfs_devlock.h"
 
 #define PROG "umount.fuse.mendfs"
@@ -69,6 +70,7 @@ struct target {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " DIR [-flnrv] [-t TYPE] [-N NAMESPACE]\n"
+	           "       " PROG " -V|--version|--help\n"
 	           "Run by umount(8) for mounts of type fuse.mendfs: unmounts DIR and waits\n"
 	           "until the mendfs daemon has finished.  See mount.mendfs(8).\n");
 }
@@ -264,8 +266,13 @@ int main(int argc, char **argv)
 	const char *dir, *ns = NULL;
 	pid_t pid = 0;
 	int c, ret, alive = -1;
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
+	};
 
-	while ((c = getopt(argc, argv, "flnrvt:N:h")) != -1) {
+	while ((c = getopt_long(argc, argv, "flnrvt:N:hV", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			o.force = true;
@@ -288,6 +295,8 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return EX_OK;
+		case 'V':
+			return mfs_cli_version(PROG);
 		default:
 			usage(stderr);
 			return EX_USAGE_U;

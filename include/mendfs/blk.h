@@ -167,7 +167,13 @@ struct blk_dev_config {
 	unsigned max_segments;      /* 0: 128 */
 	unsigned flags;             /* BLK_CFG_* */
 	const char *badblocks_path; /* emulation file; NULL: "PATH.badblocks" for a regular file */
-	const char *scheduler;      /* NULL or "none", "deadline" */
+	/*
+	 * Latent poison emulation: sectors that read back as media errors once
+	 * touched, in no table until then (the format of the emulation file);
+	 * NULL: "PATH.latent" for a regular file.
+	 */
+	const char *latent_path;
+	const char *scheduler; /* NULL or "none", "deadline" */
 };
 
 /*

@@ -173,6 +173,22 @@ struct mendfs_ioc_recovery_write {
 	uint8_t data[MENDFS_RW_CHUNK]; /* in */
 };
 
+/*
+ * Remount (mount.mendfs runs it for `mount -o remount,ro|rw`): @read_only 1
+ * makes everything durable, marks the filesystem clean and refuses every
+ * change from then on; 0 makes it writable again (EROFS if it was mounted
+ * read-only, or is read-only after an I/O error).  The kernel's own read-only
+ * flag is mount(2)'s business: mount.mendfs sets it first for ro, last for
+ * rw.  Root only (EPERM); through any open file or directory of the mount.
+ */
+struct mendfs_ioc_remount {
+	uint32_t version;   /* in */
+	uint32_t flags;     /* in: 0 */
+	uint32_t read_only; /* in: 1 read-only, 0 read-write */
+	uint32_t pad;       /* in: 0 */
+	uint64_t reserved[4];
+};
+
 #define MENDFS_IOC_RECOVERY_READ  _IOWR(MENDFS_IOC_MAGIC, 1, struct mendfs_ioc_recovery_read)
 #define MENDFS_IOC_BADRANGES      _IOWR(MENDFS_IOC_MAGIC, 2, struct mendfs_ioc_badranges)
 #define MENDFS_IOC_BMAP           _IOWR(MENDFS_IOC_MAGIC, 3, struct mendfs_ioc_bmap)
@@ -181,6 +197,7 @@ struct mendfs_ioc_recovery_write {
 #define MENDFS_IOC_INJECT         _IOWR(MENDFS_IOC_MAGIC, 6, struct mendfs_ioc_inject)
 #define MENDFS_IOC_RECOVERY_WRITE _IOWR(MENDFS_IOC_MAGIC, 7, struct mendfs_ioc_recovery_write)
 #define MENDFS_IOC_QUEUE_STATS    _IOWR(MENDFS_IOC_MAGIC, 8, struct mendfs_ioc_queue_stats)
+#define MENDFS_IOC_REMOUNT        _IOWR(MENDFS_IOC_MAGIC, 9, struct mendfs_ioc_remount)
 
 #ifndef __cplusplus
 /* The ABI: these sizes are part of the ioctl numbers. */
@@ -193,6 +210,7 @@ _Static_assert(sizeof(struct mendfs_ioc_inject) == 56, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_recovery_write) == 12352, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_queue_stat) == 112, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_queue_stats) == 7224, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_remount) == 48, "ABI");
 #endif
 
 #endif /* MENDFS_IOCTL_H */

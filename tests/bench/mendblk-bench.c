@@ -10,6 +10,14 @@
  * and off, so each feature's cost on the fast path can be measured.
  * --baseline memcpy replaces the engine with a plain memcpy loop over the same
  * pmem mapping: the ceiling the pmem backend is compared with.
+ *
+ * The default run is the ideal case: each thread its own queue, one I/O
+ * size, an empty poison table.  --profile fs looks like the filesystem
+ * instead: every thread on one shared hardware queue (as the daemon's FUSE
+ * workers are today), a poison table of 1024 entries spread over the I/O span
+ * (so every batch is looked up in it; the I/O itself steers clear of them),
+ * mixed sizes (--bs-mix: 4 KiB to 128 KiB, mostly 4 KiB), depth 32 and
+ * batches of 8.  --poison-entries N and --bs-mix also work alone.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -41,8 +49,16 @@ struct bench_opts {
 	uint64_t ios_per_thread; /* fixed work instead of a duration (for callgrind) */
 	uint64_t size;           /* null device size / I/O span */
 	bool json, nomerge, qos, poison, pin, memcpy_baseline, completion_thread;
+	bool bs_mix;             /* sizes from mix_units[] (in units of bs) per I/O */
+	unsigned poison_entries; /* poisoned blocks spread over the span, avoided by the I/O */
+	uint64_t stride; /* with poison_entries: block stride - 1 of every stride is poisoned */
 	const char *sched;
 };
+
+/* --bs-mix: I/O sizes in units of --bs, drawn uniformly (4 KiB units: 60 % 4 KiB, ...). */
+static const unsigned mix_units[20] = {1, 1, 1, 1, 1, 1, 1, 1,  1,  1,
+                                       1, 1, 2, 2, 2, 4, 4, 16, 16, 32};
+#define MIX_MAX 32u
 
 struct bench_thread;
 
@@ -102,13 +118,27 @@ static inline uint64_t xorshift(uint64_t *s)
 	return *s = x;
 }
 
-static inline uint64_t next_block(struct bench_thread *t)
+/* The first block of the next I/O of @units blocks; never a poisoned block (--poison-entries). */
+static inline uint64_t next_block(struct bench_thread *t, unsigned units)
 {
-	if (t->o->rw == RW_RANDREAD || t->o->rw == RW_RANDWRITE)
-		return xorshift(&t->rng) % t->nr_blocks;
-	if (t->seq_next >= t->nr_blocks)
+	uint64_t stride = t->o->stride, b;
+
+	if (t->o->rw == RW_RANDREAD || t->o->rw == RW_RANDWRITE) {
+		if (!stride)
+			return xorshift(&t->rng) % (t->nr_blocks - units + 1);
+		/* inside one stride, below its last (poisoned) block */
+		b = xorshift(&t->rng);
+		return (b % (t->nr_blocks / stride)) * stride + (b >> 32) % (stride - units);
+	}
+	if (t->seq_next + units > t->nr_blocks)
 		t->seq_next = 0;
-	return t->seq_next++;
+	if (stride && (t->seq_next % stride) + units > stride - 1)
+		t->seq_next += stride - t->seq_next % stride;
+	if (t->seq_next + units > t->nr_blocks)
+		t->seq_next = 0;
+	b = t->seq_next;
+	t->seq_next += units;
+	return b;
 }
 
 /* A QoS policy that only counts what is in flight: the cost of the hook itself. */
@@ -183,7 +213,7 @@ static void *memcpy_thread(void *arg)
 	atomic_fetch_add(&bench_ready, 1);
 	while (!thread_should_stop(t)) {
 		for (unsigned i = 0; i < o->batch; i++) {
-			char *p = t->map + next_block(t) * o->bs;
+			char *p = t->map + next_block(t, 1) * o->bs;
 			char *b = t->buf + (n++ % o->depth) * o->bs;
 
 			if (write)
@@ -209,8 +239,9 @@ static void *bench_thread_fn(void *arg)
 	for (unsigned i = 0; i < o->depth; i++) {
 		struct bench_io *io = &t->ios[i];
 
-		blk_bio_init(&io->bio, op, 0, t->buf + (size_t)i * o->bs, o->bs, bench_end_io,
-		             NULL);
+		blk_bio_init(&io->bio, op, 0,
+		             t->buf + (size_t)i * o->bs * (o->bs_mix ? MIX_MAX : 1), o->bs,
+		             bench_end_io, NULL);
 		io->t = t;
 		io->next_free = t->free_list;
 		t->free_list = io;
@@ -225,6 +256,7 @@ static void *bench_thread_fn(void *arg)
 			blk_start_plug_nr_ios(&plug, (unsigned short)n);
 			for (unsigned i = 0; i < n; i++) {
 				struct bench_io *io;
+				unsigned units;
 
 				if (!t->free_list)
 					t->free_list = atomic_exchange_explicit(
@@ -235,10 +267,12 @@ static void *bench_thread_fn(void *arg)
 				}
 				io = t->free_list;
 				t->free_list = io->next_free;
-				io->bio.sector = next_block(t) * sectors_per_block;
+				units = o->bs_mix ? mix_units[xorshift(&t->rng) % 20] : 1;
+				io->bio.sector = next_block(t, units) * sectors_per_block;
 				io->bio.iov = &io->bio.inline_iov;
 				io->bio.nr_segs = 1;
-				io->bio.len = o->bs;
+				io->bio.len = o->bs * units;
+				io->bio.inline_iov.iov_len = io->bio.len;
 				io->bio.flags = 0;
 				atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
 				blk_submit_bio(t->dev, &io->bio);
@@ -279,7 +313,8 @@ static void usage(FILE *f)
 	        "         [--bs N] [--depth N] [--batch N] [--threads N] [--seconds S] [--json]\n"
 	        "         [--queues N] [--size BYTES] [--nomerge] [--sched deadline] [--qos]\n"
 	        "         [--poison] [--no-pin] [--ios N] [--completion-thread] "
-	        "[--baseline memcpy]\n");
+	        "[--baseline memcpy]\n"
+	        "         [--poison-entries N] [--bs-mix] [--profile ideal|fs]\n");
 }
 
 static uint64_t parse_size(const char *s, bool *ok)
@@ -333,6 +368,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	        {"ios", required_argument, NULL, 'i'},
 	        {"completion-thread", no_argument, NULL, 'C'},
 	        {"baseline", required_argument, NULL, 'L'},
+	        {"poison-entries", required_argument, NULL, 'E'},
+	        {"bs-mix", no_argument, NULL, 'X'},
+	        {"profile", required_argument, NULL, 'F'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -424,6 +462,24 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				ok = false;
 			o->memcpy_baseline = true;
 			break;
+		case 'E':
+			o->poison_entries = (unsigned)atoi(optarg);
+			break;
+		case 'X':
+			o->bs_mix = true;
+			break;
+		case 'F':
+			/* fs: what the filesystem does today; ideal: the defaults */
+			if (!strcmp(optarg, "fs")) {
+				o->queues = 1;
+				o->poison_entries = 1024;
+				o->bs_mix = true;
+				o->depth = 32;
+				o->batch = 8;
+			} else if (strcmp(optarg, "ideal")) {
+				ok = false;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -489,6 +545,27 @@ int main(int argc, char **argv)
 	}
 	blk_dev_get_info(dev, &info);
 	span = o.size && o.size < info.size ? o.size : info.size;
+	if (o.poison_entries) {
+		/* one poisoned block at the end of every stride of the span; next_block avoids them
+		 */
+		uint64_t blocks = span / o.bs;
+
+		o.stride = blocks / o.poison_entries;
+		if (o.stride < (o.bs_mix ? MIX_MAX : 1) + 2) {
+			fprintf(stderr, "mendblk-bench: too many poison entries for the span\n");
+			return 1;
+		}
+		for (uint64_t j = 0; j < o.poison_entries; j++) {
+			uint32_t spb = o.bs >> BLK_SECTOR_SHIFT;
+
+			ret = blk_poison_add(dev, (j * o.stride + o.stride - 1) * spb, spb);
+			if (ret) {
+				fprintf(stderr, "mendblk-bench: cannot add poison: %s\n",
+				        strerror(-ret));
+				return 1;
+			}
+		}
+	}
 	if (o.poison) {
 		/* poison far from the I/O: the last 4 KiB; I/O stays below it */
 		ret = blk_poison_add(dev, info.nr_sectors - 8, 8);
@@ -514,12 +591,15 @@ int main(int argc, char **argv)
 		t->rng = 0x9e3779b97f4a7c15ull * (i + 1);
 		t->seq_next = t->nr_blocks / o.threads * i;
 		t->ios = calloc(o.depth, sizeof(*t->ios));
-		if (posix_memalign((void **)&t->buf, 4096, (size_t)o.depth * o.bs) || !t->ios) {
+		if (posix_memalign((void **)&t->buf, 4096,
+		                   (size_t)o.depth * o.bs * (o.bs_mix ? MIX_MAX : 1)) ||
+		    !t->ios) {
 			fprintf(stderr, "mendblk-bench: out of memory\n");
 			return 1;
 		}
-		memset(t->buf, 0xa5, (size_t)o.depth * o.bs);
-		blk_dev_register_buffer(dev, t->buf, (size_t)o.depth * o.bs);
+		memset(t->buf, 0xa5, (size_t)o.depth * o.bs * (o.bs_mix ? MIX_MAX : 1));
+		blk_dev_register_buffer(dev, t->buf,
+		                        (size_t)o.depth * o.bs * (o.bs_mix ? MIX_MAX : 1));
 		if (o.memcpy_baseline) {
 			void *addr;
 
@@ -531,7 +611,7 @@ int main(int argc, char **argv)
 			}
 			t->map = addr;
 		}
-		if (t->nr_blocks == 0) {
+		if (t->nr_blocks < (o.bs_mix ? MIX_MAX : 1)) {
 			fprintf(stderr, "mendblk-bench: device too small for bs %u\n", o.bs);
 			return 1;
 		}
@@ -574,21 +654,23 @@ int main(int argc, char **argv)
 		       "\"poison_checks\": %s, \"ios\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
 		       "\"wall_seconds\": %.3f, \"cpu_seconds\": %.3f, \"iops\": %.0f, "
 		       "\"ns_per_io\": %.2f, \"iops_per_core\": %.0f, \"merges\": %" PRIu64
-		       ", \"plug_flushes\": %" PRIu64 ", \"tag_waits\": %" PRIu64 "}\n",
+		       ", \"plug_flushes\": %" PRIu64 ", \"tag_waits\": %" PRIu64
+		       ", \"poison_entries\": %u, \"bs_mix\": %s}\n",
 		       info.backend_name, o.memcpy_baseline ? "\"memcpy\"" : "null", rw_name(o.rw),
 		       o.bs, o.depth, o.batch, o.threads, info.nr_hw_queues,
 		       o.nomerge ? "false" : "true", o.sched ? o.sched : "none",
 		       o.qos ? "true" : "false", o.poison ? "true" : "false",
 		       BLK_POISON_CHECKS ? "true" : "false", total, errors, wall, cpu, iops,
 		       ns_per_io, per_core, st.merges_back + st.merges_front, st.plug_flushes,
-		       st.tag_waits);
+		       st.tag_waits, o.poison_entries, o.bs_mix ? "true" : "false");
 	} else {
 		printf("backend=%s%s rw=%s bs=%u depth=%u batch=%u threads=%u queues=%u merge=%s "
-		       "sched=%s qos=%s poison=%s poison_checks=%s\n",
+		       "sched=%s qos=%s poison=%s poison_checks=%s poison_entries=%u bs_mix=%s\n",
 		       info.backend_name, o.memcpy_baseline ? " (memcpy baseline)" : "",
 		       rw_name(o.rw), o.bs, o.depth, o.batch, o.threads, info.nr_hw_queues,
 		       o.nomerge ? "off" : "on", o.sched ? o.sched : "none", o.qos ? "on" : "off",
-		       o.poison ? "on" : "off", BLK_POISON_CHECKS ? "on" : "off");
+		       o.poison ? "on" : "off", BLK_POISON_CHECKS ? "on" : "off", o.poison_entries,
+		       o.bs_mix ? "on" : "off");
 		printf("ios=%" PRIu64 " errors=%" PRIu64 " wall=%.3fs cpu=%.3fs merges=%" PRIu64
 		       " plug_flushes=%" PRIu64 " tag_waits=%" PRIu64 "\n",
 		       total, errors, wall, cpu, st.merges_back + st.merges_front, st.plug_flushes,

@@ -35,7 +35,7 @@ print(o["prefix"], o["libdir"], o["mandir"])')
 P=$D$PREFIX
 case $LIBDIR in /*) L=$D$LIBDIR ;; *) L=$P/$LIBDIR ;; esac
 case $MANDIR in /*) M=$D$MANDIR ;; *) M=$P/$MANDIR ;; esac
-SBIN=(mendfs mount.mendfs umount.fuse.mendfs mkfs.mendfs fsck.mendfs mendctl)
+SBIN=(mendfs mount.mendfs mount.fuse.mendfs umount.fuse.mendfs mkfs.mendfs fsck.mendfs mendctl)
 MAN=(man8/mendfs.8 man8/mount.mendfs.8 man8/umount.fuse.mendfs.8 man8/mkfs.mendfs.8
 	man8/fsck.mendfs.8 man8/mendctl.8 man3/libmendfs.3 man3/mendfs_preadv2.3
 	man2/ioctl_mendfs.2)

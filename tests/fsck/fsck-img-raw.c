@@ -225,6 +225,24 @@ int cmd_corrupt(const char *cs)
 			die("symlink %s", "/longlink", ret);
 		ino = st.st_ino;
 	}
+	if (!strcmp(cs, "link-max")) { /* /hard1 with the most links: 2 + 64998 in /links */
+		struct mfs *fs = mnt(false);
+		uint64_t hard = lookup_path(fs, "/hard1");
+		char name[16];
+		struct stat st;
+		int ret = mfs_mkdir(fs, MFS_ROOT_INO, "links", 0755, 0, 0, &st);
+		uint64_t links = st.st_ino;
+
+		for (unsigned i = 0; !ret && i < MFS_LINK_MAX - 2; i++) {
+			snprintf(name, sizeof(name), "l%05u", i);
+			ret = mfs_link(fs, hard, links, name, &st);
+		}
+		if (!ret)
+			ret = mfs_unmount(fs);
+		if (ret)
+			die("links %s", "/links", ret);
+		ino = hard;
+	}
 	raw_open(&r);
 	if (!strcmp(cs, "symlink-block")) { /* F0105: readlink would find no block */
 		di = raw_inode(&r, ino, &blk);
@@ -339,6 +357,12 @@ int cmd_corrupt(const char *cs)
 			die("%s: user.a is not the first inline xattr", "/hello.txt", 0);
 		di->inline_xattr[4] = 'x';
 		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "xattr-nul")) { /* F0111: user.a becomes "user.\0" */
+		di = raw_inode(&r, hello, &blk);
+		if (memcmp(di->inline_xattr + 4, "user.a", 6))
+			die("%s: user.a is not the first inline xattr", "/hello.txt", 0);
+		di->inline_xattr[9] = 0;
+		raw_write(&r, blk, true, 2);
 	} else if (!strncmp(cs, "xattr-value-", 12)) { /* F0112: hello's user.large */
 		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)r.buf;
 
@@ -389,6 +413,11 @@ int cmd_corrupt(const char *cs)
 
 		memcpy(r.buf + s->off, &sub, 8);
 		r.buf[s->off + 8] = 4;
+		raw_write(&r, blk, true, 2);
+	} else if (!strcmp(cs, "link-max")) { /* F0207: /lonely's entry names /hard1 too */
+		struct mfs_bt_slot *s = find_dirent(&r, MFS_ROOT_INO, "lonely", &blk);
+
+		memcpy(r.buf + s->off, &ino, 8);
 		raw_write(&r, blk, true, 2);
 	} else if (!strcmp(cs, "dir-parent")) { /* F0205 */
 		di = raw_inode(&r, sub, &blk);

@@ -19,6 +19,8 @@
  *   fsck-img orphan IMG            leaves an orphan (unlinked while open) and crashes
  *   fsck-img orphan-trunc IMG      leaves a truncate cut short (an orphan with links) and crashes
  *   fsck-img journal IMG           leaves committed transactions in the journal and crashes
+ *   fsck-img acl IMG PATH NAME KIND  stores ACL xattr NAME of KIND (see acl_value) on PATH
+ *                                  without the ACL rules; prints where: inline, tree, blocks
  *   fsck-img corrupt IMG CASE      see corrupt_cases[]
  *   fsck-img meta-block IMG WHAT   prints a metadata block number (inode-table, dir-leaf:PATH)
  */
@@ -520,6 +522,103 @@ static int cmd_ino(const char *path)
 	return 0;
 }
 
+/* Put entry @i of an ACL value in @v. */
+static void acl_ent(uint8_t *v, unsigned i, unsigned tag, unsigned perm, uint32_t id)
+{
+	uint8_t *e = v + MFS_ACL_HDR_SIZE + (size_t)i * MFS_ACL_ENTRY_SIZE;
+
+	e[0] = (uint8_t)tag;
+	e[1] = (uint8_t)(tag >> 8);
+	e[2] = (uint8_t)perm;
+	e[3] = 0;
+	for (int k = 0; k < 4; k++)
+		e[4 + k] = (uint8_t)(id >> (8 * k));
+}
+
+/*
+ * An ACL value of @kind into @v (room for 300 entries); returns its size.
+ *   minimal    owner, group, other: valid
+ *   named      owner, user 1000, group, mask, other: valid
+ *   large      owner, 200 named users, group, mask, other: valid, stored out of line
+ *   bad-tag    named with the mask's tag 0x40 (unknown)
+ *   bad-large  large, its last named user without an id
+ *   short      2 bytes (small enough for the inode's inline area)
+ */
+static size_t acl_value(const char *kind, uint8_t *v)
+{
+	bool large = !strcmp(kind, "large") || !strcmp(kind, "bad-large");
+	unsigned n = 0, users = large ? 200 : 1;
+
+	if (!strcmp(kind, "short")) {
+		v[0] = MFS_ACL_VERSION;
+		v[1] = 0;
+		return 2;
+	}
+	v[0] = MFS_ACL_VERSION;
+	v[1] = v[2] = v[3] = 0;
+	acl_ent(v, n++, MFS_ACL_USER_OBJ, 7, MFS_ACL_UNDEFINED_ID);
+	if (strcmp(kind, "minimal"))
+		for (unsigned i = 0; i < users; i++)
+			acl_ent(v, n++, MFS_ACL_USER, 4,
+			        !strcmp(kind, "bad-large") && i == users - 1 ? MFS_ACL_UNDEFINED_ID
+			                                                     : 1000 + i);
+	acl_ent(v, n++, MFS_ACL_GROUP_OBJ, 5, MFS_ACL_UNDEFINED_ID);
+	if (strcmp(kind, "minimal"))
+		acl_ent(v, n++, !strcmp(kind, "bad-tag") ? 0x40 : MFS_ACL_MASK, 5,
+		        MFS_ACL_UNDEFINED_ID);
+	acl_ent(v, n++, MFS_ACL_OTHER, 4, MFS_ACL_UNDEFINED_ID);
+	if (strcmp(kind, "minimal") && strcmp(kind, "named") && strcmp(kind, "bad-tag") && !large)
+		die("unknown ACL kind %s", kind, 0);
+	return MFS_ACL_HDR_SIZE + (size_t)n * MFS_ACL_ENTRY_SIZE;
+}
+
+/* Store ACL xattr @name of @kind on @path as it is (the xattr layer, not acl.c's rules). */
+static int cmd_acl(const char *path, const char *name, const char *kind)
+{
+	static uint8_t v[MFS_ACL_HDR_SIZE + 300 * MFS_ACL_ENTRY_SIZE];
+	size_t size = acl_value(kind, v), nl = strlen(name);
+	struct mfs *fs = mnt(false);
+	uint64_t ino = lookup_path(fs, path);
+	const char *where = "tree";
+	struct mfs_txn *txn;
+	struct mfs_ino *ip;
+	int ret, err;
+
+	if (!ino)
+		die("no such path %s", path, 0);
+	ret = mfs_iget(fs, ino, &ip);
+	if (ret)
+		die("iget %s", path, ret);
+	pthread_rwlock_wrlock(&ip->lock);
+	ret = mfs_txn_begin(fs, &txn);
+	if (!ret) {
+		ret = mfs_xattr_set_locked(fs, txn, ip, name, v, size, 0);
+		if (!ret)
+			ret = mfs_inode_write(fs, txn, ip);
+		err = mfs_txn_end(txn);
+		if (!ret)
+			ret = err;
+	}
+	/* where it went: the inline area holds whole records, name after a 4-byte header */
+	for (unsigned off = 0; !ret && off + 4 <= le16toh(ip->di.inline_xattr_len);) {
+		const uint8_t *r = ip->di.inline_xattr + off;
+
+		if (r[0] == nl && !memcmp(r + 4, name, nl))
+			where = "inline";
+		off += 4u + r[0] + (unsigned)(r[2] | r[3] << 8);
+	}
+	if (4 + nl + size > MFS_BT_MAX_VALUE)
+		where = "blocks";
+	pthread_rwlock_unlock(&ip->lock);
+	mfs_iput(fs, ip);
+	if (!ret)
+		ret = mfs_unmount(fs);
+	if (ret)
+		die("setting %s", name, ret);
+	printf("%s\n", where);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -553,6 +652,8 @@ int main(int argc, char **argv)
 		return cmd_orphan_trunc();
 	if (!strcmp(argv[1], "journal"))
 		return cmd_journal();
+	if (!strcmp(argv[1], "acl") && argc == 6)
+		return cmd_acl(argv[3], argv[4], argv[5]);
 	if (!strcmp(argv[1], "corrupt") && argc == 4)
 		return cmd_corrupt(argv[3]);
 	fprintf(stderr, "fsck-img: bad command\n");

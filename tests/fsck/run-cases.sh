@@ -11,7 +11,9 @@
 #          poison in a file, a file in a subdirectory, free space and a
 #          metadata block; --zero-damaged; -p.
 #          File names in the JSON report: UTF-8 as the same characters, a
-#          name that is not UTF-8 as U+FFFD plus path_hex (its exact bytes).
+#          name that is not UTF-8 as U+FFFD plus path_hex (its exact bytes);
+#          in the text report escaped as `ls -b` does (\n, \t, \\, \ooo), so
+#          that a name never breaks a line.
 #  cli     clean image, usage errors (16), missing device (8), refusal on a
 #          locked (mounted) device, progress output; with --json each error
 #          prints the error object {"error", "exit_code"} and no report.
@@ -33,22 +35,39 @@ cannot_run() {
 	fi
 }
 
-base() {
-	"$MKFS_MENDFS" -q "$T/base.img" 64M || { echo "mkfs failed"; exit 1; }
-	"$FSCK_IMG" populate "$T/base.img" 2>/dev/null || { echo "populate failed"; exit 1; }
+base() { # base [NAME SIZE]: the populated image fresh copies (base, 64M)
+	local b=${1:-base}
+	"$MKFS_MENDFS" -q "$T/$b.img" "${2:-64M}" || { echo "mkfs failed"; exit 1; }
+	"$FSCK_IMG" populate "$T/$b.img" 2>/dev/null || { echo "populate failed"; exit 1; }
 }
 
-fresh() { # fresh NAME: a copy of the base image (and its badblocks file)
-	cp --sparse=always "$T/base.img" "$T/$1.img"
-	cp "$T/base.img.badblocks" "$T/$1.img.badblocks"
+fresh() { # fresh NAME: a copy of the base image $BASE (and its badblocks file)
+	local b=${BASE:-base}
+	cp --sparse=always "$T/$b.img" "$T/$1.img"
+	cp "$T/$b.img.badblocks" "$T/$1.img.badblocks"
 }
 
 sums() { md5sum "$1" "$1.badblocks" 2>/dev/null | awk '{print $1}' | tr '\n' ' '; }
 
+# fix_twice NAME IDS: fsck -y on $T/NAME.img reports every id of the comma-separated IDS
+# (exit 1), and a second fsck -y finds nothing (exit 0).
+fix_twice() {
+	local name=$1 ids=$2 out rc id
+	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
+	rc=$?
+	[ $rc -eq 1 ] || { fail "$name: fsck -y exited $rc, expected 1"; echo "$out"; }
+	for id in ${ids//,/ }; do
+		grep -q "$id" <<<"$out" || fail "$name: fsck -y did not report $id"
+	done
+	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] || { fail "$name: second fsck -y exited $rc, expected 0"; echo "$out"; }
+}
+
 # run_case NAME CORRUPTION IDS [SKIP...]: IDS is a comma-separated list of problem ids that
 # the first -y run must report (-n: the first of them).  SKIP: paths whose content may be lost.
 run_case() {
-	local name=$1 cs=$2 ids=$3 before after out rc id
+	local name=$1 cs=$2 ids=$3 before after out rc
 	shift 3
 	fresh "$name"
 	case $cs in
@@ -63,15 +82,7 @@ run_case() {
 	[ "$before" = "$after" ] || fail "$name: fsck -n changed the image or its badblocks file"
 	# -n fixes nothing, so only the first problem is sure to show (the others follow from its fix)
 	grep -q "${ids%%,*}" <<<"$out" || fail "$name: fsck -n did not report ${ids%%,*}"
-	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
-	rc=$?
-	[ $rc -eq 1 ] || { fail "$name: fsck -y exited $rc, expected 1"; echo "$out"; }
-	for id in ${ids//,/ }; do
-		grep -q "$id" <<<"$out" || fail "$name: fsck -y did not report $id"
-	done
-	out=$("$FSCK_MENDFS" -y "$T/$name.img" 2>&1)
-	rc=$?
-	[ $rc -eq 0 ] || { fail "$name: second fsck -y exited $rc, expected 0"; echo "$out"; }
+	fix_twice "$name" "$ids"
 	"$FSCK_IMG" verify "$T/$name.img" "$@" || fail "$name: files not intact after repair"
 	echo "ok: $name ($ids)"
 	rm -f "$T/$name.img" "$T/$name.img.badblocks"
@@ -96,6 +107,40 @@ run_preen() {
 	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
 	[ $rc -eq 0 ] || fail "$name: final fsck -p exited $rc, expected 0"
 	echo "ok: $name (-p, $safe)"
+	rm -f "$T/$name.img" "$T/$name.img.badblocks"
+}
+
+# run_acl NAME PATH ACL KIND WHERE IDS: fsck-img stores ACL xattr system.posix_acl_ACL of KIND
+# on PATH (without the core's ACL rules) and must say it went WHERE (inline, tree, blocks).
+# IDS "clean": fsck -n exits 0 and reports no F0114.  Else: -n exits 4 with F0114 and changes
+# nothing, -p leaves it (exit 4: not safe under -p), -y reports IDS (exit 1), a second -y
+# exits 0, the ACL is gone and the files are intact.
+run_acl() {
+	local name=$1 path=$2 acl=system.posix_acl_$3 kind=$4 where=$5 ids=$6 out rc before
+	fresh "$name"
+	out=$("$FSCK_IMG" acl "$T/$name.img" "$path" "$acl" "$kind" 2>&1)
+	[ "$out" = "$where" ] || { fail "$name: ACL stored '$out', expected $where"; return; }
+	before=$(sums "$T/$name.img")
+	out=$("$FSCK_MENDFS" -n "$T/$name.img" 2>&1)
+	rc=$?
+	[ "$before" = "$(sums "$T/$name.img")" ] || fail "$name: fsck -n changed the image"
+	if [ "$ids" = clean ]; then
+		[ $rc -eq 0 ] || fail "$name: fsck -n exited $rc, expected 0: $out"
+		grep -q F0114 <<<"$out" && fail "$name: a valid ACL reported: $out"
+		echo "ok: $name (clean)"
+		rm -f "$T/$name.img" "$T/$name.img.badblocks"
+		return
+	fi
+	[ $rc -eq 4 ] || fail "$name: fsck -n exited $rc, expected 4"
+	grep -q "F0114: inode [0-9]* ([a-z ]*): $acl" <<<"$out" ||
+		fail "$name: fsck -n did not report F0114: $out"
+	"$FSCK_MENDFS" -p "$T/$name.img" >/dev/null 2>&1; rc=$?
+	[ $rc -eq 4 ] || fail "$name: fsck -p exited $rc, expected 4"
+	"$FSCK_IMG" getxattr "$T/$name.img" "$path" "$acl" >/dev/null || fail "$name: fsck -p removed the ACL"
+	fix_twice "$name" "$ids"
+	"$FSCK_IMG" getxattr "$T/$name.img" "$path" "$acl" >/dev/null && fail "$name: the ACL is still there"
+	"$FSCK_IMG" verify "$T/$name.img" || fail "$name: files not intact after repair"
+	echo "ok: $name ($ids)"
 	rm -f "$T/$name.img" "$T/$name.img.badblocks"
 }
 
@@ -136,15 +181,29 @@ group_cases() {
 	run_case tree-bad tree-bad F0110
 	run_case xattr-bad xattr-bad F0111 xattr
 	run_case xattr-name xattr-name F0111 xattr
+	run_case xattr-nul xattr-nul F0111 xattr
 	run_case xattr-value-csum xattr-value-csum F0112,F0502 large
 	run_case xattr-value-owner xattr-value-owner F0112,F0502 large
 	run_case xattr-value-lost xattr-value-lost F0112,F0502 large
 	run_case xattr-shared xattr-shared F0112,F0502
 	run_case xattr-leak xattr-leak F0502 xattr
+	# ACLs (F0114): the core's rules, wherever the value is stored
+	run_acl acl-bad-entry /lonely access bad-tag tree F0114
+	run_acl acl-large /hello.txt access bad-large blocks F0114,F0502
+	run_acl acl-inline /dir/victim2 access short inline F0114
+	run_acl acl-default-file /lonely default minimal tree F0114
+	run_acl acl-symlink /link access minimal tree F0114
+	run_acl acl-valid-dir /dir default named tree clean
+	run_acl acl-valid-large /dir/sub/data.bin access large blocks clean
+	run_acl acl-valid-minimal /hello.txt access minimal tree clean
 	run_case dirent-bad dirent-bad F0201,F0302,F0303 /dir/victim2
 	run_case dirent-ino dirent-ino F0202,F0302 /dir/victim2
 	run_case dirent-type dirent-type F0203
 	run_case dir-hardlink dir-hardlink F0204,F0302 /lonely
+	# /hard1 with 65000 links (room for the names: a larger image), /lonely's entry one more
+	base big 256M
+	BASE=big run_case link-max link-max F0207,F0302 /lonely /dir/hard2
+	rm -f "$T/big.img" "$T/big.img.badblocks"
 	run_case dir-parent dir-parent F0205
 	run_case dir-entries dir-entries F0206
 	run_case dir-parent-range dir-parent-range F0205
@@ -274,19 +333,28 @@ EOF
 	"$FSCK_IMG" verify "$T/xv.img" large || fail "poison: files not intact after the xattr loss"
 	echo "ok: poison xattr value block"
 	# F0601 is the damaged data problem (checked above through its report)
-	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in path_hex
+	# names: UTF-8 comes out as the same characters; other bytes as U+FFFD, exact in
+	# path_hex; the text report escapes them as ls -b does, one line a name
 	fresh names
+	odd=$'/nl\nx\ty\x01z\\w\x7f'
 	"$FSCK_IMG" file "$T/names.img" /café.txt 5000 &&
 		"$FSCK_IMG" file "$T/names.img" $'/bad\xff' 5000 &&
+		"$FSCK_IMG" file "$T/names.img" "$odd" 5000 &&
 		s1=$("$FSCK_IMG" sector "$T/names.img" /café.txt 0) &&
-		s2=$("$FSCK_IMG" sector "$T/names.img" $'/bad\xff' 0) ||
+		s2=$("$FSCK_IMG" sector "$T/names.img" $'/bad\xff' 0) &&
+		s3=$("$FSCK_IMG" sector "$T/names.img" "$odd" 0) ||
 		fail "poison: making the named files failed"
-	printf '%s 1\n%s 1\n' "$s1" "$s2" >>"$T/names.img.badblocks"
+	printf '%s 1\n%s 1\n%s 1\n' "$s1" "$s2" "$s3" >>"$T/names.img.badblocks"
 	out=$("$FSCK_MENDFS" -n "$T/names.img" 2>&1)
 	grep -qaF '/café.txt: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
 		fail "poison: café.txt not in the text report: $out"
-	grep -qaF $'/bad\xff: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
-		fail "poison: the name with byte 0xff not in the text report (raw bytes): $out"
+	grep -qaF '/bad\377: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: the name with byte 0xff not escaped as \\377 in the text report: $out"
+	grep -qxaF '  /nl\nx\ty\001z\\w\177: bytes 0-511 (512 bytes) damaged' <<<"$out" ||
+		fail "poison: the name with a newline and control bytes not escaped on one line: $out"
+	grep -qaF 'F0601: /nl\nx\ty\001z\\w\177 (inode' <<<"$out" ||
+		fail "poison: the F0601 problem line does not escape the name: $out"
+	LC_ALL=C grep -qa $'[\x01\x7f\xff]' <<<"$out" && fail "poison: a raw control or invalid byte in the text report: $out"
 	"$FSCK_MENDFS" -n --json "$T/names.img" >"$T/names.json" 2>/dev/null
 	rc=$?
 	[ $rc -eq 4 ] || fail "poison: fsck -n --json of the named files exited $rc, expected 4"
@@ -301,7 +369,9 @@ assert cafe["ranges"] == [{"offset": 0, "length": 512}], cafe
 bad = d["/bad\ufffd"]
 assert bytes.fromhex(bad["path_hex"]) == b"/bad\xff", bad
 assert bad["ranges"] == [{"offset": 0, "length": 512}], bad
-assert len(d) == 2, d
+odd = d["/nl\nx\ty\x01z\\w\x7f"]  # exact, JSON-escaped only
+assert "path_hex" not in odd, odd
+assert len(d) == 3, d
 EOF
 	echo "ok: poison ($s4)"
 }

@@ -8,7 +8,9 @@
  * "ok WHAT", or "FAIL file:line: WHAT [cond] (errno E)" with errno as the
  * condition left it.  A program with many checks in loops sets check_quiet to
  * print the failures only.  Each program ends with
- * `return failures ? 1 : 0;` after printing its tally.
+ * `return failures ? 1 : 0;` after printing its tally.  A program of several
+ * files (posix) defines CHECK_SHARED_COUNTERS before including this, and one
+ * of its files defines failures, checks and check_quiet.
  */
 #ifndef MENDFS_TESTS_CHECK_H
 #define MENDFS_TESTS_CHECK_H
@@ -18,8 +20,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef CHECK_SHARED_COUNTERS
+/* A program of several files defines these in one of them. */
+extern int failures, checks;
+extern bool check_quiet;
+#else
 static int failures, checks;
 static bool check_quiet;
+#endif
 
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \

@@ -3,7 +3,8 @@
 #
 # Integration tests on real FUSE mounts: `mount-test.sh NAME` runs one test
 # (basic, errors, kill9, unlinked, poison, readonly, helper, syslog, commit,
-# relpath, umount-wait, umount-helper, umount-elsewhere, exit-wait) against
+# fsck-mounted, relpath, umount-wait, umount-helper, umount-elsewhere, exit-wait,
+# remount) against
 # the built programs named by $MENDFS, $MOUNT_MENDFS, $MKFS_MENDFS and $FSOPS
 # (the syscall checks); some tests also need $FSCK_MENDFS, $MENDCTL and
 # $UMOUNT_MENDFS (umount.fuse.mendfs).
@@ -197,6 +198,19 @@ helper)
 		[ "$(cat "$MNT/h")" = via-helper ] || fail "content on the ro mount"
 		umount "$MNT" || fail "umount (ro)"
 		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (ro)"
+		# suid and dev work through mount(8), which drops them (its defaults) before
+		# the helper runs; nosuid and nodev still win
+		timeout 20 mount -t mendfs -o suid,dev "$IMG" "$MNT" || fail "mount -o suid,dev: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,* | *,nodev,*) fail "mount -o suid,dev shows $o" ;; esac
+		umount "$MNT" || fail "umount (suid,dev)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (suid,dev)"
+		timeout 20 mount -t mendfs -o nosuid,dev,noexec "$IMG" "$MNT" || fail "mount -o nosuid: $?"
+		o=",$(findmnt -n -o OPTIONS "$MNT"),"
+		case $o in *,nosuid,*noexec,*) ;; *) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		case $o in *,nodev,*) fail "mount -o nosuid,dev,noexec shows $o" ;; esac
+		umount "$MNT" || fail "umount (nosuid)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (nosuid)"
 		head -c 1M /dev/zero >"$WORK/zero"
 		timeout 20 mount -t mendfs "$WORK/zero" "$MNT" 2>/dev/null
 		[ $? = 32 ] || fail "mount of a non-mendfs device: not 32"
@@ -271,6 +285,30 @@ syslog)
 		fail "no 'unmounted cleanly' at daemon.info: $(tail -c 600 "$log")"
 	grep -q "^<31>.*mendfs\[[0-9]*\]: .*opcode: LOOKUP\|^<31>.*mendfs\[[0-9]*\]: .*opcode: GETATTR" "$log" ||
 		fail "no request trace at daemon.debug: $(head -c 600 "$log")"
+	;;
+fsck-mounted)
+	# fsck.mendfs -n on a mounted filesystem checks it but warns on stderr, as
+	# e2fsck does, that the results may be inaccurate; -y still refuses; once
+	# unmounted, -n says nothing of the kind.
+	need_progs FSCK_MENDFS
+	mkfs
+	mount_fg
+	echo data >"$MNT/f" || fail "write"
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/out" 2>"$WORK/err"
+	st=$?
+	[ $st -le 4 ] || fail "fsck.mendfs -n on the mounted image exited $st: $(cat "$WORK/err")"
+	grep -q "warning: $IMG is mounted.*results may be inaccurate" "$WORK/err" ||
+		fail "no warning on stderr: '$(cat "$WORK/err")'"
+	grep -q "mounted" "$WORK/out" && fail "the warning went to stdout: $(cat "$WORK/out")"
+	"$FSCK_MENDFS" -n --json "$IMG" >"$WORK/out" 2>"$WORK/err"
+	python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$WORK/out" ||
+		fail "--json output is not one JSON object: $(cat "$WORK/out")"
+	grep -q "results may be inaccurate" "$WORK/err" || fail "no warning with --json"
+	out=$("$FSCK_MENDFS" -y "$IMG" 2>&1) && fail "fsck.mendfs -y repaired a mounted image: $out"
+	grep -q "refusing to repair" <<<"$out" || fail "fsck.mendfs -y on a mounted image: '$out'"
+	umount_fg
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1) || fail "fsck.mendfs -n after the unmount: $out"
+	grep -q "mounted" <<<"$out" && fail "warned on an unmounted image: $out"
 	;;
 relpath)
 	# DEVICE and badblocks=PATH given relative to the caller's directory: the
@@ -461,6 +499,86 @@ umount-elsewhere)
 	st=$?
 	[ $st = 77 ] && skip "cannot mount fusectl on /sys/fs/fuse/connections"
 	[ $st = 0 ] || fail "umount-elsewhere in its namespace: exit $st"
+	;;
+remount)
+	# mount -o remount,ro and remount,rw through mount(8), which runs
+	# /sbin/mount.fuse.mendfs (the type the kernel shows; set up as in the
+	# helper test): a file open for writing makes ro fail with 32; with a
+	# writer that reopens its file, ro succeeds and the writer meets EROFS;
+	# while read-only the superblock says clean (state 1 at byte 76) and
+	# fsck.mendfs -n finds nothing; rw makes it writable and in use (2)
+	# again; a filesystem mounted -o ro cannot be remounted rw.
+	need_mount_ns "for mount(8)'s helper lookup"
+	need_progs FSCK_MENDFS
+	mkfs
+	mkdir -p "$WORK/sbin"
+	cat >"$WORK/inner.sh" <<-'EOF'
+		set -u
+		fail() { echo "FAIL (remount): $*" >&2; exit 1; }
+		state() { od -An -tu4 -j76 -N4 "$IMG" | tr -d ' '; }
+		opts() { findmnt -n -o VFS-OPTIONS "$MNT" | cut -d, -f1; }
+		trap 'kill $W 2>/dev/null; mountpoint -q "$MNT" && umount -l "$MNT"' EXIT
+		W=
+		mount -t tmpfs tmpfs "$WORK/sbin" || fail "tmpfs"
+		ln -s "$MOUNT_MENDFS" "$WORK/sbin/mount.mendfs"
+		ln -s "$MOUNT_MENDFS" "$WORK/sbin/mount.fuse.mendfs"
+		mount --bind "$WORK/sbin" /sbin || fail "bind over /sbin"
+		timeout 20 mount -t mendfs -o commit=0 "$IMG" "$MNT" || fail "mount: $?"
+		head -c 300000 /dev/urandom >"$WORK/data"
+		cp "$WORK/data" "$MNT/data" || fail "cp"
+		[ "$(state)" = 2 ] || fail "state $(state) while mounted, not 2"
+		# a file open for writing: busy, and nothing changes
+		exec 3>"$MNT/held"
+		out=$(timeout 20 mount -o remount,ro "$MNT" 2>&1)
+		[ $? = 32 ] || fail "remount,ro with a file open for writing: not 32: $out"
+		grep -q "open for writing" <<<"$out" || fail "remount,ro busy: $out"
+		echo still >&3 || fail "the held file is no longer writable"
+		exec 3>&-
+		[ "$(opts)" = rw ] || fail "$(opts) after a failed remount,ro"
+		# a writer that reopens its file for every line
+		(while echo line 2>/dev/null >>"$MNT/log"; do :; done; echo stopped >"$WORK/w") &
+		W=$!
+		sleep 0.3
+		ok=
+		for i in $(seq 50); do
+			timeout 20 mount -o remount,ro "$MNT" 2>"$WORK/err" && { ok=1; break; }
+			sleep 0.1
+		done
+		[ -n "$ok" ] || fail "remount,ro never succeeded beside the writer: $(cat "$WORK/err")"
+		for i in $(seq 50); do [ -e "$WORK/w" ] && break; sleep 0.1; done
+		[ -e "$WORK/w" ] || fail "the writer still writes on a read-only mount"
+		wait $W; W=
+		[ "$(opts)" = ro ] || fail "$(opts) after remount,ro"
+		echo x 2>/dev/null >"$MNT/new" && fail "created a file after remount,ro"
+		[ "$(state)" = 1 ] || fail "state $(state) after remount,ro, not 1 (clean)"
+		timeout 60 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 ||
+			fail "fsck -n after remount,ro: $? $(cat "$WORK/fsck")"
+		cmp "$WORK/data" "$MNT/data" || fail "data after remount,ro"
+		lines=$(wc -l <"$MNT/log")
+		# back to read-write
+		timeout 20 mount -o remount,rw "$MNT" || fail "remount,rw: $?"
+		[ "$(opts)" = rw ] || fail "$(opts) after remount,rw"
+		[ "$(state)" = 2 ] || fail "state $(state) after remount,rw, not 2"
+		echo more >>"$MNT/log" || fail "append after remount,rw"
+		[ "$(wc -l <"$MNT/log")" = $((lines + 1)) ] || fail "the log lost lines"
+		umount "$MNT" || fail "umount"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount"
+		timeout 60 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 ||
+			fail "fsck -n after umount: $? $(cat "$WORK/fsck")"
+		# mounted read-only: it stays so
+		timeout 20 mount -t mendfs -o ro "$IMG" "$MNT" || fail "mount -o ro: $?"
+		out=$(timeout 20 mount -o remount,rw "$MNT" 2>&1)
+		[ $? = 32 ] || fail "remount,rw of a -o ro mount: not 32: $out"
+		grep -q "mounted read-only" <<<"$out" || fail "remount,rw of a -o ro mount: $out"
+		[ "$(opts)" = ro ] || fail "$(opts) after a refused remount,rw"
+		cmp "$WORK/data" "$MNT/data" || fail "data on the ro mount"
+		umount "$MNT" || fail "umount (ro)"
+		timeout 20 flock -x "$IMG" true || fail "daemon did not exit after umount (ro)"
+		exit 0
+	EOF
+	WORK=$WORK IMG=$IMG MNT=$MNT MOUNT_MENDFS=$MOUNT_MENDFS FSCK_MENDFS=$FSCK_MENDFS \
+		timeout 150 unshare -m --propagation private bash "$WORK/inner.sh" ||
+		fail "remount tests"
 	;;
 exit-wait)
 	# A daemon that was unmounted but has not finished (stopped here, after

@@ -30,6 +30,12 @@
 #            of it -> EIO; zeroinit of a partial unit: EIO if poisoned, in place if
 #            clean.  Skip (77) when no
 #            loop device can be made (FAIL under MENDFS_TEST_STRICT=1)
+#   latent   latent poison (DEVICE.latent, -o latent=PATH): sectors nobody knows
+#            of until a read touches them: badranges and the tables empty before,
+#            the read fails with EIO at the sector and records it (badblocks file,
+#            badranges, recovery read zero-fills exactly it, fsck.mendfs names the
+#            file), the latent file forgets it; an overwrite before any read makes
+#            a latent sector good; an overwrite after clears the poison
 #   meta     metadata self-healing: one copy of an inode table block, a directory
 #            tree block, an extent tree block, an xattr tree block and two journal
 #            blocks poisoned; operations work, the bad copies are rewritten from their
@@ -40,7 +46,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 name=${1:?usage: recovery-test.sh NAME}
-need_progs MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE
+need_progs MENDFS MKFS_MENDFS MENDCTL RCHECK RMATRIX METACHECK SALVAGE FSCK_MENDFS
 need_root_fuse
 work_init rec
 UNMOUNT=("$WORK/small")
@@ -141,6 +147,51 @@ EOF
 	grep -q '^[0-9]' "$IMG.badblocks" && fail "poison left in $IMG.badblocks: $(cat "$IMG.badblocks")"
 	mount_fg
 	rcheck verify "$MNT/f" $SIZE
+	umount_fg
+	;;
+latent)
+	make_f
+	mount_fg
+	rcheck pattern "$MNT/g" $SIZE
+	SG=$(first_sector "$MNT/g" $SIZE)
+	umount_fg
+	# f: sector 3 of block 5, bytes [22016, 22528); g: sector 1 of block 2
+	printf '%s 1\n%s 1\n' $((S + 5 * 8 + 3)) $((SG + 2 * 8 + 1)) >"$IMG.latent"
+	mount_fg
+	for x in f g; do
+		out=$(mendctl badranges --json "$MNT/$x") || fail "mendctl badranges $x"
+		[ "$out" = '{"ranges":[]}' ] || fail "latent poison known before a read: $x: $out"
+	done
+	grep -q '^[0-9]' "$IMG.badblocks" 2>/dev/null && fail "latent poison in the table at mount"
+	rcheck read "$MNT/f" $SIZE 22016
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[{"offset":22016,"length":512}]}' ] || fail "badranges after the read: $out"
+	grep -qx "$((S + 5 * 8 + 3)) 1" "$IMG.badblocks" || fail "not recorded: $(cat "$IMG.badblocks")"
+	[ "$(grep -v '^#' "$IMG.latent")" = "$((SG + 2 * 8 + 1)) 1" ] ||
+		fail "latent file after the read: $(cat "$IMG.latent")"
+	out=$(mendctl badranges --json "$MNT/g") || fail "mendctl badranges g"
+	[ "$out" = '{"ranges":[]}' ] || fail "g's latent sector found without a read: $out"
+	rcheck preadv2 "$MNT/f" $SIZE 22016 512
+	# g: overwritten before anything read it: good again, never poison
+	rcheck overwrite "$MNT/g" 8192 4096
+	[ -z "$(grep -v '^#' "$IMG.latent")" ] || fail "latent file after the overwrite: $(cat "$IMG.latent")"
+	rcheck verify "$MNT/g" $SIZE
+	out=$(mendctl badranges --json "$MNT/g") || fail "mendctl badranges g"
+	[ "$out" = '{"ranges":[]}' ] || fail "g after the overwrite: $out"
+	umount_fg
+	# found poison outlives the mount, and fsck names the file
+	rc=0
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || rc=$?
+	[ $rc = 4 ] || fail "fsck -n: exit $rc, expected 4: $(cat "$WORK/fsck")"
+	grep -q "/f" "$WORK/fsck" && grep -q "22016" "$WORK/fsck" || fail "fsck report: $(cat "$WORK/fsck")"
+	# -o latent=PATH: block 7 of f, sector 0; the overwrite of block 5 clears its poison
+	echo "$((S + 7 * 8)) 1" >"$WORK/lat"
+	mount_fg "latent=$WORK/lat"
+	rcheck overwrite "$MNT/f" 20480 4096
+	rcheck read "$MNT/f" $SIZE 28672
+	[ -z "$(grep -v '^#' "$WORK/lat")" ] || fail "latent=PATH file after the read: $(cat "$WORK/lat")"
+	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
+	[ "$out" = '{"ranges":[{"offset":28672,"length":512}]}' ] || fail "badranges (latent=PATH): $out"
 	umount_fg
 	;;
 zeroinit)
@@ -449,6 +500,10 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	# a partial overwrite into the poisoned block: EIO (not EINVAL); then a
 	# recovery write, which zeroes the block's lost bytes around its data
 	rcheck rwrite "$MNT/f" 20580 100
+	# a recovery write on 512-byte boundaries inside a poisoned 4 KiB block
+	# (bytes [29696, 30208) of block 7) is still a partial write of the unit
+	mendctl inject "$MNT" $((S + 7 * 8 + 2)) 1 || fail "mendctl inject block 7"
+	rcheck rwrite "$MNT/f" 29696 512
 	# a whole-block overwrite clears in place
 	rcheck overwrite "$MNT/f" 53248 4096
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
@@ -468,7 +523,7 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	fallocate -z -o 49152 -l 4096 "$MNT/f" || fail "fallocate -z of a poisoned block"
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[]}' ] || fail "badranges after zeroinit: $out"
-	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 45056 8192
+	rcheck verify "$MNT/f" $SIZE 4608 1024 20480 100 20680 3896 28672 1024 30208 2560 45056 8192
 	# truncate into a poisoned block: shrinking drops the tail (nothing is
 	# zeroed); growing again must zero past the old EOF inside the lost unit: EIO
 	mendctl inject "$MNT" $((S + 9 * 8 + 1)) 1 || fail "mendctl inject block 9"
@@ -483,7 +538,7 @@ $((S + 13 * 8)) 8" ] || fail "emulation file: $out"
 	out=$(mendctl badranges --json "$MNT/f") || fail "mendctl badranges"
 	[ "$out" = '{"ranges":[]}' ] || fail "badranges after zeroinit of block 9: $out"
 	truncate -s 40000 "$MNT/f" || fail "truncate (grow)"
-	zeros="4608 1024 20480 100 20680 3896 36864 3136"
+	zeros="4608 1024 20480 100 20680 3896 28672 1024 30208 2560 36864 3136"
 	rcheck verify "$MNT/f" 40000 $zeros
 	umount_fg
 	[ -z "$(grep -v '^#' "$BB")" ] || fail "emulation file not empty: $(cat "$BB")"

@@ -19,7 +19,7 @@
 
 #include "acl.h"
 #include "mfs_ops.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 /* --- ACL values -------------------------------------------------------------------- */
 
@@ -217,40 +217,9 @@ END_TEST
 
 /* --- ACLs of inodes ---------------------------------------------------------------- */
 
-static char dir[64], img[128];
-static struct mfs *fs;
-
-static void mount_fs(void)
-{
-	char err[256] = "";
-	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
-}
-
 static void setup(void)
 {
-	char args[200];
-
-	snprintf(dir, sizeof(dir), "/tmp/mfs-acl-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	snprintf(args, sizeof(args), "'%s' 32M", img);
-	mkfs_run(args);
-	mount_fs();
-}
-
-static void teardown(void)
-{
-	char bb[160];
-
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	snprintf(bb, sizeof(bb), "%s.badblocks", img);
-	unlink(bb);
-	unlink(img);
-	rmdir(dir);
+	fixture_create("acl", "", "32M");
 }
 
 static uint64_t make(uint64_t parent, const char *name, mode_t mode, mode_t umask)
@@ -388,8 +357,7 @@ START_TEST(test_inherit)
 	}
 
 	/* all of it on disk */
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	mount_fs();
+	fixture_remount();
 	ck_assert_uint_eq(mode_of(f), S_IFREG | 0660);
 	ck_assert_int_eq(get_acl(sub, MFS_ACL_DEFAULT, got), (ssize_t)n);
 	ck_assert(!memcmp(got, def, n));
@@ -397,8 +365,7 @@ START_TEST(test_inherit)
 	ck_assert_int_eq(mfs_unlink(fs, d, "f"), 0);
 	ck_assert_int_eq(mfs_unlink(fs, sub, "deep"), 0);
 	ck_assert_int_eq(mfs_rmdir(fs, d, "sub"), 0);
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	mount_fs();
+	fixture_remount();
 	ck_assert_int_eq(mfs_getattr(fs, f, &(struct stat){0}), -ENOENT);
 }
 END_TEST
@@ -438,24 +405,18 @@ int main(void)
 {
 	Suite *s = suite_create("acl");
 	TCase *tv = tcase_create("values"), *ti = tcase_create("inodes");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tv, test_valid);
 	tcase_add_test(tv, test_equiv_mode);
 	tcase_add_test(tv, test_chmod);
 	tcase_add_test(tv, test_create_masq);
 	suite_add_tcase(s, tv);
-	tcase_add_checked_fixture(ti, setup, teardown);
+	tcase_add_checked_fixture(ti, setup, fixture_teardown);
 	tcase_set_timeout(ti, 120);
 	tcase_add_test(ti, test_setxattr_mode);
 	tcase_add_test(ti, test_chmod_rewrites);
 	tcase_add_test(ti, test_inherit);
 	tcase_add_test(ti, test_kill_sgid);
 	suite_add_tcase(s, ti);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }

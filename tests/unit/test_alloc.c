@@ -22,19 +22,9 @@
 #include <unistd.h>
 
 #include "mfs.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
-static char dir[64], img[128];
-static struct mfs *fs;
 static uint64_t data_start, data_len;
-
-static void mkfs_image(const char *size)
-{
-	char args[PATH_MAX + 64];
-
-	snprintf(args, sizeof(args), "'%s' %s", img, size);
-	mkfs_run(args);
-}
 
 static void mount_fs(void)
 {
@@ -70,28 +60,18 @@ static void umount_fs(void)
 	fs = NULL;
 }
 
-static void setup_size(const char *size)
-{
-	snprintf(dir, sizeof(dir), "/tmp/mendfs-alloc-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	mkfs_image(size);
-	mount_fs();
-}
-
 static void setup(void)
 {
-	setup_size("64M");
+	fixture_dir("/tmp", "alloc");
+	fixture_mkfs("", "64M");
+	mount_fs();
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-
 	if (fs)
 		umount_fs();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	fixture_remove();
 }
 
 /* Clear bits among the first @nbits of the bitmap at @disk, read through the cache. */
@@ -370,11 +350,9 @@ END_TEST
 START_TEST(test_quarantine_release_bounded)
 {
 	uint64_t groups, s, n, free0, qlen, commits0;
-	char args[PATH_MAX + 64];
 
 	umount_fs();
-	snprintf(args, sizeof(args), "-J 1M -N 1000 '%s' 64G", img);
-	mkfs_run(args);
+	fixture_mkfs("-J 1M -N 1000", "64G");
 	mount_fs();
 	ck_assert_uint_eq(fs->sb.journal_len, 256);
 	groups = data_len / MFS_BITMAP_BITS;
@@ -605,11 +583,5 @@ static Suite *alloc_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(alloc_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(alloc_suite());
 }

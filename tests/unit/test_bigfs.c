@@ -159,18 +159,9 @@ static void teardown(void)
 
 static void fsck_clean(void)
 {
-	const char *env = getenv("FSCK_MENDFS");
-	char fsck[PATH_MAX], self[PATH_MAX], cmd[PATH_MAX * 3];
-	ssize_t n;
+	char fsck[PATH_MAX], cmd[PATH_MAX * 3];
 
-	if (env && *env) {
-		snprintf(fsck, sizeof(fsck), "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		ck_assert_int_gt(n, 0);
-		self[n] = 0;
-		snprintf(fsck, sizeof(fsck), "%s/../../fsck/fsck.mendfs", dirname(self));
-	}
+	tool_path(fsck, sizeof(fsck), "FSCK_MENDFS", "fsck/fsck.mendfs");
 	snprintf(cmd, sizeof(cmd), "'%s' -n '%s'", fsck, img);
 	ck_assert_int_eq(system(cmd), 0);
 }

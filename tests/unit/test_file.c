@@ -27,40 +27,15 @@
 
 static char bbfile[sizeof(img) + 16]; /* the image's emulated poison */
 
-static void remount(void)
-{
-	fixture_umount();
-	fixture_mount(NULL);
-}
-
 static void make_image(const char *size)
 {
-	fixture_dir("/tmp", "file");
+	fixture_create("file", "", size);
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
-	fixture_mkfs("", size);
-	fixture_mount(NULL);
 }
 
 static void setup(void)
 {
 	make_image("64M");
-}
-
-static void teardown(void)
-{
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	fixture_remove();
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
-
-	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
-	return st.st_ino;
 }
 
 /* A copy of @ino's inode as the filesystem holds it. */
@@ -172,7 +147,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 
 START_TEST(test_fsx)
 {
-	uint64_t ino = create("fsx");
+	uint64_t ino = fixture_file("fsx");
 	uint8_t *ref = calloc(1, FSX_MAX), *buf = malloc(FSX_MAX), *data = malloc(FSX_MAX);
 	uint64_t size = 0;
 	unsigned seed = 12345;
@@ -232,7 +207,7 @@ START_TEST(test_fsx)
 		}
 		ck_assert_uint_eq(fsize(ino), size);
 		if (op % 500 == 499) {
-			remount();
+			fixture_remount();
 			ck_assert_uint_eq(fsize(ino), size);
 			if (size)
 				check_read(ino, ref, size, 0);
@@ -250,7 +225,7 @@ END_TEST
 
 START_TEST(test_sparse)
 {
-	uint64_t ino = create("sparse"), pblk;
+	uint64_t ino = fixture_file("sparse"), pblk;
 	uint8_t *buf = malloc(1 << 20), data[100];
 	bool unwritten;
 
@@ -279,7 +254,7 @@ END_TEST
 
 START_TEST(test_inline_to_tree)
 {
-	uint64_t ino = create("frag"), i, pblk;
+	uint64_t ino = fixture_file("frag"), i, pblk;
 	uint8_t data[BS], buf[BS];
 	struct mfs_ino *ip;
 
@@ -299,7 +274,7 @@ START_TEST(test_inline_to_tree)
 	mfs_iput(fs, ip);
 	ck_assert_uint_eq(extents(ino, 600), 300);
 	ck_assert_uint_eq(fblocks(ino), 300);
-	remount();
+	fixture_remount();
 	for (i = 0; i < 300; i++) {
 		fill(data, BS, (unsigned)i);
 		ck_assert_int_eq(mfs_read(fs, ino, buf, BS, (off_t)(i * 2 * BS)), BS);
@@ -325,7 +300,7 @@ END_TEST
 
 START_TEST(test_sequential)
 {
-	uint64_t ino = create("seq"), ino2 = create("seq2");
+	uint64_t ino = fixture_file("seq"), ino2 = fixture_file("seq2");
 	uint8_t *data = malloc(64 << 10);
 	unsigned i;
 
@@ -348,7 +323,7 @@ END_TEST
 
 START_TEST(test_huge_offset)
 {
-	uint64_t ino = create("huge"), off = 5ull << 40, pblk, count;
+	uint64_t ino = fixture_file("huge"), off = 5ull << 40, pblk, count;
 	uint8_t data[6000], buf[6000];
 
 	fill(data, sizeof(data), 5);
@@ -362,7 +337,7 @@ START_TEST(test_huge_offset)
 	bmap(ino, 0, &pblk, &count, NULL);
 	ck_assert_uint_eq(pblk, 0);
 	ck_assert_uint_eq(count, (off - 1000) / BS);
-	remount();
+	fixture_remount();
 	check_read(ino, data, sizeof(data), off - 1000);
 	/* the maximum file size */
 	ck_assert_int_eq(mfs_write(fs, ino, data, 1, (off_t)(1ull << 60)), -EFBIG);
@@ -378,7 +353,7 @@ END_TEST
 
 START_TEST(test_truncate)
 {
-	uint64_t ino = create("trunc"), pblk;
+	uint64_t ino = fixture_file("trunc"), pblk;
 	uint8_t data[10000], buf[12000];
 
 	memset(data, 0xaa, sizeof(data));
@@ -398,7 +373,7 @@ START_TEST(test_truncate)
 	ck_assert(!memcmp(buf, data, 5000));
 	ck_assert(all_zero(buf + 5000, 7000));
 	/* the zeroed tail is on the device, not just hidden */
-	remount();
+	fixture_remount();
 	ck_assert_int_eq(mfs_read(fs, ino, buf, sizeof(buf), 0), 12000);
 	ck_assert(all_zero(buf + 5000, 7000));
 	/* a write past EOF after a shrink */
@@ -424,7 +399,7 @@ END_TEST
 
 START_TEST(test_fallocate)
 {
-	uint64_t ino = create("falloc"), pblk, pblk2, count;
+	uint64_t ino = fixture_file("falloc"), pblk, pblk2, count;
 	uint8_t data[5 * BS], buf[5 * BS];
 	bool unwritten;
 
@@ -503,7 +478,7 @@ START_TEST(test_fallocate)
 	ck_assert_int_eq(mfs_fallocate(fs, ino, 0, -1, BS), -EINVAL);
 	ck_assert_int_eq(mfs_fallocate(fs, ino, 0, 1ll << 61, BS), -EFBIG);
 	ck_assert_int_eq(mfs_fallocate(fs, MFS_ROOT_INO, 0, 0, BS), -EISDIR);
-	remount();
+	fixture_remount();
 	bmap(ino, 8, &pblk, NULL, &unwritten);
 	ck_assert(pblk && unwritten);
 }
@@ -511,7 +486,7 @@ END_TEST
 
 START_TEST(test_seek)
 {
-	uint64_t ino = create("seek");
+	uint64_t ino = fixture_file("seek");
 	uint8_t data[BS];
 
 	fill(data, BS, 3);
@@ -550,10 +525,10 @@ START_TEST(test_enospc)
 	struct statvfs st, st0;
 	ssize_t n;
 
-	teardown();
+	fixture_teardown();
 	make_image("16M");
-	ino = create("big");
-	ino2 = create("small");
+	ino = fixture_file("big");
+	ino2 = fixture_file("small");
 	write_all(ino2, "hello", 5, 0);
 	ck_assert_int_eq(mfs_statfs(fs, &st0), 0);
 	fill(data, 1 << 20, 9);
@@ -585,7 +560,7 @@ START_TEST(test_enospc)
 		ck_assert_int_eq(mfs_read(fs, ino, buf, len, (off_t)off), (ssize_t)len);
 		ck_assert(!memcmp(buf, data + (off % (1 << 20)), len));
 	}
-	remount();
+	fixture_remount();
 	ck_assert_uint_eq(fsize(ino), total);
 	ck_assert_int_eq(truncate_to(ino, total / 2), 0);
 	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
@@ -596,7 +571,7 @@ START_TEST(test_enospc)
 	/* everything back: the counters (recounted from the bitmap at mount) agree */
 	ck_assert_int_eq(truncate_to(ino, 0), 0);
 	ck_assert_int_eq(truncate_to(ino2, 5), 0);
-	remount();
+	fixture_remount();
 	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
 	ck_assert_uint_eq(st.f_bfree, st0.f_bfree);
 	check_read(ino2, (const uint8_t *)"HELLO", 5, 0);
@@ -609,7 +584,7 @@ END_TEST
 
 START_TEST(test_persist)
 {
-	uint64_t ino = create("persist"), pblk, pblk2;
+	uint64_t ino = fixture_file("persist"), pblk, pblk2;
 	uint8_t *data = malloc(300000);
 
 	fill(data, 300000, 11);
@@ -617,7 +592,7 @@ START_TEST(test_persist)
 	bmap(ino, 10, &pblk, NULL, NULL);
 	ck_assert_int_eq(mfs_fsync(fs, ino, false), 0);
 	ck_assert_int_eq(mfs_fsync(fs, ino, true), 0);
-	remount();
+	fixture_remount();
 	ck_assert_uint_eq(fsize(ino), 312345);
 	check_read(ino, data, 300000, 12345);
 	bmap(ino, 10, &pblk2, NULL, NULL);
@@ -640,7 +615,7 @@ END_TEST
 
 START_TEST(test_poison)
 {
-	uint64_t ino = create("poison"), pblk, pblk2, sec;
+	uint64_t ino = fixture_file("poison"), pblk, pblk2, sec;
 	uint8_t data[3 * BS], blk[BS], buf[3 * BS], raw[BS], junk[200];
 	struct blk_range r;
 	unsigned total = 0;
@@ -735,7 +710,7 @@ START_TEST(test_poison)
 	ck_assert_int_eq(blk_poison_add(fs->dev, sec + 1, 1), 0);
 	ck_assert_int_eq(truncate_to(ino, BS), 0);
 	ck_assert_uint_eq(fblocks(ino), 1);
-	remount();
+	fixture_remount();
 	ck_assert_int_eq(mfs_fallocate(fs, ino, 0, BS, 64 * BS), 0);
 	for (uint64_t l = 1; l < 65; l++) {
 		bmap(ino, l, &pblk2, NULL, NULL);
@@ -788,7 +763,7 @@ START_TEST(test_concurrent)
 		char name[16];
 
 		snprintf(name, sizeof(name), "t%u", i);
-		c[i] = (struct wctx){.ino = create(name), .base = 0, .id = i};
+		c[i] = (struct wctx){.ino = fixture_file(name), .base = 0, .id = i};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &c[i]), 0);
 	}
 	for (i = 0; i < 4; i++)
@@ -799,7 +774,7 @@ START_TEST(test_concurrent)
 		check_read(c[i].ino, data, TREGION, 0);
 	}
 	/* one file, disjoint regions */
-	uint64_t ino = create("shared");
+	uint64_t ino = fixture_file("shared");
 
 	for (i = 0; i < 4; i++) {
 		c[i] = (struct wctx){.ino = ino, .base = (uint64_t)i * TREGION, .id = 10 + i};
@@ -807,7 +782,7 @@ START_TEST(test_concurrent)
 	}
 	for (i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
-	remount();
+	fixture_remount();
 	ck_assert_uint_eq(fsize(ino), 4 * TREGION);
 	for (i = 0; i < 4; i++) {
 		ck_assert_uint_ne(c[i].id, ~0u);
@@ -821,7 +796,7 @@ END_TEST
 /* fsync'd data survives a crash; whatever was committed after maps written data only */
 START_TEST(test_crash)
 {
-	uint64_t ino = create("crash"), size, i;
+	uint64_t ino = fixture_file("crash"), size, i;
 	uint8_t *data = malloc(8 << 20), *buf = malloc(8 << 20);
 
 	fill(data, 8 << 20, 31);
@@ -876,7 +851,7 @@ START_TEST(test_fallocate_eof_edge)
 		uint64_t ino;
 
 		snprintf(name, sizeof(name), "eof%u", m);
-		ino = create(name);
+		ino = fixture_file(name);
 		fill(data, 2 * BS, m + 1);
 		ck_assert_int_eq(mfs_write(fs, ino, data, size, 0), (ssize_t)size);
 		ck_assert_int_eq(mfs_fallocate(fs, ino, modes[m], 100, (off_t)(size - 100)), 0);
@@ -897,7 +872,7 @@ int main(void)
 	Suite *s = suite_create("file");
 	TCase *tc = tcase_create("file");
 
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_sparse);
 	tcase_add_test(tc, test_inline_to_tree);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "mfs_ops.h"
 #include "testfs.h"
 
 #define NB 2048 /* 8 MiB */
@@ -532,6 +533,61 @@ START_TEST(test_dry_run_writes_nothing)
 }
 END_TEST
 
+/* The superblock's state word on the device. */
+static uint32_t sb_state_on_disk(struct tfs *t)
+{
+	struct mfs_superblock *sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	uint32_t state;
+
+	ck_assert_ptr_nonnull(sb);
+	tfs_read_raw(t, 0, sb);
+	state = sb->state;
+	free(sb);
+	return state;
+}
+
+/*
+ * Remount: freeze refuses while a transaction runs, then writes everything in
+ * place, marks the superblock clean and makes every handle fail with EROFS;
+ * thaw marks it dirty and takes handles again; a filesystem mounted
+ * read-only is never made writable.
+ */
+START_TEST(test_freeze_thaw)
+{
+	uint64_t blk[2], val[2] = {7, 8};
+	struct mfs_txn *txn;
+	struct tfs t;
+
+	tfs_create(&t, NB, 32, 128, true);
+	ck_assert_int_eq(tfs_mount(&t, 64), 0);
+	blk[0] = tfs_meta0(&t);
+	blk[1] = blk[0] + 1;
+	t.fs.sb.state = MFS_STATE_DIRTY; /* in use, as mfs_mount leaves it */
+	txn_set(&t, blk, val, 2, true);
+	ck_assert_int_eq(mfs_journal_freeze(&t.fs), -EAGAIN); /* a transaction runs */
+	ck_assert(!t.fs.read_only);
+	ck_assert_int_eq(mfs_txn_commit(&t.fs), 0);
+	ck_assert(!on_disk_is(&t, blk[0], 7)); /* committed, in the journal only */
+	ck_assert_int_eq(mfs_journal_freeze(&t.fs), 0);
+	ck_assert(t.fs.read_only);
+	ck_assert(on_disk_is(&t, blk[0], 7) && on_disk_is(&t, blk[1], 8)); /* in place */
+	ck_assert_uint_eq(sb_state_on_disk(&t), MFS_STATE_CLEAN);
+	ck_assert_int_eq(replay(&t, true), 0); /* nothing left to replay */
+	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), -EROFS);
+	ck_assert_int_eq(mfs_remount(&t.fs, true), 0); /* already read-only */
+	ck_assert_int_eq(mfs_journal_thaw(&t.fs), 0);
+	ck_assert(!t.fs.read_only);
+	ck_assert_uint_eq(sb_state_on_disk(&t), MFS_STATE_DIRTY);
+	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), 0);
+	ck_assert_int_eq(mfs_txn_end(txn), 0);
+	t.fs.ro_at_mount = true;
+	ck_assert_int_eq(mfs_remount(&t.fs, false), -EROFS);
+	t.fs.ro_at_mount = false;
+	tfs_umount(&t);
+	tfs_destroy(&t);
+}
+END_TEST
+
 START_TEST(test_txn_too_large_refused)
 {
 	uint64_t blk[20], val[20], one = 77;
@@ -747,6 +803,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_checkpoint_latest_image);
 	tcase_add_test(tc, test_replay_uses_twin);
 	tcase_add_test(tc, test_dry_run_writes_nothing);
+	tcase_add_test(tc, test_freeze_thaw);
 	tcase_add_test(tc, test_txn_too_large_refused);
 	tcase_add_test(tc, test_txn_step);
 	suite_add_tcase(s, tc);

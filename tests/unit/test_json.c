@@ -149,6 +149,35 @@ START_TEST(test_sanitize)
 }
 END_TEST
 
+/* mfs_name_escape: the `ls -b` escaping of names in human reports. */
+START_TEST(test_name_escape)
+{
+	static const struct {
+		const char *in, *out;
+	} c[] = {
+	        {"", ""},
+	        {"/plain name.txt", "/plain name.txt"},
+	        {"/caf\xc3\xa9.txt", "/caf\xc3\xa9.txt"},
+	        {"a\nb\tc\rd", "a\\nb\\tc\\rd"},
+	        {"\a\b\v\f", "\\a\\b\\v\\f"},
+	        {"back\\slash", "back\\\\slash"},
+	        {"\x01\x1b[31m\x7f", "\\001\\033[31m\\177"},
+	        {"bad\xff", "bad\\377"},
+	        {"\xe2\x82", "\\342\\202"},       /* truncated sequence */
+	        {"c1\xc2\x85", "c1\\302\\205"},   /* U+0085 NEL, a C1 control */
+	        {"nbsp\xc2\xa0", "nbsp\xc2\xa0"}, /* U+00A0 is printable */
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		char *s = mfs_name_escape(c[i].in);
+
+		ck_assert_ptr_nonnull(s);
+		ck_assert_str_eq(s, c[i].out);
+		free(s);
+	}
+}
+END_TEST
+
 /* What mfs_json_print() writes for @obj. */
 static char *printed(struct json_object *obj)
 {
@@ -235,6 +264,7 @@ static Suite *json_suite(void)
 	tcase_add_test(tc, test_seq_exhaustive);
 	tcase_add_test(tc, test_valid);
 	tcase_add_test(tc, test_sanitize);
+	tcase_add_test(tc, test_name_escape);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_text_and_numbers);
 	tcase_add_test(tc, test_error_object);

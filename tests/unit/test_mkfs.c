@@ -4,9 +4,10 @@
  * set by tests/unit/meson.build, else found beside the test binary) on image
  * files and a loop device, and what it wrote is read back through the engine
  * and the library: superblocks accepted by mfs_super_read(), layout rules,
- * root inode, bitmaps, twins.  Refusals (existing mendfs, foreign signatures,
- * poison under fixed areas, too small, bad arguments) exit 1 with a message;
- * -f overrides, -q is silent, -N is respected.
+ * root inode, bitmaps, twins.  Refusals (existing mendfs, poison under fixed
+ * areas, too small, bad arguments) exit 1 with a message; -f overrides, -q is
+ * silent, -N is respected.  What libblkid finds (other filesystems, partition
+ * tables) is tests/integration/mkfs-clobber.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 
 #include "cannot_run.h"
 #include "mfs_int.h"
+#include "mkfs_run.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -30,18 +32,7 @@ static char out[8192], err[8192];
 
 static void find_mkfs(void)
 {
-	const char *env = getenv("MKFS_MENDFS");
-	char self[PATH_MAX];
-	ssize_t n;
-
-	if (env && *env) {
-		snprintf(mkfs_path, sizeof(mkfs_path), "%s", env);
-		return;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	ck_assert_int_gt(n, 0);
-	self[n] = 0;
-	snprintf(mkfs_path, sizeof(mkfs_path), "%s/../../mkfs/mkfs.mendfs", dirname(self));
+	tool_path(mkfs_path, sizeof(mkfs_path), "MKFS_MENDFS", "mkfs/mkfs.mendfs");
 }
 
 static void slurp(const char *path, char *buf, size_t len)
@@ -292,45 +283,6 @@ START_TEST(test_refuse_mendfs)
 	check_fs(img, 32 << 20, &sb2);
 	ck_assert(memcmp(sb1.uuid, sb2.uuid, 16) != 0);
 	ck_assert_uint_ne(sb1.csum_seed, sb2.csum_seed);
-}
-END_TEST
-
-START_TEST(test_refuse_signatures)
-{
-	static const struct {
-		off_t off;
-		const char *bytes;
-		size_t len;
-		const char *name;
-	} sig[] = {
-	        {1080, "\x53\xef", 2, "ext2/ext3/ext4"}, {0, "XFSB", 4, "XFS"},
-	        {65600, "_BHRfS_M", 8, "btrfs"},         {4086, "SWAPSPACE2", 10, "swap"},
-	        {0, "LUKS\xba\xbe", 6, "LUKS"},          {512, "EFI PART", 8, "GPT"},
-	};
-	struct mfs_superblock sb;
-	char args[256];
-
-	for (size_t i = 0; i < sizeof(sig) / sizeof(sig[0]); i++) {
-		make_file(img, 32 << 20);
-		write_at(img, sig[i].off, sig[i].bytes, sig[i].len);
-		snprintf(args, sizeof(args), "-q '%s'", img);
-		ck_assert_int_eq(run(args), 1);
-		ck_assert_msg(strstr(err, sig[i].name), "%s: message: %s", sig[i].name, err);
-		snprintf(args, sizeof(args), "-q -f '%s'", img);
-		ck_assert_int_eq(run(args), 0);
-		check_fs(img, 32 << 20, &sb);
-	}
-
-	/* MBR: the 0x55AA mark alone is not a partition table, a used entry is */
-	make_file(img, 32 << 20);
-	write_at(img, 510, "\x55\xaa", 2);
-	snprintf(args, sizeof(args), "-q '%s'", img);
-	ck_assert_msg(run(args) == 0, "%s", err);
-	make_file(img, 32 << 20);
-	write_at(img, 510, "\x55\xaa", 2);
-	write_at(img, 446 + 4, "\x83", 1);
-	ck_assert_int_eq(run(args), 1);
-	ck_assert_msg(strstr(err, "partition table (MBR)"), "message: %s", err);
 }
 END_TEST
 
@@ -717,7 +669,6 @@ static Suite *mkfs_suite(void)
 	tcase_add_test(tc, test_create);
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_refuse_mendfs);
-	tcase_add_test(tc, test_refuse_signatures);
 	tcase_add_test(tc, test_too_small);
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_quiet_and_inodes);

@@ -20,37 +20,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define BS MFS_BLOCK_SIZE
 
-static char dir[64], img[128], bbfile[160];
-static struct mfs *fs;
+static char bbfile[sizeof(img) + 16]; /* the image's emulated poison */
 
 static void setup(void)
 {
-	char args[PATH_MAX + 64], err[256] = "";
-	int ret;
-
-	snprintf(dir, sizeof(dir), "/tmp/mfs-rdirect-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
+	fixture_create("rdirect", "", "64M");
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
-	snprintf(args, sizeof(args), "'%s' 64M", img);
-	mkfs_run(args);
-	ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
-}
-
-static void teardown(void)
-{
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	unlink(img);
-	unlink(bbfile);
-	rmdir(dir);
 }
 
 /* What an emit saw: the bytes gathered, and the iovecs themselves. */
@@ -74,14 +53,6 @@ static int gather(void *arg, const struct iovec *iov, int cnt)
 		s->iov[i] = iov[i];
 	}
 	return 0;
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-
-	ck_assert_int_eq(mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
-	return st.st_ino;
 }
 
 static void pattern(uint8_t *p, size_t len, unsigned seed)
@@ -108,7 +79,7 @@ START_TEST(test_matches_copying_read)
 	const size_t fsz = 40 * BS + 1234;
 	uint8_t *data = malloc(fsz), *want = malloc(fsz + BS);
 	struct seen *s = calloc(1, sizeof(*s));
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	unsigned seed = 1;
 
 	ck_assert(fs->direct_reads); /* an image file: a page-cache mapping */
@@ -152,7 +123,7 @@ START_TEST(test_zero_copy_addresses)
 {
 	uint8_t *data = malloc(4 * BS);
 	struct seen *s = calloc(1, sizeof(*s));
-	uint64_t ino = create("z"), pblk;
+	uint64_t ino = fixture_file("z"), pblk;
 	void *addr;
 
 	s->buf = malloc(8 * BS);
@@ -177,7 +148,7 @@ START_TEST(test_poison)
 {
 	uint8_t *data = malloc(4 * BS), *buf = malloc(4 * BS);
 	struct seen *s = calloc(1, sizeof(*s));
-	uint64_t ino = create("p"), pblk, sec;
+	uint64_t ino = fixture_file("p"), pblk, sec;
 
 	s->buf = malloc(8 * BS);
 	pattern(data, 4 * BS, 5);
@@ -221,7 +192,7 @@ START_TEST(test_fragmented_falls_back)
 	const unsigned nb = 2 * MFS_DIRECT_IOV_MAX + 8;
 	uint8_t *blk = malloc(BS);
 	struct seen *s = calloc(1, sizeof(*s));
-	uint64_t ino = create("frag");
+	uint64_t ino = fixture_file("frag");
 
 	s->buf = malloc((size_t)nb * BS);
 	/* every other block: data and holes alternate, one piece each */
@@ -246,18 +217,11 @@ int main(void)
 {
 	Suite *su = suite_create("readdirect");
 	TCase *tc = tcase_create("readdirect");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_add_test(tc, test_matches_copying_read);
 	tcase_add_test(tc, test_zero_copy_addresses);
 	tcase_add_test(tc, test_poison);
 	tcase_add_test(tc, test_fragmented_falls_back);
 	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(su);
 }

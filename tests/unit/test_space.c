@@ -25,34 +25,16 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define MIB (1u << 20)
 #define BS  MFS_BLOCK_SIZE
 
-static char dir[64], img[128];
-static struct mfs *fs;
 static uint8_t *data; /* MIB bytes */
-
-/* A fresh image, mkfs.mendfs @opts (may be empty), mounted. */
-static void make_fs(const char *opts)
-{
-	char args[PATH_MAX + 64], err[256] = "";
-	int ret;
-
-	snprintf(args, sizeof(args), "%s '%s' 64M", opts, img);
-	mkfs_run(args);
-	ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
-}
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/mfs-space-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	make_fs("");
+	fixture_create("space", "", "64M");
 	data = malloc(MIB);
 	ck_assert_ptr_nonnull(data);
 	memset(data, 0x6b, MIB);
@@ -60,25 +42,10 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char path[160];
-
 	if (fs)
-		ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
+		fixture_umount();
 	free(data);
-	snprintf(path, sizeof(path), "%s.badblocks", img);
-	unlink(path);
-	unlink(img);
-	rmdir(dir);
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
-
-	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
-	return st.st_ino;
+	fixture_remove();
 }
 
 static uint64_t free_blocks(void)
@@ -193,7 +160,8 @@ static void *churn_main(void *arg)
 
 START_TEST(test_full_is_enospc)
 {
-	uint64_t fill = create("fill"), small = create("small"), other = create("other");
+	uint64_t fill = fixture_file("fill"), small = fixture_file("small"),
+	         other = fixture_file("other");
 	uint64_t free0 = free_blocks(), size;
 	char target[2048];
 	struct stat st;
@@ -268,8 +236,8 @@ static void *waiter_main(void *arg)
 
 START_TEST(test_waits_for_freeing)
 {
-	uint64_t a = create("a"), b = create("b");
-	struct waiter w = {.ino = create("c")};
+	uint64_t a = fixture_file("a"), b = fixture_file("b");
+	struct waiter w = {.ino = fixture_file("c")};
 	pthread_t th;
 	int err;
 
@@ -321,7 +289,8 @@ START_TEST(test_mkdir_waits_for_freeing)
 
 	ck_assert_int_eq(mfs_unmount(fs), 0);
 	fs = NULL;
-	make_fs("-N 40");
+	fixture_mkfs("-N 40", "64M");
+	fixture_mount(NULL);
 	for (n = 0; n < 1000; n++) {
 		snprintf(name, sizeof(name), "f%u", n);
 		ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
@@ -360,11 +329,5 @@ static Suite *space_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(space_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(space_suite());
 }

@@ -39,8 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mfs_int.h"
-#include "mkfs_run.h"
+#include "fixture.h"
 
 #define BS          MFS_BLOCK_SIZE
 #define DATA_EVERY  16u    /* every 16th extent holds written data, the others are unwritten */
@@ -48,8 +47,7 @@
 #define NFAR        300u   /* far extents, one per data bitmap block */
 #define FAR_STRIDE  33000u /* > MFS_BITMAP_BITS (32384) blocks apart */
 
-static char dir[64], img[128], bbfile[160];
-static struct mfs *fs;
+static char bbfile[sizeof(img) + 16]; /* the image's emulated poison */
 static unsigned ndense = 20000, next; /* next = NFAR + ndense extents */
 
 /* File block of extent @i. */
@@ -62,25 +60,21 @@ static uint64_t ext_lblk(unsigned i)
 
 static void mkfs_image(uint64_t bytes)
 {
-	char args[PATH_MAX + 64];
+	char size[32];
 
-	snprintf(args, sizeof(args), "-N 1000 -J 1M '%s' %llu", img, (unsigned long long)bytes);
-	mkfs_run(args);
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)bytes);
+	fixture_mkfs("-N 1000 -J 1M", size);
 }
 
 static void mount_fs(void)
 {
-	char err[256] = "";
-	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
+	fixture_mount(NULL);
 	ck_assert_uint_eq(fs->sb.journal_len, JOURNAL_BLK);
 }
 
 static void remount(void)
 {
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	fs = NULL;
+	fixture_umount();
 	mount_fs();
 }
 
@@ -94,50 +88,16 @@ static void setup(void)
 	next = NFAR + ndense;
 	/* the file spans ext_lblk(next) blocks physically; the data zone gets 1/8 more */
 	blocks = ext_lblk(next) + ext_lblk(next) / 8 + (1u << 16);
-	snprintf(dir, sizeof(dir), "/tmp/mfs-trunc-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
+	fixture_dir("/tmp", "trunc");
 	snprintf(bbfile, sizeof(bbfile), "%s.badblocks", img);
 	mkfs_image(blocks * 17 / 16 * BS); /* the meta zone takes 1/16 */
 	mount_fs();
-}
-
-static void teardown(void)
-{
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	unlink(img);
-	unlink(bbfile);
-	rmdir(dir);
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
-
-	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
-	return st.st_ino;
 }
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = (uint8_t)((seed * 131 + i * 7 + (i >> 9)) ^ (i >> 13) ^ 0x5a);
-}
-
-static struct mfs_inode dinode(uint64_t ino)
-{
-	struct mfs_ino *ip;
-	struct mfs_inode di;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	pthread_rwlock_rdlock(&ip->lock);
-	di = ip->di;
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return di;
 }
 
 static uint64_t free_blocks(void)
@@ -213,7 +173,7 @@ static uint64_t make_fragmented(const char *name)
 	unsigned i;
 
 	for (i = 0;; i++) {
-		ino = create(name);
+		ino = fixture_file(name);
 		if (first_goal(ino) < fs->sb.data_len / 16)
 			break;
 		snprintf(pad, sizeof(pad), "pad-%s-%u", name, i);
@@ -229,9 +189,9 @@ static uint64_t make_fragmented(const char *name)
 			                 0);
 		}
 	}
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), next);
-	ck_assert(le32toh(dinode(ino).iflags) & MFS_IFL_EXTENT_TREE);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), (ext_lblk(next - 1) + 1) * BS);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), next);
+	ck_assert(le32toh(fixture_dinode(ino).iflags) & MFS_IFL_EXTENT_TREE);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), (ext_lblk(next - 1) + 1) * BS);
 	/* what makes the file hard: more bitmap blocks to change than the journal holds */
 	ck_assert_uint_ge(bitmap_blocks_used(ino), NFAR);
 	return ino;
@@ -249,7 +209,7 @@ static void check_content_cut(uint64_t ino, uint64_t size, unsigned nkeep, uint6
 	uint8_t *buf = malloc(2 * BS), *want = malloc(2 * BS);
 	unsigned i;
 
-	ck_assert_uint_eq(le64toh(dinode(ino).size), size);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), size);
 	for (i = 0; i < next; i++) {
 		uint64_t off = ext_lblk(i) * BS;
 		size_t len;
@@ -323,18 +283,18 @@ START_TEST(test_truncate_zero)
 	ck_assert_int_eq(set_size(ino, 0), 0);
 	/* the free took several transactions */
 	ck_assert_uint_gt(atomic_load(&fs->stats.commits) - commits, 2);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
-	ck_assert(!(le32toh(dinode(ino).iflags) & (MFS_IFL_EXTENT_TREE | MFS_IFL_ORPHAN)));
-	ck_assert_uint_eq(le16toh(dinode(ino).nr_inline), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
+	ck_assert(!(le32toh(fixture_dinode(ino).iflags) & (MFS_IFL_EXTENT_TREE | MFS_IFL_ORPHAN)));
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).nr_inline), 0);
 	check_no_orphans();
 	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
 	ck_assert_int_eq(mfs_sync(fs), 0);
 	ck_assert_uint_eq(free_blocks(), free0 - 2);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - 2);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 	check_no_orphans();
 	ck_assert_uint_ne(fs->sb.quarantine_root, 0);
 	/* exactly the two poisoned blocks are quarantined */
@@ -364,8 +324,8 @@ START_TEST(test_truncate_middle)
 	ino = make_fragmented("frag");
 	size = ext_lblk(keep - 1) * BS + 100; /* 100 bytes into the last kept extent */
 	ck_assert_int_eq(set_size(ino, size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
-	ck_assert(!(le32toh(dinode(ino).iflags) & MFS_IFL_ORPHAN));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
+	ck_assert(!(le32toh(fixture_dinode(ino).iflags) & MFS_IFL_ORPHAN));
 	check_no_orphans();
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
@@ -373,7 +333,7 @@ START_TEST(test_truncate_middle)
 	ck_assert_uint_eq(free_blocks(), free0 - keep);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - keep);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	check_no_orphans();
@@ -385,7 +345,7 @@ START_TEST(test_truncate_middle)
 	keep = NFAR + ndense / 2;
 	size = ext_lblk(keep - 1) * BS + BS;
 	ck_assert_int_eq(set_size(ino, size), 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	remount();
@@ -408,8 +368,8 @@ START_TEST(test_punch_huge)
 	ck_assert_int_eq(mfs_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	                               (off_t)lo, (off_t)(hi - lo)),
 	                 0);
-	ck_assert_uint_eq(le64toh(dinode(ino).size), size);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), next - punched);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).size), size);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), next - punched);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), next - punched);
 	check_no_orphans();
 	ck_assert_int_eq(mfs_sync(fs), 0);
@@ -477,7 +437,7 @@ START_TEST(test_unlink_and_rename_over)
 
 	/* replaced by a rename */
 	ino = make_fragmented("frag2");
-	ino2 = create("small");
+	ino2 = fixture_file("small");
 	ck_assert_int_eq(mfs_write(fs, ino2, "hello", 5, 0), 5);
 	ck_assert_int_eq(mfs_rename(fs, MFS_ROOT_INO, "small", MFS_ROOT_INO, "frag2", 0), 0);
 	ck_assert_int_eq(mfs_iget(fs, ino, &ip), -ENOENT);
@@ -507,12 +467,12 @@ START_TEST(test_write_over)
 	ino = make_fragmented("frag");
 	fill(data, len, 4242);
 	ck_assert_int_eq(mfs_write(fs, ino, data, len, (off_t)(lo * BS)), (ssize_t)len);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), NFAR + (hi - lo));
 	ck_assert_uint_eq(free_blocks(), free0 - NFAR - (hi - lo));
 	remount();
 	ck_assert_int_eq(mfs_read(fs, ino, buf, len, (off_t)(lo * BS)), (ssize_t)len);
 	ck_assert(!memcmp(buf, data, len));
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), NFAR + (hi - lo));
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), NFAR + (hi - lo));
 	/* and freed again */
 	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "frag"), 0);
 	ck_assert_int_eq(mfs_sync(fs), 0);
@@ -564,7 +524,7 @@ START_TEST(test_concurrent)
 	ino2 = make_fragmented("frag2");
 	for (i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "w%u", i);
-		w[i] = (struct wr){.ino = create(name), .id = i + 1, .n = 3000};
+		w[i] = (struct wr){.ino = fixture_file(name), .id = i + 1, .n = 3000};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &w[i]), 0);
 	}
 	ck_assert_int_eq(set_size(ino, 0), 0);
@@ -578,9 +538,9 @@ START_TEST(test_concurrent)
 	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
 	remount();
 	ck_assert_uint_eq(free_blocks(), free0 - 3 * 3000);
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 	for (i = 0; i < 3; i++) {
-		ck_assert_uint_eq(le64toh(dinode(w[i].ino).blocks), 3000);
+		ck_assert_uint_eq(le64toh(fixture_dinode(w[i].ino).blocks), 3000);
 		for (j = 0; j < 3000; j += 37) {
 			fill(want, BS, w[i].id * 100000 + j);
 			ck_assert_int_eq(mfs_read(fs, w[i].ino, buf, BS, (off_t)j * 2 * BS), BS);
@@ -618,7 +578,7 @@ START_TEST(test_orphan_restart)
 	/* the first step (size and orphan entry) was committed: the mount finished the work */
 	ck_assert_uint_eq(atomic_load(&fs->stats.orphans_truncated), 1);
 	check_no_orphans();
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), keep);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), keep);
 	ck_assert_uint_eq(count_extents(ino, ext_lblk(next)), keep);
 	check_content(ino, size, keep);
 	ck_assert_uint_eq(free_blocks(), free0 - keep - next);
@@ -662,7 +622,7 @@ START_TEST(test_bench)
 	       next, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
 	       (double)(t2.tv_sec - t1.tv_sec) + (double)(t2.tv_nsec - t1.tv_nsec) / 1e9,
 	       (unsigned long long)(atomic_load(&fs->stats.commits) - c0));
-	ck_assert_uint_eq(le64toh(dinode(ino).blocks), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).blocks), 0);
 }
 END_TEST
 
@@ -671,10 +631,7 @@ int main(void)
 	Suite *s = suite_create("truncate");
 	TCase *tc = tcase_create("truncate");
 	const char *bench = getenv("TRUNC_BENCH");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 600);
 	if (bench && *bench == '1') {
 		tcase_add_test(tc, test_bench);
@@ -689,9 +646,5 @@ int main(void)
 		tcase_add_test(tc, test_orphan_restart);
 	}
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }

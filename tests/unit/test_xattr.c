@@ -22,75 +22,11 @@
 
 #include "acl.h"
 #include "mfs_ops.h"
-#include "mkfs_run.h"
-
-static char dir[64], img[128];
-static struct mfs *fs;
-
-static void mkfs_image(const char *size)
-{
-	char args[PATH_MAX + 64];
-
-	snprintf(args, sizeof(args), "'%s' %s", img, size);
-	mkfs_run(args);
-}
-
-static void mount_fs(void)
-{
-	char err[256] = "";
-	int ret = mfs_mount(img, NULL, &fs, err, sizeof(err));
-
-	ck_assert_msg(ret == 0, "mfs_mount: %d %s", ret, err);
-}
-
-static void remount(void)
-{
-	ck_assert_int_eq(mfs_unmount(fs), 0);
-	mount_fs();
-}
+#include "fixture.h"
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/mfs-xattr-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(img, sizeof(img), "%s/img", dir);
-	mkfs_image("32M");
-	mount_fs();
-}
-
-static void teardown(void)
-{
-	char bb[160];
-
-	if (fs)
-		mfs_unmount(fs);
-	fs = NULL;
-	snprintf(bb, sizeof(bb), "%s.badblocks", img);
-	unlink(bb);
-	unlink(img);
-	rmdir(dir);
-}
-
-static uint64_t create(const char *name)
-{
-	struct stat st;
-	int ret = mfs_mknod(fs, MFS_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
-
-	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
-	return st.st_ino;
-}
-
-static struct mfs_inode dinode(uint64_t ino)
-{
-	struct mfs_inode di;
-	struct mfs_ino *ip;
-
-	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
-	pthread_rwlock_rdlock(&ip->lock);
-	di = ip->di;
-	pthread_rwlock_unlock(&ip->lock);
-	mfs_iput(fs, ip);
-	return di;
+	fixture_create("xattr", "", "32M");
 }
 
 static void check_value(uint64_t ino, const char *name, const void *val, size_t len)
@@ -122,7 +58,7 @@ static bool listed(const char *list, size_t len, const char *name)
 
 START_TEST(test_inline_then_tree)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	struct mfs_inode di;
 	char name[64], val[300], *list;
 	ssize_t n;
@@ -130,14 +66,14 @@ START_TEST(test_inline_then_tree)
 
 	/* small: inline */
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.a", "xy", 2, 0), 0);
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_gt(le16toh(di.inline_xattr_len), 0);
 	ck_assert_uint_eq(le64toh(di.xattr_root), 0);
 	check_value(ino, "user.a", "xy", 2);
 	/* larger: the tree */
 	value_of(val, 200, 1);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.big", val, 200, 0), 0);
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_ne(le64toh(di.xattr_root), 0);
 	check_value(ino, "user.big", val, 200);
 	check_value(ino, "user.a", "xy", 2);
@@ -147,7 +83,7 @@ START_TEST(test_inline_then_tree)
 		value_of(val, 50 + i % 200, i);
 		ck_assert_int_eq(mfs_setxattr(fs, ino, name, val, 50 + i % 200, XATTR_CREATE), 0);
 	}
-	di = dinode(ino);
+	di = fixture_dinode(ino);
 	ck_assert_uint_gt(le16toh(di.xattr_depth), 0);
 	for (i = 0; i < 400; i++) {
 		snprintf(name, sizeof(name), "user.attr-%u", i);
@@ -170,7 +106,7 @@ START_TEST(test_inline_then_tree)
 		snprintf(name, sizeof(name), "user.attr-%u", i);
 		ck_assert_int_eq(mfs_removexattr(fs, ino, name), 0);
 	}
-	remount();
+	fixture_remount();
 	for (i = 0; i < 400; i++) {
 		snprintf(name, sizeof(name), "user.attr-%u", i);
 		value_of(val, 50 + i % 200, i);
@@ -185,7 +121,7 @@ END_TEST
 
 START_TEST(test_create_replace)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	char val[500];
 
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "1", 1, XATTR_REPLACE), -ENODATA);
@@ -200,10 +136,10 @@ START_TEST(test_create_replace)
 	value_of(val, 500, 3);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", val, 500, XATTR_REPLACE), 0);
 	check_value(ino, "user.x", val, 500);
-	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.x", "4", 1, XATTR_REPLACE), 0);
 	check_value(ino, "user.x", "4", 1);
-	ck_assert_uint_gt(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_gt(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
 	/* empty values */
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.empty", "", 0, 0), 0);
@@ -215,7 +151,7 @@ END_TEST
 
 START_TEST(test_sizes)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	char buf[64], list[64];
 
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.abc", "hello", 5, 0), 0);
@@ -230,7 +166,7 @@ START_TEST(test_sizes)
 	ck_assert(listed(list, 19, "user.abc"));
 	ck_assert(listed(list, 19, "trusted.t"));
 	/* no attributes: an empty list */
-	ino = create("g");
+	ino = fixture_file("g");
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, list, sizeof(list)), 0);
 }
@@ -238,7 +174,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	char name[300], val[16];
 
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "trusted.a", "1", 1, 0), 0);
@@ -275,7 +211,7 @@ END_TEST
 
 START_TEST(test_value_limits)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	static char big[70000];
 	const char *name = "user.v";
 	size_t max = MFS_BT_MAX_VALUE - sizeof(struct mfs_xattr) - strlen(name);
@@ -303,7 +239,7 @@ static uint64_t free_meta(void)
 START_TEST(test_large_values)
 {
 	static char big[65536], buf[65536];
-	uint64_t base0 = free_meta(), ino = create("f"), base, used;
+	uint64_t base0 = free_meta(), ino = fixture_file("f"), base, used;
 	const char *name = "user.large";
 
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.small", "s", 1, 0), 0);
@@ -316,7 +252,7 @@ START_TEST(test_large_values)
 	ck_assert_int_eq(mfs_getxattr(fs, ino, name, NULL, 0), 65536);
 	ck_assert_int_eq(mfs_getxattr(fs, ino, name, buf, 65535), -ERANGE);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), sizeof("user.small") + strlen(name) + 1);
-	remount();
+	fixture_remount();
 	check_value(ino, name, big, sizeof(big));
 	check_value(ino, "user.small", "s", 1);
 	/* large -> small (inline) -> large -> another size: the old blocks go each time */
@@ -329,7 +265,7 @@ START_TEST(test_large_values)
 	check_value(ino, name, big, 5000);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, 40000, 0), 0);
 	ck_assert_uint_eq(base - free_meta(), 10 + 1);
-	remount();
+	fixture_remount();
 	check_value(ino, name, big, 40000);
 	ck_assert_int_eq(mfs_removexattr(fs, ino, name), 0);
 	ck_assert_int_eq(mfs_getxattr(fs, ino, name, NULL, 0), -ENODATA);
@@ -339,7 +275,7 @@ START_TEST(test_large_values)
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.l2", big, 9000, 0), 0);
 	ck_assert_uint_lt(free_meta(), base - 20);
 	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
-	remount();
+	fixture_remount();
 	ck_assert_uint_eq(free_meta(), base0); /* the root directory's tree went too */
 }
 END_TEST
@@ -347,7 +283,7 @@ END_TEST
 START_TEST(test_many_names)
 {
 	static char big[20000];
-	uint64_t base = free_meta(), ino = create("f");
+	uint64_t base = free_meta(), ino = fixture_file("f");
 	char name[64], *list;
 	ssize_t n;
 	unsigned i;
@@ -360,7 +296,7 @@ START_TEST(test_many_names)
 		value_of(big, len, i);
 		ck_assert_int_eq(mfs_setxattr(fs, ino, name, big, len, XATTR_CREATE), 0);
 	}
-	remount();
+	fixture_remount();
 	n = mfs_listxattr(fs, ino, NULL, 0);
 	ck_assert_int_eq(n, 500 * (strlen("user.many-names-00000-xyz") + 1));
 	list = malloc((size_t)n);
@@ -377,7 +313,7 @@ START_TEST(test_many_names)
 	free(list);
 	ck_assert_uint_eq(fs->sb.orphan_root, 0);
 	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
-	remount();
+	fixture_remount();
 	/* freed through the orphan list, which keeps its (empty) root leaf */
 	ck_assert_uint_ne(fs->sb.orphan_root, 0);
 	ck_assert_uint_eq(free_meta() + 1, base);
@@ -415,13 +351,13 @@ static size_t big_acl(uint8_t *v, unsigned n)
 START_TEST(test_large_acl)
 {
 	static uint8_t acl[65536], got[65536];
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	size_t n = big_acl(acl, 4000); /* 32036 bytes */
 	struct stat st = {.st_mode = 0640}, out;
 	uint64_t d;
 
 	ck_assert_int_eq(mfs_setxattr(fs, ino, MFS_ACL_ACCESS, acl, n, 0), 0);
-	remount();
+	fixture_remount();
 	ck_assert_int_eq(mfs_getxattr(fs, ino, MFS_ACL_ACCESS, got, sizeof(got)), n);
 	ck_assert(!memcmp(got, acl, n));
 	/* chmod rewrites the large ACL's mask */
@@ -447,9 +383,9 @@ START_TEST(test_no_feature)
 	/* a filesystem made before xattr_blocks keeps values within a tree value */
 	fs->sb.feature_incompat &= ~MFS_FEATURE_INCOMPAT_XATTR_BLOCKS;
 	ck_assert_int_eq(mfs_super_write(fs), 0);
-	remount();
+	fixture_remount();
 	ck_assert_uint_eq(fs->sb.feature_incompat & MFS_FEATURE_INCOMPAT_XATTR_BLOCKS, 0);
-	ino = create("f");
+	ino = fixture_file("f");
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.v", big, sizeof(big), 0), -ENOSPC);
 	ck_assert_int_eq(mfs_setxattr(fs, ino, "user.v", big, 1000, 0), 0);
 }
@@ -457,7 +393,7 @@ END_TEST
 
 START_TEST(test_remove)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	char val[400];
 
 	value_of(val, sizeof(val), 4);
@@ -470,17 +406,17 @@ START_TEST(test_remove)
 	check_value(ino, "user.j", "j", 1);
 	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.t"), 0);
 	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.t", NULL, 0), -ENODATA);
-	ck_assert_uint_eq(le64toh(dinode(ino).xattr_root), 0);
+	ck_assert_uint_eq(le64toh(fixture_dinode(ino).xattr_root), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 7);
 	ck_assert_int_eq(mfs_removexattr(fs, ino, "user.j"), 0);
 	ck_assert_int_eq(mfs_listxattr(fs, ino, NULL, 0), 0);
-	ck_assert_uint_eq(le16toh(dinode(ino).inline_xattr_len), 0);
+	ck_assert_uint_eq(le16toh(fixture_dinode(ino).inline_xattr_len), 0);
 }
 END_TEST
 
 START_TEST(test_persist_and_release)
 {
-	uint64_t ino = create("f");
+	uint64_t ino = fixture_file("f");
 	struct statvfs st0, st1;
 	char name[32], val[600];
 	unsigned i;
@@ -491,7 +427,7 @@ START_TEST(test_persist_and_release)
 		ck_assert_int_eq(mfs_setxattr(fs, ino, name, val, i % 3 ? 10 : 600, 0), 0);
 	}
 	ck_assert_int_eq(mfs_setxattr(fs, MFS_ROOT_INO, "user.root", "r", 1, 0), 0);
-	remount();
+	fixture_remount();
 	for (i = 0; i < 100; i++) {
 		snprintf(name, sizeof(name), "user.p%u", i);
 		value_of(val, i % 3 ? 10 : 600, i);
@@ -510,14 +446,14 @@ START_TEST(test_persist_and_release)
 		ck_assert_int_gt(mfs_listxattr(fs, ino, NULL, 0), 0);
 		ck_assert_int_eq(mfs_setxattr(fs, ino, "user.new", "n", 1, 0), -EROFS);
 		ck_assert_int_eq(mfs_removexattr(fs, ino, "user.p1"), -EROFS);
-		remount();
+		fixture_remount();
 	}
 	/* unlinking the file frees its xattr tree */
 	ck_assert_int_eq(mfs_sync(fs), 0);
 	ck_assert_int_eq(mfs_statfs(fs, &st0), 0);
 	ck_assert_int_eq(mfs_unlink(fs, MFS_ROOT_INO, "f"), 0);
 	ck_assert_int_eq(mfs_getxattr(fs, ino, "user.p1", val, sizeof(val)), -ENOENT);
-	remount();
+	fixture_remount();
 	ck_assert_int_eq(mfs_statfs(fs, &st1), 0);
 	ck_assert_uint_eq(st1.f_ffree, st0.f_ffree + 1);
 	check_value(MFS_ROOT_INO, "user.root", "r", 1);
@@ -528,10 +464,7 @@ int main(void)
 {
 	Suite *s = suite_create("xattr");
 	TCase *tc = tcase_create("xattr");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_inline_then_tree);
 	tcase_add_test(tc, test_create_replace);
@@ -545,9 +478,5 @@ int main(void)
 	tcase_add_test(tc, test_remove);
 	tcase_add_test(tc, test_persist_and_release);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return fixture_run(s);
 }
