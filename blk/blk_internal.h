@@ -125,6 +125,8 @@ void blk_tags_put_mask(struct blk_tags *tags, unsigned w, uint64_t mask);
 void blk_tag_put(struct blk_tags *tags, unsigned tag);
 /* True when no tag is in use. */
 bool blk_tags_idle(const struct blk_tags *tags);
+/* Tags held now (a snapshot, for statistics). */
+unsigned blk_tags_busy(const struct blk_tags *tags);
 /* Sleep until a tag may have been freed since @seq was read. */
 void blk_tags_wait(struct blk_tags *tags, uint32_t seq);
 void blk_tags_wake(struct blk_tags *tags);
@@ -186,7 +188,20 @@ static inline void blk_count_error(struct blk_hw_queue *hctx, enum blk_status st
 		atomic_fetch_add_explicit(&hctx->cq_stats.media_errors, 1, memory_order_relaxed);
 }
 
-/* Submission-side counters, written only by the thread that owns the ctx. */
+/*
+ * Submission-side counters of a ctx.  One writer (the thread that owns the
+ * ctx) and any number of readers (blk_dev_get_stats() and
+ * blk_dev_get_queue_stats() from another thread), so both sides go through
+ * relaxed atomic accesses: the writer a relaxed load and store, not a locked
+ * read-modify-write, since no other thread ever writes the counter.  On x86
+ * and arm64 that compiles to the same plain load, add and store as "++".
+ */
+#define BLK_STAT_ADD(x, n)                                                                         \
+	__atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+#define BLK_STAT_INC(x)  BLK_STAT_ADD(x, 1)
+#define BLK_STAT_READ(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* Submission-side counters, written only by the thread that owns the ctx (BLK_STAT_ADD). */
 struct blk_ctx_stats {
 	uint64_t ios[BLK_OP_MAX];
 	uint64_t bytes[BLK_OP_MAX];

@@ -80,8 +80,6 @@ void blk_dev_set_qos(struct blk_dev *dev, const struct blk_qos_ops *ops, void *p
 
 /* --- statistics and info -------------------------------------------------- */
 
-#define BLK_RD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-
 void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st)
 {
 	unsigned i, op;
@@ -92,15 +90,15 @@ void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st)
 		struct blk_ctx_stats *cs = &dev->ctxs[i]->stats;
 
 		for (op = 0; op < BLK_OP_MAX; op++) {
-			st->ios[op] += BLK_RD(cs->ios[op]);
-			st->bytes[op] += BLK_RD(cs->bytes[op]);
+			st->ios[op] += BLK_STAT_READ(cs->ios[op]);
+			st->bytes[op] += BLK_STAT_READ(cs->bytes[op]);
 		}
-		st->requests += BLK_RD(cs->requests);
-		st->merges_back += BLK_RD(cs->merges_back);
-		st->merges_front += BLK_RD(cs->merges_front);
-		st->plug_flushes += BLK_RD(cs->plug_flushes);
-		st->dispatch_batches += BLK_RD(cs->dispatch_batches);
-		st->tag_waits += BLK_RD(cs->tag_waits);
+		st->requests += BLK_STAT_READ(cs->requests);
+		st->merges_back += BLK_STAT_READ(cs->merges_back);
+		st->merges_front += BLK_STAT_READ(cs->merges_front);
+		st->plug_flushes += BLK_STAT_READ(cs->plug_flushes);
+		st->dispatch_batches += BLK_STAT_READ(cs->dispatch_batches);
+		st->tag_waits += BLK_STAT_READ(cs->tag_waits);
 	}
 	pthread_mutex_unlock(&dev->ctx_lock);
 	for (i = 0; i < dev->nr_hw_queues; i++) {
@@ -113,6 +111,39 @@ void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st)
 		st->poison_cleared += atomic_load(&cq->poison_cleared);
 		st->faults += atomic_load(&cq->faults);
 	}
+}
+
+int blk_dev_get_queue_stats(struct blk_dev *dev, unsigned q, struct blk_queue_stats *qs)
+{
+	struct blk_hw_queue *hctx;
+	unsigned i, op;
+
+	if (q >= dev->nr_hw_queues)
+		return -EINVAL;
+	hctx = &dev->hctxs[q];
+	memset(qs, 0, sizeof(*qs));
+	pthread_mutex_lock(&dev->ctx_lock);
+	for (i = 0; i < dev->nr_ctxs; i++) {
+		struct blk_ctx_stats *cs = &dev->ctxs[i]->stats;
+
+		if (dev->ctxs[i]->hctx != hctx) /* fixed when the ctx is made */
+			continue;
+		qs->nr_ctxs++;
+		for (op = 0; op < BLK_OP_MAX; op++) {
+			qs->ios += BLK_STAT_READ(cs->ios[op]);
+			qs->bytes += BLK_STAT_READ(cs->bytes[op]);
+		}
+		qs->requests += BLK_STAT_READ(cs->requests);
+		qs->merges += BLK_STAT_READ(cs->merges_back) + BLK_STAT_READ(cs->merges_front);
+		qs->plug_flushes += BLK_STAT_READ(cs->plug_flushes);
+		qs->dispatch_batches += BLK_STAT_READ(cs->dispatch_batches);
+		qs->tag_waits += BLK_STAT_READ(cs->tag_waits);
+	}
+	pthread_mutex_unlock(&dev->ctx_lock);
+	qs->errors = atomic_load_explicit(&hctx->cq_stats.errors, memory_order_relaxed);
+	qs->tags_in_use = blk_tags_busy(&hctx->tags);
+	qs->depth = hctx->tags.depth;
+	return 0;
 }
 
 void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info)

@@ -151,8 +151,8 @@ static void blk_flush_plug_list(struct blk_plug *plug)
 	if (!list)
 		return;
 	ctx = blk_get_ctx(list->hctx->dev);
-	ctx->stats.plug_flushes++;
-	ctx->stats.dispatch_batches++;
+	BLK_STAT_INC(ctx->stats.plug_flushes);
+	BLK_STAT_INC(ctx->stats.dispatch_batches);
 	plug->head = plug->tail = NULL;
 	plug->rq_count = 0;
 	if (likely(!plug->multiple_queues && !plug->has_elevator)) {
@@ -231,7 +231,7 @@ static __attribute__((noinline)) int blk_mq_wait_tag(struct blk_ctx *ctx)
 	struct blk_tags *tags = &hctx->tags;
 	int tag;
 
-	ctx->stats.tag_waits++;
+	BLK_STAT_INC(ctx->stats.tag_waits);
 	if (blk_current_plug)
 		blk_flush_plug_all(blk_current_plug);
 	for (;;) {
@@ -357,14 +357,13 @@ static inline bool blk_attempt_plug_merge(struct blk_dev *dev, struct blk_ctx *c
 	if (back) {
 		rq->biotail->bi_next = bio;
 		rq->biotail = bio;
+		BLK_STAT_INC(ctx->stats.merges_back);
 	} else {
 		bio->bi_next = rq->bio;
 		rq->bio = bio;
 		rq->sector = bio->sector;
-		ctx->stats.merges_front++;
-		ctx->stats.merges_back--;
+		BLK_STAT_INC(ctx->stats.merges_front);
 	}
-	ctx->stats.merges_back++;
 	rq->len += bio->len;
 	rq->nr_segs = (uint16_t)(rq->nr_segs + bio->nr_segs);
 	return true;
@@ -426,8 +425,8 @@ void blk_submit_bio(struct blk_dev *dev, struct blk_bio *bio)
 	if (unlikely(!blk_bio_check(dev, bio)))
 		return;
 	ctx = blk_get_ctx(dev);
-	ctx->stats.ios[bio->op]++;
-	ctx->stats.bytes[bio->op] += bio->len;
+	BLK_STAT_INC(ctx->stats.ios[bio->op]);
+	BLK_STAT_ADD(ctx->stats.bytes[bio->op], bio->len);
 	if (unlikely(dev->qos)) {
 		/* only bios that a policy saw are tracked: completion checks the bio, not dev */
 		bio->flags |= BLK_BIO_TRACKED;
@@ -447,7 +446,7 @@ void blk_submit_bio(struct blk_dev *dev, struct blk_bio *bio)
 		}
 		rq = blk_plug_get_rq(plug, ctx);
 		blk_rq_init(rq, bio, dev);
-		ctx->stats.requests++;
+		BLK_STAT_INC(ctx->stats.requests);
 		if (plug->tail) {
 			if (plug->head->hctx != rq->hctx)
 				plug->multiple_queues = true;
@@ -464,8 +463,8 @@ void blk_submit_bio(struct blk_dev *dev, struct blk_bio *bio)
 
 	rq = blk_mq_get_rq(ctx);
 	blk_rq_init(rq, bio, dev);
-	ctx->stats.requests++;
-	ctx->stats.dispatch_batches++;
+	BLK_STAT_INC(ctx->stats.requests);
+	BLK_STAT_INC(ctx->stats.dispatch_batches);
 	if (unlikely(rq->rq_flags & RQF_ELV))
 		blk_mq_sched_insert(rq->hctx, rq);
 	else

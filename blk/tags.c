@@ -184,3 +184,14 @@ bool blk_tags_idle(const struct blk_tags *tags)
 			return false;
 	return true;
 }
+
+unsigned blk_tags_busy(const struct blk_tags *tags)
+{
+	unsigned w, n = 0;
+
+	for (w = 0; w < tags->nr_words; w++)
+		n += (unsigned)__builtin_popcountll(
+		        atomic_load_explicit(&tags->words[w].busy, memory_order_relaxed) &
+		        tags->words[w].valid);
+	return n;
+}

@@ -9,7 +9,8 @@
  * (and its twin with metadata_dup: every journal block goes to both):
  *
  *   flush (ordered mode: data written before reaches media first)
- *   descriptor, images..., [descriptor, images...]   (both copies)
+ *   descriptor, images..., [descriptor, images...]   (both copies, one
+ *                                                     plugged batch)
  *   flush
  *   commit block (both copies)
  *   flush
@@ -27,8 +28,9 @@
  *
  * Checkpoint is lazy: committed images wait in memory (their buffers pinned
  * and dirty) until the journal lacks room for the next commit or
- * mfs_checkpoint() is called; it writes them in place (both copies) in commit
- * order, flushes, and persists journal_seq/journal_tail in the superblock.
+ * mfs_checkpoint() is called; it writes the latest image of each block in
+ * place (both copies) as one plugged batch sorted by block, flushes, and
+ * persists journal_seq/journal_tail in the superblock.
  * A transaction larger than the whole journal is refused with -ENOSPC before
  * anything is written: its buffers are invalidated (re-read from the device)
  * and the journal is aborted, the filesystem read-only (fserror.c: later
@@ -96,6 +98,21 @@ static inline struct mfs_journal *J(struct mfs *fs)
 static uint64_t txn_blocks(uint64_t n)
 {
 	return (n + JTAGS - 1) / JTAGS + n + 1;
+}
+
+/*
+ * Write the descriptors and images of a transaction, @nblocks journal blocks
+ * at journal offset @off (wrapping), both copies, as one plugged batch.
+ */
+static int jwrite_batch(struct mfs *fs, uint64_t off, const uint8_t *buf, uint64_t nblocks)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+	uint64_t first = nblocks < sb->journal_len - off ? nblocks : sb->journal_len - off;
+	struct mfs_wext ext[2] = {
+	        {sb->journal_start + off, buf, first},
+	        {sb->journal_start, buf + first * MFS_BLOCK_SIZE, nblocks - first}};
+
+	return mfs_meta_write_batch(fs, ext, nblocks > first ? 2 : 1);
 }
 
 /* Write @nblocks journal blocks at journal offset @off (wrapping), both copies. */
@@ -258,31 +275,106 @@ static void jrec_done(struct jrec *r)
 	jrec_free(r);
 }
 
+/* A committed image waiting for checkpoint; @seq orders images by commit. */
+struct ckpt_img {
+	uint64_t blk;
+	uint64_t seq;
+	const uint8_t *img;
+};
+
+/* By block, and for one block the latest commit first. */
+static int ckpt_img_cmp(const void *a, const void *b)
+{
+	const struct ckpt_img *x = a, *y = b;
+
+	if (x->blk != y->blk)
+		return x->blk < y->blk ? -1 : 1;
+	return x->seq > y->seq ? -1 : x->seq < y->seq;
+}
+
+/*
+ * Write the committed images in place, both copies (commit_mutex held): only
+ * the latest image of each block (a block journaled by several transactions
+ * is written once, with its last committed content, which is what the
+ * in-order writes of every image would have left), sorted by block and
+ * submitted as one plugged batch so that adjacent blocks merge.  The caller
+ * flushes before the journal tail moves, so a crash in between replays the
+ * whole journal again.  Returns 0 or -errno.
+ */
+static int ckpt_write(struct mfs *fs)
+{
+	struct ckpt_img *im;
+	struct mfs_wext *ext;
+	uint64_t total = 0, seq = 0;
+	unsigned i, n = 0;
+	struct jrec *r;
+	int ret;
+
+	for (r = J(fs)->ckpt_head; r; r = r->next)
+		total += r->n;
+	if (!total)
+		return 0;
+	im = malloc(total * sizeof(*im));
+	ext = malloc(total * sizeof(*ext));
+	if (!im || !ext) {
+		/* no memory: every image in commit order, one by one */
+		free(im);
+		free(ext);
+		for (r = J(fs)->ckpt_head; r; r = r->next) {
+			for (i = 0; i < r->n; i++) {
+				ret = mfs_meta_write_both(
+				        fs, r->bufs[i]->blocknr,
+				        r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE, 1);
+				if (ret)
+					goto fail;
+				atomic_fetch_add(&fs->stats.meta_writes, 1);
+			}
+		}
+		return 0;
+	}
+	for (r = J(fs)->ckpt_head; r; r = r->next) {
+		for (i = 0; i < r->n; i++, seq++) {
+			im[seq].blk = r->bufs[i]->blocknr;
+			im[seq].seq = seq;
+			im[seq].img = r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE;
+		}
+	}
+	qsort(im, total, sizeof(*im), ckpt_img_cmp);
+	for (i = 0; i < total; i++)
+		if (!n || ext[n - 1].blk != im[i].blk)
+			ext[n++] = (struct mfs_wext){im[i].blk, im[i].img, 1};
+	ret = mfs_meta_write_batch(fs, ext, n);
+	free(im);
+	free(ext);
+	if (ret) {
+		r = NULL;
+		goto fail;
+	}
+	atomic_fetch_add(&fs->stats.meta_writes, n);
+	return 0;
+fail:
+	if (r)
+		fprintf(stderr, "mendfs: checkpoint: writing metadata block %llu failed: %s\n",
+		        (unsigned long long)r->bufs[i]->blocknr, strerror(-ret));
+	else
+		fprintf(stderr, "mendfs: checkpoint: writing metadata blocks failed: %s\n",
+		        strerror(-ret));
+	return ret;
+}
+
 /* commit_mutex held */
 static int __checkpoint(struct mfs *fs)
 {
 	struct mfs_journal *j = J(fs);
 	struct jrec *r;
-	unsigned i;
 	int ret;
 
 	if (!j->ckpt_head && fs->sb.journal_tail == fs->jhead &&
 	    fs->sb.journal_seq == fs->next_txid)
 		return 0;
-	for (r = j->ckpt_head; r; r = r->next) {
-		for (i = 0; i < r->n; i++) {
-			ret = mfs_meta_write_both(fs, r->bufs[i]->blocknr,
-			                          r->jbuf + (size_t)r->slot[i] * MFS_BLOCK_SIZE, 1);
-			if (ret) {
-				fprintf(stderr,
-				        "mendfs: checkpoint: writing metadata block %llu failed: "
-				        "%s\n",
-				        (unsigned long long)r->bufs[i]->blocknr, strerror(-ret));
-				return ret;
-			}
-			atomic_fetch_add(&fs->stats.meta_writes, 1);
-		}
-	}
+	ret = ckpt_write(fs);
+	if (ret)
+		return ret;
 	ret = blk_flush(fs->dev);
 	if (ret)
 		return ret;
@@ -436,7 +528,7 @@ static int commit_write(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 
 	ret = blk_flush(fs->dev); /* ordered data first */
 	if (!ret)
-		ret = jwrite(fs, head, r->jbuf, ndesc + r->n);
+		ret = jwrite_batch(fs, head, r->jbuf, ndesc + r->n);
 	if (!ret)
 		ret = blk_flush(fs->dev);
 	if (!ret)

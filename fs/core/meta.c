@@ -407,6 +407,93 @@ int mfs_meta_write_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t 
 	return ret;
 }
 
+/* The bios of one mfs_meta_write_batch() and their count down. */
+struct wbatch {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	unsigned pending;
+	int err; /* the first error */
+};
+
+struct wseg {
+	uint64_t sector;
+	const void *buf;
+	uint32_t len;
+};
+
+static int wseg_cmp(const void *a, const void *b)
+{
+	const struct wseg *x = a, *y = b;
+
+	return x->sector < y->sector ? -1 : x->sector > y->sector;
+}
+
+static void wbatch_end_io(struct blk_bio *bio)
+{
+	struct wbatch *wb = bio->private;
+	int err = -blk_status_to_errno(bio->status);
+
+	pthread_mutex_lock(&wb->lock);
+	if (err && !wb->err)
+		wb->err = err;
+	if (--wb->pending == 0)
+		pthread_cond_signal(&wb->done);
+	pthread_mutex_unlock(&wb->lock);
+}
+
+int mfs_meta_write_batch(struct mfs *fs, const struct mfs_wext *ext, unsigned n)
+{
+	struct wbatch wb = {.pending = 0, .err = 0};
+	struct blk_bio *bios;
+	struct blk_plug plug;
+	struct wseg *seg;
+	unsigned i, nseg = 0;
+	int ret = 0;
+
+	seg = malloc((size_t)n * 2 * sizeof(*seg));
+	bios = malloc((size_t)n * 2 * sizeof(*bios));
+	if (!seg || !bios) {
+		/* no memory for a batch: one extent at a time, as before batching */
+		free(seg);
+		free(bios);
+		for (i = 0; !ret && i < n; i++)
+			ret = mfs_meta_write_both(fs, ext[i].blk, ext[i].buf, ext[i].nblocks);
+		return ret;
+	}
+	for (i = 0; i < n; i++) {
+		uint64_t twin = mfs_twin(fs, ext[i].blk);
+		uint32_t len = (uint32_t)(ext[i].nblocks * MFS_BLOCK_SIZE);
+
+		seg[nseg++] = (struct wseg){ext[i].blk * MFS_SECTORS_PER_BLOCK, ext[i].buf, len};
+		if (twin)
+			seg[nseg++] = (struct wseg){twin * MFS_SECTORS_PER_BLOCK, ext[i].buf, len};
+	}
+	/* device order: a block next to the previous one merges into its request */
+	qsort(seg, nseg, sizeof(*seg), wseg_cmp);
+	pthread_mutex_init(&wb.lock, NULL);
+	pthread_cond_init(&wb.done, NULL);
+	wb.pending = nseg;
+	blk_start_plug(&plug);
+	for (i = 0; i < nseg; i++) {
+		blk_bio_init(&bios[i], BLK_OP_WRITE, seg[i].sector, (void *)seg[i].buf, seg[i].len,
+		             wbatch_end_io, &wb);
+		blk_submit_bio(fs->dev, &bios[i]);
+	}
+	blk_finish_plug(&plug);
+	/* a caller's outer plug would still hold our bios: issue them before sleeping */
+	blk_flush_plug();
+	pthread_mutex_lock(&wb.lock);
+	while (wb.pending)
+		pthread_cond_wait(&wb.done, &wb.lock);
+	ret = wb.err;
+	pthread_mutex_unlock(&wb.lock);
+	pthread_mutex_destroy(&wb.lock);
+	pthread_cond_destroy(&wb.done);
+	free(bios);
+	free(seg);
+	return ret;
+}
+
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 {
 	struct mfs_buf *b, *victim = NULL;

@@ -235,6 +235,21 @@ int mfs_meta_write_inplace(struct mfs *fs, struct mfs_buf *b);
  * Returns 0 or -errno.
  */
 int mfs_meta_write_both(struct mfs *fs, uint64_t blk, const void *buf, uint64_t nblocks);
+/* An extent for mfs_meta_write_batch(): @nblocks blocks from @buf at block @blk. */
+struct mfs_wext {
+	uint64_t blk;
+	const void *buf;
+	uint64_t nblocks;
+};
+/*
+ * Write @n extents, each at its block and at its twin, as one plugged batch
+ * submitted in device order, so that adjacent blocks merge into few requests;
+ * then wait for all of them.  Unlike mfs_meta_write_both() the twin is
+ * written even when the primary fails (in the same batch); no flush.  Without
+ * memory for the batch it falls back to mfs_meta_write_both() per extent.
+ * Returns 0 or the first -errno.
+ */
+int mfs_meta_write_batch(struct mfs *fs, const struct mfs_wext *ext, unsigned n);
 /* Forget a block (freed): drop it from the cache. */
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr);
 

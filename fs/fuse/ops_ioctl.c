@@ -253,6 +253,43 @@ static int ioc_stats(const struct ioc_call *c, void *arg)
 	return 0;
 }
 
+static int ioc_queue_stats(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_queue_stats *a = arg;
+	struct blk_dev *dev = c->d->fs->dev;
+	struct blk_dev_info info;
+	unsigned i;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved) || a->nr_queues || a->count ||
+	    a->entry_size || a->pad)
+		return -EINVAL;
+	blk_dev_get_info(dev, &info);
+	memset(a->q, 0, sizeof(a->q));
+	a->nr_queues = info.nr_hw_queues;
+	a->count =
+	        info.nr_hw_queues < MENDFS_QS_MAX_QUEUES ? info.nr_hw_queues : MENDFS_QS_MAX_QUEUES;
+	a->entry_size = sizeof(a->q[0]);
+	for (i = 0; i < a->count; i++) {
+		struct mendfs_ioc_queue_stat *q = &a->q[i];
+		struct blk_queue_stats qs;
+
+		if (blk_dev_get_queue_stats(dev, i, &qs))
+			return -EIO; /* i < nr_hw_queues: cannot happen */
+		q->ios = qs.ios;
+		q->bytes = qs.bytes;
+		q->requests = qs.requests;
+		q->merges = qs.merges;
+		q->plug_flushes = qs.plug_flushes;
+		q->dispatch_batches = qs.dispatch_batches;
+		q->tag_waits = qs.tag_waits;
+		q->errors = qs.errors;
+		q->tags_in_use = qs.tags_in_use;
+		q->depth = qs.depth;
+		q->nr_ctxs = qs.nr_ctxs;
+	}
+	return 0;
+}
+
 /*
  * mount -o remount,ro|rw (mount.mendfs): the daemon refuses writes before
  * the core freezes, and takes them again only once the core is writable.
@@ -296,6 +333,7 @@ static const struct {
         {MENDFS_IOC_STATS, ioc_stats},
         {MENDFS_IOC_INJECT, ioc_inject},
         {MENDFS_IOC_RECOVERY_WRITE, ioc_recovery_write},
+        {MENDFS_IOC_QUEUE_STATS, ioc_queue_stats},
         {MENDFS_IOC_REMOUNT, ioc_remount},
 };
 

@@ -597,6 +597,91 @@ static int cmd_inject(const char *path, const char *secs, const char *counts)
 	return put_result(r);
 }
 
+/*
+ * The per-queue part of stats: text lines "qN.name value", or the JSON array
+ * "queues" added to @r.  A daemon without MENDFS_IOC_QUEUE_STATS (ENOTTY)
+ * shows no queues.  Returns 0, or -1 after a message (@r is then freed).
+ */
+static int stats_queues(int fd, const char *path, struct json_object *r)
+{
+	struct mendfs_ioc_queue_stats *a = calloc(1, sizeof(*a));
+	struct json_object *arr = NULL;
+	int ret = -1;
+
+	if (!a) {
+		fail("stats", path);
+		goto out;
+	}
+	a->version = MENDFS_IOC_VERSION;
+	if (ioctl(fd, MENDFS_IOC_QUEUE_STATS, a) < 0) {
+		if (errno == ENOTTY) {
+			ret = 0;
+			goto out;
+		}
+		fail("stats", path);
+		goto out;
+	}
+	if (json) {
+		arr = json_object_new_array();
+		if (!arr || json_object_object_add(r, "queues", arr)) {
+			json_object_put(arr);
+			errno = ENOMEM;
+			fail("stats", path);
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < a->count && i < MENDFS_QS_MAX_QUEUES; i++) {
+		const struct mendfs_ioc_queue_stat *q = &a->q[i];
+		const struct {
+			const char *name;
+			uint64_t v;
+		} c[] = {
+		        /* named as in mendctl(8) */
+		        {"ios", q->ios},
+		        {"bytes", q->bytes},
+		        {"requests", q->requests},
+		        {"merges", q->merges},
+		        {"plug_flushes", q->plug_flushes},
+		        {"dispatch_batches", q->dispatch_batches},
+		        {"tag_waits", q->tag_waits},
+		        {"errors", q->errors},
+		        {"tags_in_use", q->tags_in_use},
+		        {"depth", q->depth},
+		        {"contexts", q->nr_ctxs},
+		};
+		struct json_object *x = NULL;
+
+		if (json) {
+			x = json_object_new_object();
+			if (!x || mfs_json_add_u64(x, "queue", i) ||
+			    json_object_array_add(arr, x)) {
+				json_object_put(x);
+				errno = ENOMEM;
+				fail("stats", path);
+				goto out;
+			}
+		}
+		for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+			if (!json) {
+				char name[40];
+
+				snprintf(name, sizeof(name), "q%u.%s", i, c[k].name);
+				printf("%-18s %" PRIu64 "\n", name, c[k].v);
+			} else if (mfs_json_add_u64(x, c[k].name, c[k].v)) {
+				errno = ENOMEM;
+				fail("stats", path);
+				goto out;
+			}
+		}
+	}
+	ret = 0;
+out:
+	free(a);
+	if (ret && r)
+		json_object_put(r);
+	return ret;
+}
+
 static int cmd_stats(const char *path)
 {
 	struct mendfs_ioc_stats a;
@@ -613,7 +698,6 @@ static int cmd_stats(const char *path)
 		close(fd);
 		return 1;
 	}
-	close(fd);
 	{
 		const struct {
 			const char *name;
@@ -643,10 +727,14 @@ static int cmd_stats(const char *path)
 		size_t n = sizeof(c) / sizeof(c[0]);
 		struct json_object *r;
 
+		int ret;
+
 		if (!json) {
 			for (size_t i = 0; i < n; i++)
 				printf("%-18s %" PRIu64 "\n", c[i].name, c[i].v);
-			return 0;
+			ret = stats_queues(fd, path, NULL) ? 1 : 0;
+			close(fd);
+			return ret;
 		}
 		r = json_object_new_object();
 		for (size_t i = 0; r && i < n; i++) {
@@ -655,6 +743,11 @@ static int cmd_stats(const char *path)
 				r = NULL;
 			}
 		}
+		if (r && stats_queues(fd, path, r)) {
+			close(fd);
+			return 1;
+		}
+		close(fd);
 		return put_result(r);
 	}
 }

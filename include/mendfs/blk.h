@@ -320,6 +320,28 @@ struct blk_stats {
 };
 void blk_dev_get_stats(struct blk_dev *dev, struct blk_stats *st);
 
+/*
+ * Counters of one hardware queue: those of the software contexts (threads)
+ * mapped to it, summed, and its own completion-side ones.  A snapshot, not
+ * atomic as a whole: each counter is read once, while I/O may run.
+ */
+struct blk_queue_stats {
+	uint64_t ios;              /* bios submitted by threads mapped to the queue */
+	uint64_t bytes;            /* their bytes, all ops */
+	uint64_t requests;         /* requests allocated and dispatched */
+	uint64_t merges;           /* bios merged into a plugged request (back + front) */
+	uint64_t plug_flushes;     /* plug lists handed to the queue */
+	uint64_t dispatch_batches; /* lists dispatched: plug flushes + unplugged requests */
+	uint64_t tag_waits;        /* times a submitter slept for a free tag */
+	uint64_t errors;           /* bios ended with a status other than OK */
+	uint32_t tags_in_use;      /* tags held at the time of the call */
+	uint32_t depth;            /* tags in the queue */
+	uint32_t nr_ctxs;          /* software contexts mapped to the queue */
+	uint32_t pad;
+};
+/* Returns 0, or -EINVAL if @q is not below the device's number of hardware queues. */
+int blk_dev_get_queue_stats(struct blk_dev *dev, unsigned q, struct blk_queue_stats *qs);
+
 #ifdef __cplusplus
 }
 #endif

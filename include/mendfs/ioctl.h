@@ -104,6 +104,43 @@ struct mendfs_ioc_stats {
 };
 
 /*
+ * Per hardware queue engine counters (blk_dev_get_queue_stats).  The daemon
+ * fills q[0 .. count - 1], count = min(nr_queues, MENDFS_QS_MAX_QUEUES), and
+ * sets entry_size to the size of the entry it knows; a later version may
+ * append fields to struct mendfs_ioc_queue_stat (and so change the ioctl
+ * number through its size), never move them.  Any open file or directory of
+ * the mount, any user.
+ */
+#define MENDFS_QS_MAX_QUEUES 64u
+
+struct mendfs_ioc_queue_stat {
+	uint64_t ios;              /* bios submitted by the threads mapped to the queue */
+	uint64_t bytes;            /* their bytes */
+	uint64_t requests;         /* requests dispatched */
+	uint64_t merges;           /* bios merged into a plugged request */
+	uint64_t plug_flushes;     /* plug lists flushed to the queue */
+	uint64_t dispatch_batches; /* lists dispatched (a plug flush or one unplugged request) */
+	uint64_t tag_waits;        /* submitter slept for a free tag */
+	uint64_t errors;           /* bios ended with an error */
+	uint32_t tags_in_use;      /* tags held at the time of the call */
+	uint32_t depth;            /* tags of the queue */
+	uint32_t nr_ctxs;          /* threads' software contexts mapped to the queue */
+	uint32_t pad;              /* 0 */
+	uint64_t spare[4];         /* 0 */
+};
+
+struct mendfs_ioc_queue_stats {
+	uint32_t version;     /* in */
+	uint32_t flags;       /* in: 0 */
+	uint64_t reserved[4]; /* in: 0 */
+	uint32_t nr_queues;   /* in: 0; out: hardware queues of the device */
+	uint32_t count;       /* in: 0; out: entries of q[] filled */
+	uint32_t entry_size;  /* in: 0; out: sizeof(struct mendfs_ioc_queue_stat) */
+	uint32_t pad;         /* in: 0 */
+	struct mendfs_ioc_queue_stat q[MENDFS_QS_MAX_QUEUES]; /* out */
+};
+
+/*
  * Online poison injection (testing): device sectors [sector, sector + count)
  * become poisoned exactly as real poison is (table, emulation file, and in
  * emulation the pages of the pmem mapping).  Root only, and only on a mount
@@ -159,6 +196,7 @@ struct mendfs_ioc_remount {
 #define MENDFS_IOC_STATS          _IOWR(MENDFS_IOC_MAGIC, 5, struct mendfs_ioc_stats)
 #define MENDFS_IOC_INJECT         _IOWR(MENDFS_IOC_MAGIC, 6, struct mendfs_ioc_inject)
 #define MENDFS_IOC_RECOVERY_WRITE _IOWR(MENDFS_IOC_MAGIC, 7, struct mendfs_ioc_recovery_write)
+#define MENDFS_IOC_QUEUE_STATS    _IOWR(MENDFS_IOC_MAGIC, 8, struct mendfs_ioc_queue_stats)
 #define MENDFS_IOC_REMOUNT        _IOWR(MENDFS_IOC_MAGIC, 9, struct mendfs_ioc_remount)
 
 #ifndef __cplusplus
@@ -170,6 +208,8 @@ _Static_assert(sizeof(struct mendfs_ioc_zeroinit) == 56, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_stats) == 328, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_inject) == 56, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_recovery_write) == 12352, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_queue_stat) == 112, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_queue_stats) == 7224, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_remount) == 48, "ABI");
 #endif
 

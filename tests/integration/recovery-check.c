@@ -304,6 +304,32 @@ static void check_hostile(const char *path)
 	st.spare[0] = 1; /* output field: ignored on input */
 	st.flags = 4;
 	want_errno(ioctl(fd, MENDFS_IOC_STATS, &st), EINVAL, "stats flags");
+	{
+		struct mendfs_ioc_queue_stats *qs = (void *)xmalloc(sizeof(*qs));
+
+#define QS(field, val, what)                                                                       \
+	do {                                                                                       \
+		memset(qs, 0, sizeof(*qs));                                                        \
+		qs->version = MENDFS_IOC_VERSION;                                                  \
+		qs->field = val;                                                                   \
+		want_errno(ioctl(fd, MENDFS_IOC_QUEUE_STATS, qs), EINVAL, what);                   \
+	} while (0)
+		QS(version, 0, "queue stats version 0");
+		QS(flags, 1, "queue stats flags");
+		QS(reserved[2], 1, "queue stats reserved");
+		QS(count, UINT32_MAX, "queue stats count on input");
+		QS(nr_queues, 1000, "queue stats nr_queues on input");
+		QS(entry_size, 1, "queue stats entry_size on input");
+		QS(pad, 1, "queue stats pad");
+		memset(qs, 0, sizeof(*qs));
+		qs->version = MENDFS_IOC_VERSION;
+		if (ioctl(fd, MENDFS_IOC_QUEUE_STATS, qs) || !qs->count ||
+		    qs->count > MENDFS_QS_MAX_QUEUES || qs->count > qs->nr_queues ||
+		    qs->entry_size != sizeof(qs->q[0]) || !qs->q[0].depth)
+			die("queue stats: %s, count %u of %u, entry %u", strerror(errno), qs->count,
+			    qs->nr_queues, qs->entry_size);
+		free(qs);
+	}
 	/* an ioctl number mendfs does not define */
 	want_errno(ioctl(fd, _IOWR(MENDFS_IOC_MAGIC, 99, struct mendfs_ioc_zeroinit), &zi), ENOTTY,
 	           "unknown ioctl");

@@ -118,6 +118,22 @@ salvaged 65536 bytes of $MNT/f, 512 zero-filled" ] || fail "salvage printed: $ou
 	grep -q '"recovered_sectors":[1-9]' <<<"$out" || fail "stats: $out"
 	grep -q '"meta_repairs":[0-9]' <<<"$out" || fail "stats: $out"
 	grep -q '"poison_ranges":1' <<<"$out" || fail "stats: $out"
+	# per-queue engine counters after the reads and writes above: every bio became a
+	# request or merged into one, and something was dispatched
+	! command -v python3 >/dev/null || python3 - "$out" <<'EOF' || fail "stats queues: $out"
+import json, sys
+j = json.loads(sys.argv[1])
+qs = j["queues"]
+assert qs and [q["queue"] for q in qs] == list(range(len(qs))), qs
+for q in qs:
+    assert q["ios"] == q["requests"] + q["merges"], q
+    assert q["dispatch_batches"] <= q["requests"], q
+    assert q["plug_flushes"] <= q["dispatch_batches"], q
+    assert q["depth"] > 0 and q["tags_in_use"] <= q["depth"], q
+assert sum(q["requests"] for q in qs) == j["requests"], (qs, j["requests"])
+assert sum(q["ios"] for q in qs) >= j["reads"] + j["writes"] > 0, j
+EOF
+	mendctl stats "$MNT" | grep -q '^q0\.requests *[1-9]' || fail "stats: no q0.requests line"
 	rcheck hostile "$MNT/f"
 	kill -0 "$DPID" || fail "the daemon died"
 	rcheck notmendfs "$WORK/plain"

@@ -4,7 +4,8 @@
  * exactly; replay is idempotent; a transaction torn after every journal block
  * write (recorded with the write tap, images rebuilt from prefixes) is applied
  * whole or not at all while earlier ones always are; wrap-around over many
- * transactions with checkpoints; the twin of a damaged journal block; dry run
+ * transactions with checkpoints; checkpoint writing the latest image of each
+ * block once, in one merged batch; the twin of a damaged journal block; dry run
  * writes nothing; a transaction larger than the journal is refused cleanly
  * and aborts the journal (nothing more is committed over the refused state);
  * the bound of a step (mfs_txn_step_limit) and mfs_txn_begin_step committing
@@ -395,6 +396,54 @@ START_TEST(test_wraparound)
 }
 END_TEST
 
+/*
+ * Checkpoint writes the latest image of each block once (several
+ * transactions journaled the same blocks), as one sorted batch: adjacent
+ * blocks merge in the engine, and what lands in place is the last commit.
+ */
+START_TEST(test_checkpoint_latest_image)
+{
+	uint64_t blk[8], val[8];
+	uint64_t writes0, merges0;
+	struct blk_stats st;
+	struct tfs t;
+	unsigned i, j;
+
+	tfs_create(&t, NB, 64, 128, true);
+	ck_assert_int_eq(tfs_mount(&t, 64), 0);
+	/* written in reverse order: the batch sorts them */
+	for (j = 0; j < 8; j++) {
+		blk[j] = tfs_meta0(&t) + 7 - j;
+		val[j] = 1;
+	}
+	txn_set(&t, blk, val, 8, true);
+	ck_assert_int_eq(mfs_txn_commit(&t.fs), 0);
+	for (i = 2; i <= 4; i++) {
+		for (j = 0; j < 8; j++)
+			val[j] = i * 10 + j;
+		txn_set(&t, blk, val, 8, false);
+		ck_assert_int_eq(mfs_txn_commit(&t.fs), 0);
+	}
+	writes0 = atomic_load(&t.fs.stats.meta_writes);
+	blk_dev_get_stats(t.fs.dev, &st);
+	merges0 = st.merges_back + st.merges_front;
+	ck_assert_int_eq(mfs_checkpoint(&t.fs), 0);
+	/* 4 commits of the same 8 blocks: 8 blocks written in place, not 32 */
+	ck_assert_uint_eq(atomic_load(&t.fs.stats.meta_writes) - writes0, 8);
+	blk_dev_get_stats(t.fs.dev, &st);
+	/* 8 adjacent blocks and their 8 adjacent twins: 2 requests, 14 merges */
+	ck_assert_uint_ge(st.merges_back + st.merges_front - merges0, 14);
+	for (j = 0; j < 8; j++)
+		ck_assert_msg(on_disk_is(&t, blk[j], 40 + j), "block %u", j);
+	tfs_umount(&t);
+	/* nothing left to replay: the checkpoint moved the tail */
+	ck_assert_int_eq(replay(&t, false), 0);
+	for (j = 0; j < 8; j++)
+		ck_assert_msg(on_disk_is(&t, blk[j], 40 + j), "block %u", j);
+	tfs_destroy(&t);
+}
+END_TEST
+
 START_TEST(test_replay_uses_twin)
 {
 	uint64_t blk[3], val[3] = {5, 6, 7};
@@ -751,6 +800,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_commit_replay_exact);
 	tcase_add_test(tc, test_torn_every_block);
 	tcase_add_test(tc, test_wraparound);
+	tcase_add_test(tc, test_checkpoint_latest_image);
 	tcase_add_test(tc, test_replay_uses_twin);
 	tcase_add_test(tc, test_dry_run_writes_nothing);
 	tcase_add_test(tc, test_freeze_thaw);
