@@ -4,7 +4,7 @@
 # Not part of the test suite: it needs root, zram and fio, and takes a minute.
 #
 #   tests/bench/uring-vs-fio.sh [--build DIR] [--dev /dev/zramN] [--rounds N]
-#                               [--seconds S] [--cpus LIST] [--syscalls]
+#                               [--seconds S] [--cpus LIST] [--rt] [--syscalls]
 #
 # 4 KiB random reads over 256 MiB of random data, depth 128, submitted 32 at a
 # time, one thread.  ROUNDS interleaved rounds (mendblk-bench, fio,
@@ -13,6 +13,9 @@
 # of its own (the io-wq worker that does zram's reads inherits its submitter's
 # affinity, so a self-pinned bench would hold it on one CPU while fio's may use
 # them all).  Prints every round, the medians, their ratio, and a JSON line.
+# --rt runs both at real-time round-robin priority 50 (chrt -r 50), so that other
+# work on the machine does not sit on the measured CPU; use it with one CPU only
+# (it would take both CPUs from everyone else otherwise).
 # --syscalls adds a round of each under `perf stat` counting io_uring_enter
 # calls and context switches per I/O.
 #
@@ -26,6 +29,7 @@ ROUNDS=5
 SECS=3
 CPUS=1
 SYSCALLS=0
+RT=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
@@ -33,11 +37,15 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--seconds) SECS=$2; shift 2 ;;
 	--cpus) CPUS=$2; shift 2 ;;
+	--rt) RT="chrt -r 50"; shift ;;
 	--syscalls) SYSCALLS=1; shift ;;
-	-h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
 	*) echo "uring-vs-fio.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
+case "$RT,$CPUS" in
+?*,*[,-]*) echo "uring-vs-fio.sh: --rt only with one CPU (--cpus N)" >&2; exit 2 ;;
+esac
 for t in fio taskset python3; do
 	command -v $t >/dev/null || { echo "uring-vs-fio.sh: $t not installed" >&2; exit 1; }
 done
@@ -55,7 +63,7 @@ if [ -z "$DEV" ]; then
 	dd if=/dev/urandom of="$DEV" bs=1M count=256 oflag=direct status=none
 fi
 
-PIN="taskset -c $CPUS"
+PIN="${RT:+$RT }taskset -c $CPUS"
 BENCH_CMD="$BENCH --backend uring --path $DEV --size 256M --rw randread --bs 4096 --depth 128 --batch 32 --seconds $SECS --no-pin"
 FIO_CMD="fio --name=r --filename=$DEV --ioengine=io_uring --direct=1 --rw=randread --bs=4k --size=256M --iodepth=128 --iodepth_batch_submit=32 --iodepth_batch_complete_min=1 --iodepth_batch_complete_max=128 --norandommap --randrepeat=0 --runtime=$SECS --time_based --output-format=json"
 
@@ -63,7 +71,7 @@ bench_iops() { $PIN $BENCH_CMD --json | python3 -c 'import json,sys; print(round
 fio_iops() { $PIN $FIO_CMD | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))'; }
 median() { python3 -c 'import sys,statistics; print(round(statistics.median(int(x) for x in sys.argv[1:])))' "$@"; }
 
-echo "machine: $(nproc) CPUs, kernel $(uname -r), device $DEV, taskset -c $CPUS"
+echo "machine: $(nproc) CPUs, kernel $(uname -r), device $DEV, ${RT:+$RT, }taskset -c $CPUS"
 echo "load before: $(cat /proc/loadavg)"
 echo "engine: $PIN $BENCH_CMD"
 echo "fio:    $PIN $FIO_CMD"
@@ -108,10 +116,10 @@ EOF
 	sys_json="{\"engine\": $se, \"fio\": $sf}"
 fi
 
-python3 - "$CPUS" "$mb" "$mf" "$LOAD_AFTER" "$sys_json" "${b[*]}" "${f[*]}" <<'EOF'
+python3 - "$CPUS" "${RT:+1}" "$mb" "$mf" "$LOAD_AFTER" "$sys_json" "${b[*]}" "${f[*]}" <<'EOF'
 import json, sys
-cpus, mb, mf, load, sysj, b, f = sys.argv[1:]
-print(json.dumps({"cpus": cpus, "engine_iops": [int(x) for x in b.split()],
+cpus, rt, mb, mf, load, sysj, b, f = sys.argv[1:]
+print(json.dumps({"cpus": cpus, "rt": rt == "1", "engine_iops": [int(x) for x in b.split()],
                   "fio_iops": [int(x) for x in f.split()], "engine_median": int(mb),
                   "fio_median": int(mf), "ratio": round(int(mb) / int(mf), 3),
                   "loadavg_after": load, "per_io": json.loads(sysj)}))
