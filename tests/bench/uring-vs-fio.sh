@@ -5,6 +5,7 @@
 #
 #   tests/bench/uring-vs-fio.sh [--build DIR] [--dev /dev/zramN] [--rounds N]
 #                               [--seconds S] [--cpus LIST] [--rt] [--syscalls]
+#                               [--completion-thread]
 #
 # 4 KiB random reads over 256 MiB of random data, depth 128, submitted 32 at a
 # time, one thread.  ROUNDS interleaved rounds (mendblk-bench, fio,
@@ -16,6 +17,8 @@
 # --rt runs both at real-time round-robin priority 50 (chrt -r 50), so that other
 # work on the machine does not sit on the measured CPU; use it with one CPU only
 # (it would take both CPUs from everyone else otherwise).
+# --completion-thread runs the engine as the filesystem opens it (a completion
+# thread per queue reaps) instead of the submitting thread polling (BLK_CFG_POLLED).
 # --syscalls adds a round of each under `perf stat` counting io_uring_enter
 # calls and context switches per I/O.
 #
@@ -30,6 +33,7 @@ SECS=3
 CPUS=1
 SYSCALLS=0
 RT=
+MODE=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
@@ -39,7 +43,8 @@ while [ $# -gt 0 ]; do
 	--cpus) CPUS=$2; shift 2 ;;
 	--rt) RT="chrt -r 50"; shift ;;
 	--syscalls) SYSCALLS=1; shift ;;
-	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	--completion-thread) MODE=" --completion-thread"; shift ;;
+	-h | --help) sed -n '2,26p' "$0"; exit 0 ;;
 	*) echo "uring-vs-fio.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -64,7 +69,7 @@ if [ -z "$DEV" ]; then
 fi
 
 PIN="${RT:+$RT }taskset -c $CPUS"
-BENCH_CMD="$BENCH --backend uring --path $DEV --size 256M --rw randread --bs 4096 --depth 128 --batch 32 --seconds $SECS --no-pin"
+BENCH_CMD="$BENCH --backend uring --path $DEV --size 256M --rw randread --bs 4096 --depth 128 --batch 32 --seconds $SECS --no-pin$MODE"
 FIO_CMD="fio --name=r --filename=$DEV --ioengine=io_uring --direct=1 --rw=randread --bs=4k --size=256M --iodepth=128 --iodepth_batch_submit=32 --iodepth_batch_complete_min=1 --iodepth_batch_complete_max=128 --norandommap --randrepeat=0 --runtime=$SECS --time_based --output-format=json"
 
 bench_iops() { $PIN $BENCH_CMD --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["iops"]))'; }
@@ -116,10 +121,10 @@ EOF
 	sys_json="{\"engine\": $se, \"fio\": $sf}"
 fi
 
-python3 - "$CPUS" "${RT:+1}" "$mb" "$mf" "$LOAD_AFTER" "$sys_json" "${b[*]}" "${f[*]}" <<'EOF'
+python3 - "$CPUS" "${RT:+1}" "${MODE:+1}" "$mb" "$mf" "$LOAD_AFTER" "$sys_json" "${b[*]}" "${f[*]}" <<'EOF'
 import json, sys
-cpus, rt, mb, mf, load, sysj, b, f = sys.argv[1:]
-print(json.dumps({"cpus": cpus, "rt": rt == "1", "engine_iops": [int(x) for x in b.split()],
+cpus, rt, mode, mb, mf, load, sysj, b, f = sys.argv[1:]
+print(json.dumps({"cpus": cpus, "rt": rt == "1", "completion_thread": mode == "1", "engine_iops": [int(x) for x in b.split()],
                   "fio_iops": [int(x) for x in f.split()], "engine_median": int(mb),
                   "fio_median": int(mf), "ratio": round(int(mb) / int(mf), 3),
                   "loadavg_after": load, "per_io": json.loads(sysj)}))
