@@ -184,13 +184,30 @@ static void bench_end_io(struct blk_bio *bio)
 	t->free_list = io;
 }
 
+/* The CPUs the process was started on (taskset): threads are pinned inside them. */
+static cpu_set_t bench_cpus;
+
+/*
+ * Pin thread @index to the index-th CPU of bench_cpus (round robin), so that
+ * `taskset -c 1 mendblk-bench` runs on CPU 1 as `taskset -c 1 fio` does.
+ * Threads the kernel creates for ours (io-wq workers) inherit the pin.
+ */
 static void pin_thread(unsigned index)
 {
+	unsigned n = (unsigned)CPU_COUNT(&bench_cpus), cpu, seen = 0;
 	cpu_set_t set;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
+	if (!n)
+		return;
+	index %= n;
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &bench_cpus))
+			continue;
+		if (seen++ == index)
+			break;
+	}
 	CPU_ZERO(&set);
-	CPU_SET(index % (unsigned)(ncpu > 0 ? ncpu : 1), &set);
+	CPU_SET(cpu, &set);
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
@@ -528,6 +545,8 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o))
 		return 2;
+	if (sched_getaffinity(0, sizeof(bench_cpus), &bench_cpus) != 0)
+		CPU_ZERO(&bench_cpus);
 	cfg.backend = o.backend;
 	cfg.path = o.path;
 	cfg.size = o.backend == BLK_BACKEND_NULL ? (o.size ? o.size : 1ull << 40) : 0;
