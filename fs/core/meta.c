@@ -180,8 +180,12 @@ static struct mfs_buf *buf_alloc(struct mfs *fs, uint64_t blocknr)
 	return b;
 }
 
-/* Find or insert the buffer of @blocknr, referenced.  Not necessarily uptodate. */
-static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
+/*
+ * Find or insert the buffer of @blocknr, referenced.  Not necessarily
+ * uptodate.  @evict: make room for an inserted buffer by evicting the LRU's
+ * oldest (not for the scrub's passing buffers, which leave at their put).
+ */
+static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs_buf **bp)
 {
 	struct mfs_buf *b, *fresh = NULL, *victims;
 
@@ -206,7 +210,7 @@ static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
 		b->hnext = fs->hash[hash_slot(fs, blocknr)];
 		fs->hash[hash_slot(fs, blocknr)] = b;
 		fs->nr_bufs++;
-		victims = __evict(fs);
+		victims = evict ? __evict(fs) : NULL;
 	}
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (fresh)
@@ -214,6 +218,11 @@ static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
 	free_list(victims);
 	*bp = b;
 	return 0;
+}
+
+static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
+{
+	return __buf_lookup(fs, blocknr, true, bp);
 }
 
 void mfs_buf_get(struct mfs_buf *b)
@@ -521,7 +530,8 @@ int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp)
 	struct mfs_buf *b;
 	int ret;
 
-	ret = buf_lookup(fs, blocknr, &b);
+	/* the block passes through the cache without pushing anything out of it */
+	ret = __buf_lookup(fs, blocknr, false, &b);
 	if (ret)
 		return ret;
 	/*

@@ -72,7 +72,8 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	a->done = cur.phase == MFS_SCRUB_PHASE_DONE;
 	a->meta_checked = c.meta_checked;
 	a->meta_healed = c.meta_healed;
-	a->meta_lost = c.meta_lost + c.meta_bad;
+	a->meta_lost = c.meta_lost;
+	a->meta_bad = c.meta_bad;
 	a->meta_skipped = c.meta_skipped;
 	a->data_bytes = c.data_bytes;
 	a->poison_found = c.poison_found;

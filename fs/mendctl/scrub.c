@@ -53,7 +53,7 @@ static void on_signal(int sig)
 
 /* Totals of the whole run. */
 struct totals {
-	uint64_t meta_checked, meta_healed, meta_lost, meta_skipped;
+	uint64_t meta_checked, meta_healed, meta_lost, meta_bad, meta_skipped;
 	uint64_t data_bytes, poison_found;
 	uint32_t phase;
 	uint64_t pos, meta_total, data_total;
@@ -224,7 +224,7 @@ static void report_print(const struct totals *t)
 
 	for (size_t i = 0; i < walk.n; i++)
 		nranges += walk.v[i].nr;
-	if (!walk.n && !t->meta_lost)
+	if (!walk.n && !t->meta_lost && !t->meta_bad)
 		return;
 	printf("Damage report (%zu poisoned range%s):\n", nranges, nranges == 1 ? "" : "s");
 	for (size_t i = 0; i < walk.n; i++) {
@@ -243,6 +243,10 @@ static void report_print(const struct totals *t)
 		printf("  metadata: %" PRIu64 " block%s with no valid copy left (the daemon's log "
 		       "names them)\n",
 		       t->meta_lost, t->meta_lost == 1 ? "" : "s");
+	if (t->meta_bad)
+		printf("  metadata: %" PRIu64 " block%s with one bad copy not rewritten (read-only "
+		       "mount, or the rewrite failed)\n",
+		       t->meta_bad, t->meta_bad == 1 ? "" : "s");
 }
 
 static int counts_json(struct json_object *o, const struct totals *t)
@@ -253,6 +257,8 @@ static int counts_json(struct json_object *o, const struct totals *t)
 		ret = mfs_json_add_u64(o, "metadata_healed", t->meta_healed);
 	if (!ret)
 		ret = mfs_json_add_u64(o, "metadata_lost", t->meta_lost);
+	if (!ret)
+		ret = mfs_json_add_u64(o, "metadata_unhealed", t->meta_bad);
 	if (!ret)
 		ret = mfs_json_add_u64(o, "metadata_skipped", t->meta_skipped);
 	if (!ret)
@@ -296,7 +302,7 @@ static int report_json(const char *mnt, const struct totals *t, int code)
 		files = NULL;
 	}
 	if (!ret)
-		ret = mfs_json_add_u64(o, "metadata_errors", t->meta_lost);
+		ret = mfs_json_add_u64(o, "metadata_errors", t->meta_lost + t->meta_bad);
 	if (!ret)
 		ret = mfs_json_add_u64(o, "repaired", t->meta_healed);
 	if (!ret)
@@ -420,6 +426,7 @@ static int scrub(const char *mnt, double rate, bool resume)
 		t.meta_checked += a.meta_checked;
 		t.meta_healed += a.meta_healed;
 		t.meta_lost += a.meta_lost;
+		t.meta_bad += a.meta_bad;
 		t.meta_skipped += a.meta_skipped;
 		t.data_bytes += a.data_bytes;
 		t.poison_found += a.poison_found;
@@ -459,7 +466,7 @@ static int scrub(const char *mnt, double rate, bool resume)
 		return fail_msg(1, "scrub %s: listing damaged files: %s", mnt, strerror(-walk.err));
 	}
 	qsort(walk.v, walk.n, sizeof(*walk.v), dfile_cmp);
-	code = walk.n || t.meta_lost ? EXIT_DAMAGED : 0;
+	code = walk.n || t.meta_lost || t.meta_bad ? EXIT_DAMAGED : 0;
 	if (json) {
 		code = report_json(mnt, &t, code);
 	} else {

@@ -245,6 +245,7 @@ struct mendfs_ioc_scrub {
 	uint64_t meta_checked; /* out: metadata blocks whose copies were verified */
 	uint64_t meta_healed;  /* out: bad copies rewritten from their twin */
 	uint64_t meta_lost;    /* out: blocks with no good copy */
+	uint64_t meta_bad;     /* out: a bad copy left so (read-only mount, rewrite failed) */
 	uint64_t meta_skipped; /* out: blocks skipped: changed in memory, written soon */
 	uint64_t data_bytes;   /* out: data bytes read */
 	uint64_t poison_found; /* out: sectors that became poison during the step */
@@ -256,7 +257,7 @@ struct mendfs_ioc_scrub {
 #define MENDFS_IOC_SCRUB _IOWR(MENDFS_IOC_MAGIC, 11, struct mendfs_ioc_scrub)
 
 #ifndef __cplusplus
-_Static_assert(sizeof(struct mendfs_ioc_scrub) == 136, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
 #endif
 
 #endif /* MENDFS_IOCTL_H */
