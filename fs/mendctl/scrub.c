@@ -491,6 +491,10 @@ int mendctl_scrub_main(int argc, char **argv, bool want_json)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			continue;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: mendctl scrub MOUNTPOINT [--json] [--rate MB/s] [--resume]\n");
+			return 0;
+		}
 		if (!strcmp(argv[i], "--resume")) {
 			resume = true;
 		} else if (!strcmp(argv[i], "--rate") || !strncmp(argv[i], "--rate=", 7)) {
