@@ -9,7 +9,8 @@
 # name exactly the three files and byte ranges (as fsck.mendfs --json does
 # after umount), heal the metadata copy (both copies equal on the image,
 # fsck clean of metadata errors), find the three latent sectors, and leave
-# the writer's data intact.  Then: --rate 2 (MB/s) over ~10 MB takes >= 3 s;
+# the writer's data intact, the writer going on throughout, and on a
+# terminal draw the progress bar (none into a pipe).  Then: --rate 2 (MB/s) over ~10 MB takes >= 3 s;
 # SIGINT stops a scrub (exit 32, where it stopped), --resume reads the rest.
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $FSCK_MENDFS, $METACHECK.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3).
@@ -18,7 +19,7 @@ set -u
 
 need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS METACHECK
 need_root_fuse
-need_cmds python3
+need_cmds python3 script od
 work_init scrub
 WPID=""
 # shellcheck disable=SC2317 # run by lib.sh on exit
@@ -84,13 +85,18 @@ head -c $((1 << 20)) /dev/urandom >"$WORK/ref"
 	while [ ! -e "$WORK/stop" ]; do
 		dd if="$WORK/ref" of="$MNT/w/f$((i % 4))" bs=64k conv=fsync status=none || exit 1
 		i=$((i + 1))
+		echo $i >>"$WORK/wlog"
 	done
 	echo $i >"$WORK/writes"
 ) &
 WPID=$!
 sleep 0.5
-out=$(mendctl scrub --json "$MNT")
+# --rate 4: ~13 MB take >= 3 s, all of them beside the writer
+w0=$(wc -l <"$WORK/wlog")
+out=$(mendctl scrub --json --rate 4 "$MNT")
 st=$?
+w1=$(wc -l <"$WORK/wlog")
+[ "$w1" -gt "$w0" ] || fail "the writer made no progress during the scrub ($w0 -> $w1 writes)"
 [ $st = 4 ] || fail "scrub exited $st, expected 4 (damaged files): $out"
 touch "$WORK/stop"
 wait "$WPID" || fail "the writer failed"
@@ -125,6 +131,14 @@ st=$?
 grep -qx '  /a/b/medium: bytes 42496-43007 (512 bytes) damaged' <<<"$txt" || fail "text report: $txt"
 grep -q '^Damage report (3 poisoned ranges):$' <<<"$txt" || fail "text report: $txt"
 [ "$(ls -a "$MNT/d" | md5sum)" = "$L" ] || fail "the directory listing changed"
+# a terminal gets fsck -C 0's progress bar, reaching 100.0% (script(1) gives a pty); a pipe none
+timeout 120 script -qec "$(printf '%q ' "$MENDCTL" scrub "$MNT")" /dev/null >"$WORK/tty" 2>&1
+grep -qa $'\r'"$MNT: |=* *|  *[0-9]*\\.[0-9]%" "$WORK/tty" || fail "no progress bar: $(od -c "$WORK/tty" | head)"
+grep -qa "|=*| 100\\.0%" "$WORK/tty" || fail "the bar does not reach 100.0%"
+grep -qa $'\r\e\\[K' "$WORK/tty" || fail "the bar is not erased before the report"
+grep -qa 'Damage report (3 poisoned ranges):' "$WORK/tty" || fail "no report on the terminal"
+mendctl scrub "$MNT" >/dev/null 2>"$WORK/pipe.err"
+grep -qa $'\r' "$WORK/pipe.err" && fail "a bar drawn into a pipe: $(od -c "$WORK/pipe.err" | head)"
 
 step="rate"
 t0=$(date +%s.%N)
