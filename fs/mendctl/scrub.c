@@ -356,11 +356,17 @@ static int interrupted_report(const char *mnt, const struct totals *t)
 {
 	char msg[512];
 
-	snprintf(msg, sizeof(msg),
-	         "scrub of %s interrupted in the %s phase at block %" PRIu64 " of %" PRIu64
-	         "; `mendctl scrub --resume %s` continues from there",
-	         mnt, phase_name(t->phase), t->pos,
-	         t->phase == MENDFS_SCRUB_META ? t->meta_total : t->data_total, mnt);
+	if (t->phase == MENDFS_SCRUB_DONE)
+		snprintf(msg, sizeof(msg),
+		         "scrub of %s finished, interrupted while listing the damaged files "
+		         "(`mendctl badranges FILE` names a file's)",
+		         mnt);
+	else
+		snprintf(msg, sizeof(msg),
+		         "scrub of %s interrupted in the %s phase at block %" PRIu64 " of %" PRIu64
+		         "; `mendctl scrub --resume %s` continues from there",
+		         mnt, phase_name(t->phase), t->pos,
+		         t->phase == MENDFS_SCRUB_META ? t->meta_total : t->data_total, mnt);
 	fprintf(stderr, "mendctl: %s\n", msg);
 	if (json) {
 		struct json_object *extra = json_object_new_object();
@@ -492,7 +498,8 @@ int mendctl_scrub_main(int argc, char **argv, bool want_json)
 		if (!strcmp(argv[i], "--json"))
 			continue;
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: mendctl scrub MOUNTPOINT [--json] [--rate MB/s] [--resume]\n");
+			printf("usage: mendctl scrub MOUNTPOINT [--json] [--rate MB/s] "
+			       "[--resume]\n");
 			return 0;
 		}
 		if (!strcmp(argv[i], "--resume")) {

@@ -5,15 +5,16 @@
 # docs/RECOVERY.md).  A populated filesystem (files of several sizes in a
 # tree, xattrs) gets latent poison (IMG.latent) in three files' data and
 # one corrupted copy of a directory's tree block, written on the image while
-# unmounted.  Mounted, with a writer running, `mendctl scrub --json` must
-# name exactly the three files and byte ranges (as fsck.mendfs --json does
-# after umount), heal the metadata copy (both copies equal on the image,
-# fsck clean of metadata errors), find the three latent sectors, and leave
-# the writer's data intact, the writer going on throughout, and on a
-# terminal draw the progress bar (none into a pipe).  Then: --rate 2 (MB/s) over ~10 MB takes >= 3 s;
-# SIGINT stops a scrub (exit 32, where it stopped), --resume reads the rest.
+# unmounted.  Mounted, with a writer running (and going on throughout),
+# `mendctl scrub --json` must name exactly the three files and byte ranges
+# (as fsck.mendfs --json does after umount), heal the metadata copy (both
+# copies equal on the image, fsck clean of metadata errors), find the three
+# latent sectors, and leave the writer's data intact; on a terminal it draws
+# the progress bar (none into a pipe).  Then: --rate 2 (MB/s) over ~13 MB
+# takes >= 3 s; SIGINT stops a scrub (exit 32, where it stopped), --resume
+# reads the rest.
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $FSCK_MENDFS, $METACHECK.
-# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3).
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3, script or od).
 set -u
 . "$(dirname "$0")/lib.sh"
 
