@@ -180,8 +180,12 @@ static struct mfs_buf *buf_alloc(struct mfs *fs, uint64_t blocknr)
 	return b;
 }
 
-/* Find or insert the buffer of @blocknr, referenced.  Not necessarily uptodate. */
-static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
+/*
+ * Find or insert the buffer of @blocknr, referenced.  Not necessarily
+ * uptodate.  @evict: make room for an inserted buffer by evicting the LRU's
+ * oldest (not for the scrub's passing buffers, which leave at their put).
+ */
+static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs_buf **bp)
 {
 	struct mfs_buf *b, *fresh = NULL, *victims;
 
@@ -206,7 +210,7 @@ static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
 		b->hnext = fs->hash[hash_slot(fs, blocknr)];
 		fs->hash[hash_slot(fs, blocknr)] = b;
 		fs->nr_bufs++;
-		victims = __evict(fs);
+		victims = evict ? __evict(fs) : NULL;
 	}
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (fresh)
@@ -214,6 +218,11 @@ static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
 	free_list(victims);
 	*bp = b;
 	return 0;
+}
+
+static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
+{
+	return __buf_lookup(fs, blocknr, true, bp);
 }
 
 void mfs_buf_get(struct mfs_buf *b)
@@ -509,4 +518,64 @@ void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (victim)
 		buf_free(victim);
+}
+
+/* --- scrub: both copies of one block checked from the device ---------------------- */
+
+int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp)
+{
+	uint64_t twin = mfs_twin(fs, blocknr);
+	uint8_t *pbuf = tmp, *tbuf = (uint8_t *)tmp + MFS_BLOCK_SIZE;
+	enum copy_state p, t = COPY_OK;
+	struct mfs_buf *b;
+	int ret;
+
+	/* the block passes through the cache without pushing anything out of it */
+	ret = __buf_lookup(fs, blocknr, false, &b);
+	if (ret)
+		return ret;
+	/*
+	 * b->lock keeps the block's copies still: a clean buffer has no
+	 * checkpoint write pending (dirty lasts until the checkpoint is done),
+	 * a read heals under this lock, and a new block (mfs_meta_new) waits.
+	 */
+	pthread_mutex_lock(&b->lock);
+	if (b->dirty) {
+		ret = MFS_SCRUB_SKIPPED; /* the journal rewrites both copies */
+		goto out;
+	}
+	p = read_copy(fs, blocknr, blocknr, b->uptodate ? b->type : 0, pbuf);
+	if (twin)
+		t = read_copy(fs, twin, blocknr, b->uptodate ? b->type : 0, tbuf);
+	if (p == COPY_OK && t == COPY_OK) {
+		ret = MFS_SCRUB_CLEAN;
+		goto out;
+	}
+	if (!twin || (p != COPY_OK && t != COPY_OK)) {
+		fprintf(stderr, "mendfs: scrub: metadata block %llu lost: primary %s, twin %s\n",
+		        (unsigned long long)blocknr, copy_state_name(p),
+		        twin ? copy_state_name(t) : "none (metadata_dup off)");
+		atomic_fetch_add(&fs->stats.meta_lost, 1);
+		ret = MFS_SCRUB_LOST;
+		goto out;
+	}
+	ret = MFS_SCRUB_BAD;
+	if (!fs->read_only) {
+		uint64_t bad = p == COPY_OK ? twin : blocknr;
+		int err = blk_write(fs->dev, bad * MFS_SECTORS_PER_BLOCK,
+		                    p == COPY_OK ? pbuf : tbuf, MFS_BLOCK_SIZE, 0);
+
+		fprintf(stderr, "mendfs: scrub: metadata block %llu: copy at %llu %s, %s\n",
+		        (unsigned long long)blocknr, (unsigned long long)bad,
+		        copy_state_name(p == COPY_OK ? t : p),
+		        err ? "rewrite from the good copy failed" : "rewritten from the good copy");
+		if (!err) {
+			atomic_fetch_add(&fs->stats.meta_repairs, 1);
+			ret = MFS_SCRUB_HEALED;
+		}
+	}
+out:
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return ret;
 }

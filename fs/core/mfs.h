@@ -252,6 +252,21 @@ struct mfs_wext {
 int mfs_meta_write_batch(struct mfs *fs, const struct mfs_wext *ext, unsigned n);
 /* Forget a block (freed): drop it from the cache. */
 void mfs_meta_forget(struct mfs *fs, uint64_t blocknr);
+/*
+ * Scrub one metadata block (scrub.c): read both copies from the device and
+ * verify them (any type, or the cached one); rewrite a bad copy from the good
+ * one on a writable filesystem.  A block changed in memory (dirty: the
+ * journal will write both copies) is skipped.  @tmp: two blocks of scratch.
+ * Returns one of MFS_SCRUB_* (>= 0) or -errno (-ENOMEM).
+ */
+enum {
+	MFS_SCRUB_CLEAN,   /* both copies valid */
+	MFS_SCRUB_SKIPPED, /* dirty in the cache: not checked */
+	MFS_SCRUB_HEALED,  /* one copy bad, rewritten from the other */
+	MFS_SCRUB_BAD,     /* one copy bad, left so (read-only or the rewrite failed) */
+	MFS_SCRUB_LOST,    /* no valid copy */
+};
+int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp);
 
 /* --- transactions (journal.c), replay (journal_replay.c) --------------------------- */
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "ioctl_scrub.h"
 #include "mendfs/ioctl.h"
 #include "mfs_recovery.h"
 #include "ops.h"
@@ -321,6 +322,11 @@ static int ioc_remount(const struct ioc_call *c, void *arg)
 	return ret;
 }
 
+static int ioc_scrub(const struct ioc_call *c, void *arg)
+{
+	return mfsd_ioc_scrub(c->d, c->req, arg);
+}
+
 /* Every ioctl the daemon knows; its struct's size is in the number (_IOC_SIZE). */
 static const struct {
 	unsigned cmd;
@@ -335,6 +341,7 @@ static const struct {
         {MENDFS_IOC_RECOVERY_WRITE, ioc_recovery_write},
         {MENDFS_IOC_QUEUE_STATS, ioc_queue_stats},
         {MENDFS_IOC_REMOUNT, ioc_remount},
+        {MENDFS_IOC_SCRUB, ioc_scrub},
 };
 
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,

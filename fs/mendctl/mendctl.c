@@ -29,6 +29,7 @@
 #include "mendfs/recovery.h"
 #include "mfs_cli.h"
 #include "mfs_json.h"
+#include "scrub.h"
 
 #define COPY_CHUNK (1u << 20)
 /* zero-filled ranges in a chunk: at most every other sector */
@@ -45,6 +46,7 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] bmap FILE\n"
 	           "       mendctl [--json] inject MOUNTPOINT SECTOR COUNT\n"
 	           "       mendctl [--json] stats MOUNTPOINT\n"
+	           "       mendctl [--json] scrub MOUNTPOINT [--rate MB/s] [--resume]\n"
 	           "       mendctl [--json] show DEVICE\n"
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
 	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
@@ -835,6 +837,13 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--json"))
 			json = true;
+	/* scrub has options of its own (scrub.c) */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "scrub"))
+			return mendctl_scrub_main(argc, argv, json);
+		if (argv[i][0] != '-' || !argv[i][1])
+			break;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			continue;

@@ -213,4 +213,51 @@ _Static_assert(sizeof(struct mendfs_ioc_queue_stats) == 7224, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_remount) == 48, "ABI");
 #endif
 
+/*
+ * Online scrub (MENDFS_IOC_SCRUB, mendctl scrub): one bounded step of a check
+ * of the mounted filesystem, from the cursor (@phase, @pos) on.  The metadata
+ * phase verifies both copies of every in-use meta zone block (checksum,
+ * self-location) and rewrites a bad copy from the good one; the data phase
+ * reads every allocated data block through the engine, so that latent poison
+ * is found and recorded as a user read would record it.  A step checks at
+ * most @meta_budget metadata blocks or reads at most @data_budget bytes, and
+ * returns the cursor to continue from; @done is 1 once the data phase ended.
+ * MENDFS_SCRUB_RESUME in @flags ignores the cursor given and continues from
+ * the one the daemon last returned (the start when it has none, or when that
+ * scrub finished).  Root only (EPERM); through any open file or directory of
+ * the mount.  Counts are of this step only.
+ */
+#define MENDFS_SCRUB_META     0u          /* phase: pos = block of the meta zone (0 = meta_start) */
+#define MENDFS_SCRUB_DATA     1u          /* phase: pos = block of the data zone (0 = data_start) */
+#define MENDFS_SCRUB_DONE     2u          /* phase: nothing left */
+#define MENDFS_SCRUB_RESUME   0x1u        /* flags: continue from the daemon's cursor */
+#define MENDFS_SCRUB_META_MAX 4096u       /* metadata blocks per step at most */
+#define MENDFS_SCRUB_DATA_MAX (64u << 20) /* data bytes per step at most */
+
+struct mendfs_ioc_scrub {
+	uint32_t version;      /* in */
+	uint32_t flags;        /* in: 0 or MENDFS_SCRUB_RESUME */
+	uint32_t phase;        /* in/out: MENDFS_SCRUB_* */
+	uint32_t done;         /* out: 1 when phase is MENDFS_SCRUB_DONE */
+	uint64_t pos;          /* in/out: block within the phase's zone */
+	uint64_t meta_budget;  /* in: blocks, 1..MENDFS_SCRUB_META_MAX (0: 256) */
+	uint64_t data_budget;  /* in: bytes, 1..MENDFS_SCRUB_DATA_MAX (0: 4 MiB) */
+	uint64_t meta_checked; /* out: metadata blocks whose copies were verified */
+	uint64_t meta_healed;  /* out: bad copies rewritten from their twin */
+	uint64_t meta_lost;    /* out: blocks with no good copy */
+	uint64_t meta_bad;     /* out: a bad copy left so (read-only mount, rewrite failed) */
+	uint64_t meta_skipped; /* out: blocks skipped: changed in memory, written soon */
+	uint64_t data_bytes;   /* out: data bytes read */
+	uint64_t poison_found; /* out: sectors that became poison during the step */
+	uint64_t meta_total;   /* out: blocks of the meta zone */
+	uint64_t data_total;   /* out: blocks of the data zone */
+	uint64_t reserved[4];  /* in: 0 */
+};
+
+#define MENDFS_IOC_SCRUB _IOWR(MENDFS_IOC_MAGIC, 11, struct mendfs_ioc_scrub)
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
+#endif
+
 #endif /* MENDFS_IOCTL_H */

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Online scrub of a mounted filesystem (scrub.c; docs/DESIGN.md, "Scrub"):
+ * bounded steps over the meta zone, then the data zone, each continuing
+ * from a cursor the caller keeps.  A step verifies both copies of each
+ * in-use metadata block and rewrites a bad copy from the good one
+ * (mfs_meta_scrub_block), or reads allocated data blocks through the block
+ * engine, which turns latent poison into recorded poison as any read does.
+ * It holds no lock across blocks: a metadata block's content lock for its
+ * two reads, a bitmap block's for a copy of its bits.
+ */
+#ifndef MENDFS_FS_MFS_SCRUB_H
+#define MENDFS_FS_MFS_SCRUB_H
+
+#include <stdint.h>
+
+#include "mfs.h"
+
+enum mfs_scrub_phase {
+	MFS_SCRUB_PHASE_META = 0, /* pos: block of the meta zone, from meta_start */
+	MFS_SCRUB_PHASE_DATA = 1, /* pos: block of the data zone, from data_start */
+	MFS_SCRUB_PHASE_DONE = 2,
+};
+
+struct mfs_scrub_cursor {
+	uint32_t phase; /* enum mfs_scrub_phase */
+	uint64_t pos;
+};
+
+/* What one step did (added to, not reset). */
+struct mfs_scrub_counts {
+	uint64_t meta_checked, meta_healed, meta_bad, meta_lost, meta_skipped;
+	uint64_t data_bytes;   /* read */
+	uint64_t poison_found; /* sectors that became poison during the reads */
+};
+
+/* Default and largest budgets of a step. */
+#define MFS_SCRUB_META_DEFAULT 256u
+#define MFS_SCRUB_DATA_DEFAULT (4u << 20)
+
+/*
+ * One step from @cur: check up to @meta_blocks metadata blocks or read up to
+ * @data_bytes of data (whichever phase the cursor is in; a step ends where
+ * its phase ends), then advance @cur.  Returns 0, -EINVAL for a cursor
+ * outside the filesystem, or -ENOMEM.
+ */
+int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_blocks,
+                   uint64_t data_bytes, struct mfs_scrub_counts *c);
+
+#endif

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Online scrub (mfs_scrub.h): one bounded step at a time, over the meta zone
+ * and then the data zone, in block order.
+ *
+ * Which blocks: in the meta zone the fixed part (bitmaps, inode table) and
+ * every block its bitmap marks in use; in the data zone every block the data
+ * bitmap marks in use.  The bitmaps are read through the buffer cache (their
+ * latest state, committed or not) and copied under the bitmap block's
+ * content lock, so a block allocated or freed during the step is checked or
+ * not, never mistaken: a new metadata block is dirty (skipped), a freed one
+ * still holds its last valid content, and a data block read needlessly
+ * costs only the read.
+ *
+ * Data is read with blk_read(), the call every file read ends in: the engine
+ * moves latent poison it meets into the poison table (and its emulation
+ * file) and fails the read, exactly as for a user's read.  The poison table
+ * is counted over each chunk before and after, which gives the sectors the
+ * chunk found.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mfs_scrub.h"
+
+#define CHUNK_BYTES  (1u << 20) /* one data read */
+#define SCAN_BITMAPS 8u         /* bitmap blocks a data step may look through */
+
+static uint64_t sb64(uint64_t v)
+{
+	return le64toh(v);
+}
+
+/* Copy bitmap block @blk's bits (MFS_BITMAP_BITS of them) into @bits.  0 or -errno. */
+static int bitmap_copy(struct mfs *fs, uint64_t blk, uint8_t *bits)
+{
+	struct mfs_buf *b;
+	int ret = mfs_meta_read(fs, blk, MFS_T_BITMAP, &b);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memcpy(bits, b->data + sizeof(struct mfs_meta_hdr), MFS_BITMAP_BITS / 8);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return 0;
+}
+
+static inline bool bit_set(const uint8_t *bits, uint64_t i)
+{
+	return bits[i / 8] & (1u << (i % 8));
+}
+
+static int scrub_meta(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t budget,
+                      struct mfs_scrub_counts *c)
+{
+	uint64_t meta_start = sb64(fs->sb.meta_start), meta_len = sb64(fs->sb.meta_len);
+	uint64_t fixed =
+	        sb64(fs->sb.inode_table_start) + sb64(fs->sb.inode_table_blocks) - meta_start;
+	uint64_t pos = cur->pos, loaded = UINT64_MAX, scanned = 0;
+	uint8_t *bits = NULL, *tmp = NULL;
+	int ret = -ENOMEM;
+
+	bits = malloc(MFS_BITMAP_BITS / 8);
+	if (!bits || posix_memalign((void **)&tmp, MFS_BLOCK_SIZE, 2 * MFS_BLOCK_SIZE))
+		goto out;
+	ret = 0;
+	/* free blocks cost a bit test: a step may look at 64 times its budget */
+	while (pos < meta_len && budget && scanned < budget * 64) {
+		uint64_t k = pos / MFS_BITMAP_BITS;
+		int st;
+
+		scanned++;
+		if (pos >= fixed) {
+			if (k != loaded) {
+				if (bitmap_copy(fs, sb64(fs->sb.meta_bitmap_start) + k, bits)) {
+					/* no bitmap, no knowing which blocks are in use: next one
+					 */
+					pos = (k + 1) * MFS_BITMAP_BITS;
+					continue;
+				}
+				loaded = k;
+			}
+			if (!bit_set(bits, pos % MFS_BITMAP_BITS)) {
+				pos++;
+				continue;
+			}
+		}
+		st = mfs_meta_scrub_block(fs, meta_start + pos, tmp);
+		if (st < 0) {
+			ret = st;
+			break;
+		}
+		budget--;
+		pos++;
+		switch (st) {
+		case MFS_SCRUB_SKIPPED:
+			c->meta_skipped++;
+			continue;
+		case MFS_SCRUB_HEALED:
+			c->meta_healed++;
+			break;
+		case MFS_SCRUB_BAD:
+			c->meta_bad++;
+			break;
+		case MFS_SCRUB_LOST:
+			c->meta_lost++;
+			break;
+		}
+		c->meta_checked++;
+	}
+	if (pos >= meta_len) {
+		cur->phase = MFS_SCRUB_PHASE_DATA;
+		cur->pos = 0;
+	} else {
+		cur->pos = pos;
+	}
+out:
+	free(bits);
+	free(tmp);
+	return ret;
+}
+
+/* Poisoned sectors the table holds in [sector, sector + nr). */
+static uint64_t poison_sectors(struct blk_dev *dev, uint64_t sector, uint64_t nr)
+{
+	uint64_t end = sector + nr, sum = 0;
+	struct blk_range r[32];
+	unsigned n;
+
+	while (sector < end && (n = blk_poison_lookup(dev, sector, end - sector, r, 32, NULL))) {
+		for (unsigned i = 0; i < n; i++)
+			sum += r[i].nr;
+		if (n < 32)
+			break;
+		sector = r[n - 1].sector + r[n - 1].nr;
+	}
+	return sum;
+}
+
+/* Read data blocks [blk, blk + n) through the engine, chunk by chunk. */
+static void read_data(struct mfs *fs, uint64_t blk, uint64_t n, uint8_t *buf,
+                      struct mfs_scrub_counts *c)
+{
+	while (n) {
+		uint64_t nb = n < CHUNK_BYTES / MFS_BLOCK_SIZE ? n : CHUNK_BYTES / MFS_BLOCK_SIZE;
+		uint64_t sec = blk * MFS_SECTORS_PER_BLOCK, nsec = nb * MFS_SECTORS_PER_BLOCK;
+		uint64_t before = poison_sectors(fs->dev, sec, nsec), after;
+
+		/* a failure is poison (now in the table) or a media error: both counted below */
+		(void)blk_read(fs->dev, sec, buf, (uint32_t)(nb * MFS_BLOCK_SIZE), 0);
+		after = poison_sectors(fs->dev, sec, nsec);
+		if (after > before)
+			c->poison_found += after - before;
+		c->data_bytes += nb * MFS_BLOCK_SIZE;
+		blk += nb;
+		n -= nb;
+	}
+}
+
+static int scrub_data(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t budget,
+                      struct mfs_scrub_counts *c)
+{
+	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
+	uint64_t pos = cur->pos, blocks = (budget + MFS_BLOCK_SIZE - 1) / MFS_BLOCK_SIZE;
+	uint8_t *bits = malloc(MFS_BITMAP_BITS / 8), *buf = NULL;
+	unsigned looked = 0;
+
+	if (!bits || posix_memalign((void **)&buf, MFS_BLOCK_SIZE, CHUNK_BYTES)) {
+		free(bits);
+		return -ENOMEM;
+	}
+	while (pos < data_len && blocks && looked < SCAN_BITMAPS) {
+		uint64_t k = pos / MFS_BITMAP_BITS, end = (k + 1) * MFS_BITMAP_BITS;
+
+		looked++;
+		if (end > data_len)
+			end = data_len;
+		if (bitmap_copy(fs, sb64(fs->sb.data_bitmap_start) + k, bits)) {
+			pos = end; /* its blocks cannot be told apart: skipped */
+			continue;
+		}
+		while (pos < end && blocks) {
+			uint64_t run = pos;
+
+			if (!bit_set(bits, pos % MFS_BITMAP_BITS)) {
+				pos++;
+				continue;
+			}
+			while (run < end && run - pos < blocks &&
+			       bit_set(bits, run % MFS_BITMAP_BITS))
+				run++;
+			read_data(fs, data_start + pos, run - pos, buf, c);
+			blocks -= run - pos;
+			pos = run;
+		}
+	}
+	if (pos >= data_len) {
+		cur->phase = MFS_SCRUB_PHASE_DONE;
+		cur->pos = 0;
+	} else {
+		cur->pos = pos;
+	}
+	free(bits);
+	free(buf);
+	return 0;
+}
+
+int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_blocks,
+                   uint64_t data_bytes, struct mfs_scrub_counts *c)
+{
+	switch (cur->phase) {
+	case MFS_SCRUB_PHASE_META:
+		if (cur->pos > sb64(fs->sb.meta_len))
+			return -EINVAL;
+		return scrub_meta(fs, cur, meta_blocks ? meta_blocks : MFS_SCRUB_META_DEFAULT, c);
+	case MFS_SCRUB_PHASE_DATA:
+		if (cur->pos > sb64(fs->sb.data_len))
+			return -EINVAL;
+		return scrub_data(fs, cur, data_bytes ? data_bytes : MFS_SCRUB_DATA_DEFAULT, c);
+	case MFS_SCRUB_PHASE_DONE:
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
