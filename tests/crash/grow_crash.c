@@ -19,8 +19,8 @@
  *     - mfs_super_read() on the grown device succeeds: the new one.  It has
  *       the new size; fsck.mendfs -n ($FSCK_MENDFS) is clean, except between
  *       the two superblock writes (backup at the new end written, primary
- *       still old), where fsck -p (preen: it fixes only the superblock copy,
- *       F0001) must succeed first; then it mounts, every file reads back as
+ *       still old), where fsck -n must report the stale copy (exit 4) and fsck -p (preen: it fixes
+ * only the superblock copy, F0001) must succeed first; then it mounts, every file reads back as
  *       written, and fsck -n is still clean after the unmount.
  *     - else the old one: its superblock at block 0 has the old size; a copy
  *       cut to the old size passes fsck -n and mounts with every file
@@ -294,6 +294,12 @@ static void check_point(const char *what)
 		copy_file(work, again, NEW_SIZE);
 		if (primary_blocks != sb->nr_blocks) {
 			torn_points++;
+			r = run_fsck("-n", again);
+			if (r != 4)
+				die("%s: between the superblock writes, fsck -n exits %d, not 4 "
+				    "(the "
+				    "stale primary copy unseen)",
+				    what, r);
 			r = run_fsck("-p", again);
 			if (r > 1)
 				die("%s: between the superblock writes, fsck -p exits %d", what, r);
