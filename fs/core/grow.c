@@ -13,7 +13,9 @@
  * commit writes the backup copy at the new end first (a reader of the grown
  * device sees it there, newer than the old primary), flushes, then the
  * primary.  The inode table, the inode bitmap, the journal and the meta
- * zone keep their place and size.
+ * zone keep their place and size.  A filesystem that was not unmounted
+ * cleanly has its journal replayed first and keeps its state (DIRTY, and
+ * ERROR if set), so the next mount or fsck, at the new size, does the rest.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -228,13 +230,6 @@ static int read_old(struct grow *g, uint64_t dev_blocks, struct mfs_superblock *
 		blk_err(g->err, g->errlen, "the filesystem has features this version cannot write");
 		return -EROFS;
 	}
-	if (!(sb->state & MFS_STATE_CLEAN) || (sb->state & MFS_STATE_ERROR)) {
-		blk_err(g->err, g->errlen,
-		        "the filesystem is not clean (%s): run fsck.mendfs -y on it (at its old "
-		        "size) first",
-		        (sb->state & MFS_STATE_ERROR) ? "errors recorded" : "journal to replay");
-		return -EAGAIN;
-	}
 	return 0;
 }
 
@@ -329,6 +324,18 @@ int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t 
 		goto out;
 	}
 
+	if (!(sb->state & MFS_STATE_CLEAN)) {
+		/*
+		 * Crashed or killed while mounted: its journal is replayed now, as a
+		 * mount would (crash-safe on its own); the state stays DIRTY, so the
+		 * next mount still recounts the free counters and processes the
+		 * orphans.  A mount cannot do it first: it refuses the grown device.
+		 */
+		ret = mfs_journal_replay(dev, sb, false, err, errlen);
+		if (ret < 0)
+			goto out;
+		ret = 0;
+	}
 	/* the old meta bitmap; room for the new bitmaps in its free blocks */
 	g.meta_bm = balloc(sb->meta_bitmap_blocks);
 	g.data_bm = balloc(nl.data_bitmap_blocks);

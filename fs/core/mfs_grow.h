@@ -21,15 +21,15 @@ struct mfs_grow_info {
 
 /*
  * Grow the filesystem on @dev (opened for writing, with the daemon's lock
- * held: not mounted) to the device's whole size.  Returns 0, or with @err
+ * held: not mounted) to the device's whole size.  A filesystem not
+ * unmounted cleanly has its journal replayed first (as a mount would) and
+ * keeps its state bits.  Returns 0, or with @err
  * saying why and nothing written:
  *   -EEXIST  the filesystem already fills the device (it did not grow);
  *   -EFBIG   the device is smaller than the filesystem (shrinking is not
  *            supported);
  *   -ENOSPC  the device grew too little for the twins to move past the old
  *            end, or the metadata zone has no room for the new bitmaps;
- *   -EAGAIN  not clean (journal to replay, or errors: mount and unmount it,
- *            or run fsck.mendfs, first);
  *   -EROFS   features this version cannot write;
  *   -EIO     poison under a new area, or an I/O error (then some new areas
  *            may be written, but the filesystem is still the old one);

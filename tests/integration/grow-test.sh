@@ -10,6 +10,9 @@
 #            the new data zone, the files written before read back the same
 #            (sha256sum), and a file 16 MiB larger than the old filesystem's
 #            free space is written and read back (also after a remount).
+#            Last, a filesystem killed while mounted (kill -9, after an
+#            fsync) is grown: its journal is replayed, the fsynced file and
+#            the others are intact, fsck -n is clean.
 #   loop4k   the same growth on a loop device with 4 KiB logical blocks
 #            (losetup -b 4096): its backing file grown, `losetup -c`, grow.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no loop device);
@@ -137,6 +140,22 @@ image)
 	echo "$out"
 	grep -q "from 65536 to 81920 blocks" <<<"$out" || fail "second grow: $out"
 	grown "$IMG" "$free0"
+	step="after a crash"
+	mount_fg
+	head -c 3M /dev/urandom >"$MNT/late" || fail "write late"
+	python3 -c "import os; os.fsync(os.open('$MNT/late', os.O_RDONLY))" || fail "fsync late"
+	(cd "$MNT" && sha256sum late) >>"$WORK/sums"
+	crash
+	mendctl show "$IMG" | grep -q '^state: *not clean$' || fail "not dirty after kill -9"
+	truncate -s 400M "$IMG"
+	out=$(mendctl grow "$IMG") || fail "grow after a crash: $out"
+	echo "$out"
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 ||
+		fail "fsck -n after growing a crashed filesystem: $(cat "$WORK/fsck")"
+	mount_fg
+	check_files "grown after a crash"
+	umount_fg
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n: $(cat "$WORK/fsck")"
 	;;
 loop4k)
 	truncate -s 64M "$IMG"
