@@ -6,7 +6,8 @@
 #            refuse it and name `mendctl grow`; grow refuses (exit 1, the
 #            image unchanged) a device that did not grow, grew too little,
 #            or shrank, and a mounted one; grown from 64 MiB to 256 MiB
-#            (then to 320 MiB: a second grow), fsck -n is clean, df shows
+#            (then to 320 MiB: a second grow), fsck -n is clean (and finds
+#            and rewrites a backup superblock zeroed at the new end), df shows
 #            the new data zone, the files written before read back the same
 #            (sha256sum), and a file 16 MiB larger than the old filesystem's
 #            free space is written and read back (also after a remount).
@@ -129,6 +130,18 @@ image)
 	[ "$(field old_blocks <<<"$js")" = 16384 ] || fail "grow --json: $js"
 	refused "grown already" "did not grow" grow "$IMG"
 	grown "$IMG" "$free0"
+	step="fsck of the grown layout"
+	# the backup superblock belongs at the grown device's end: fsck finds it missing there
+	dd if=/dev/zero of="$IMG" bs=4096 seek=65535 count=1 conv=notrunc status=none
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1)
+	[ $? = 4 ] || fail "fsck -n of a grown image without its backup superblock: $out"
+	grep -q "F0001" <<<"$out" || fail "fsck -n did not name the backup copy: $out"
+	out=$("$FSCK_MENDFS" -y "$IMG" 2>&1)
+	[ $? = 1 ] || fail "fsck -y: $out"
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n after -y: $(cat "$WORK/fsck")"
+	cmp -s <(dd if="$IMG" bs=4096 count=1 status=none) \
+		<(dd if="$IMG" bs=4096 skip=65535 count=1 status=none) ||
+		fail "fsck -y did not rewrite the backup at the grown end"
 	step="mounted"
 	mount_fg
 	truncate -s 320M "$IMG"
