@@ -118,11 +118,9 @@ image)
 	rm "$WORK/small"
 	free0=$(oldfree "$IMG")
 	truncate -s 256M "$IMG"
-	out=$(timeout 30 "$MENDFS" -f "$IMG" "$MNT" 2>&1)
-	[ $? != 0 ] || fail "mendfs mounted a grown device"
+	out=$(timeout 30 "$MENDFS" -f "$IMG" "$MNT" 2>&1) && fail "mendfs mounted a grown device"
 	grep -q "mendctl grow" <<<"$out" || fail "the mount's message does not name mendctl grow: $out"
-	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1)
-	[ $? != 0 ] || fail "fsck passed a grown device"
+	out=$("$FSCK_MENDFS" -n "$IMG" 2>&1) && fail "fsck passed a grown device"
 	grep -q "mendctl grow" <<<"$out" || fail "fsck's message does not name mendctl grow: $out"
 	step="grow"
 	js=$(mendctl --json grow "$IMG") || fail "grow: $js"
