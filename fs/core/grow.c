@@ -289,6 +289,15 @@ int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t 
 		goto out;
 	g.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
 
+	/* the data zone grows up to the new tail: the journal and meta zone must precede it */
+	if (sb->journal_start + sb->journal_len > sb->data_start ||
+	    sb->meta_start + sb->meta_len > sb->data_start) {
+		blk_err(err, errlen,
+		        "the journal or metadata zone lies after the data zone (not mkfs.mendfs's "
+		        "layout): this filesystem cannot be grown");
+		ret = -EINVAL;
+		goto out;
+	}
 	/* the new layout: the tail placed by mkfs's code, the rest kept */
 	memset(&nl, 0, sizeof(nl));
 	nl.dup = g.dup;

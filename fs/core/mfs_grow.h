@@ -30,6 +30,8 @@ struct mfs_grow_info {
  *            supported);
  *   -ENOSPC  the device grew too little for the twins to move past the old
  *            end, or the metadata zone has no room for the new bitmaps;
+ *   -EINVAL  no valid superblock, or a layout whose journal or meta zone
+ *            lies after the data zone (mkfs never makes one);
  *   -EROFS   features this version cannot write;
  *   -EIO     poison under a new area, or an I/O error (then some new areas
  *            may be written, but the filesystem is still the old one);

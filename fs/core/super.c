@@ -135,8 +135,7 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	}
 	if (sb->nr_blocks > dev_blocks) {
 		blk_err(err, errlen,
-		        "filesystem size is %llu blocks but the device has only %llu: wrong "
-		        "device, "
+		        "filesystem size is %llu blocks but the device has %llu: wrong device, "
 		        "or the device shrank (mendfs cannot shrink: restore its size)",
 		        (unsigned long long)sb->nr_blocks, (unsigned long long)dev_blocks);
 		return -EINVAL;
