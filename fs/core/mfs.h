@@ -11,6 +11,8 @@
  *   journal.c  transactions, commit (ordered mode), checkpoint; tells the
  *              allocator about commits through the hooks it registers
  *   journal_replay.c  replay at mount, and the scan fsck -n makes
+ *   layout.c   the layout arithmetic mkfs and grow share (mfs_layout.h)
+ *   grow.c     offline growth to a grown device, `mendctl grow` (mfs_grow.h)
  *   btree*.c   B+trees of 64-bit keys (extents, directories, xattrs, quarantine,
  *              orphans); node blocks come from fs->bt_alloc (btree_int.h)
  *   roots.c    the journaled copy of the superblock's tree roots
