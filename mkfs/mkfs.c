@@ -33,6 +33,7 @@
 #include "mfs.h"
 #include "mfs_cli.h"
 #include "mfs_devlock.h"
+#include "mfs_layout.h"
 #include "mfs_progress.h"
 
 #define PROG "mkfs.mendfs"
@@ -40,14 +41,12 @@
 	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"        \
 	"       mkfs.mendfs -V|--version|--help\n"
 
-#define MKFS_MIN_SIZE        (16ull << 20) /* smallest device accepted */
-#define MKFS_PROGRESS_MIN    (1ull << 30)  /* a progress bar from this size on (a terminal only) */
-#define MKFS_JOURNAL_MIN     ((1ull << 20) / MFS_BLOCK_SIZE)
-#define MKFS_JOURNAL_MAX     ((128ull << 20) / MFS_BLOCK_SIZE)
-#define MKFS_BYTES_PER_INODE (16ull << 10)
-#define MKFS_MIN_INODES      16ull
-#define MKFS_MIN_DATA        256ull /* data zone blocks at the least */
-#define MKFS_CHUNK           256u   /* blocks per write */
+#define MKFS_MIN_SIZE     MFS_LAYOUT_MIN_BYTES /* smallest device accepted */
+#define MKFS_PROGRESS_MIN (1ull << 30) /* a progress bar from this size on (a terminal only) */
+#define MKFS_JOURNAL_MIN  MFS_LAYOUT_JOURNAL_MIN
+#define MKFS_JOURNAL_MAX  MFS_LAYOUT_JOURNAL_MAX
+#define MKFS_MIN_INODES   MFS_LAYOUT_MIN_INODES
+#define MKFS_CHUNK        256u /* blocks per write */
 
 struct mkfs_opts {
 	bool force, quiet;
@@ -56,19 +55,6 @@ struct mkfs_opts {
 	uint64_t journal_len; /* blocks, 0: default */
 	const char *device;
 	uint64_t size; /* 0: not given */
-};
-
-struct mkfs_layout {
-	uint64_t nr_blocks;
-	uint64_t journal_start, journal_len, journal_twin;
-	uint64_t meta_start, meta_len, meta_twin;
-	uint64_t data_start, data_len;
-	uint64_t meta_bitmap_start, meta_bitmap_blocks;
-	uint64_t inode_bitmap_start, inode_bitmap_blocks;
-	uint64_t data_bitmap_start, data_bitmap_blocks;
-	uint64_t inode_table_start, inode_table_blocks;
-	uint64_t nr_inodes;
-	uint64_t meta_fixed; /* bitmaps + inode table: blocks used in the meta zone */
 };
 
 static const char *g_device = NULL;
@@ -98,11 +84,6 @@ static void fail(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-static uint64_t div_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
 }
 
 /* "512M", "4G", "1048576", K/M/G/T (powers of 1024, optional "iB"/"B"). 0 on error. */
@@ -292,59 +273,6 @@ static int prepare_image(const struct mkfs_opts *o, bool *created)
 	return ret;
 }
 
-/* Compute the layout for @nr_blocks; @inodes 0 means the default. */
-static int compute_layout(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
-                          struct mkfs_layout *l)
-{
-	uint64_t n = nr_blocks, want_meta, tree_room, bound, used;
-
-	memset(l, 0, sizeof(*l));
-	l->nr_blocks = n;
-	l->journal_len = n / 64;
-	if (l->journal_len < MKFS_JOURNAL_MIN)
-		l->journal_len = MKFS_JOURNAL_MIN;
-	if (l->journal_len > MKFS_JOURNAL_MAX)
-		l->journal_len = MKFS_JOURNAL_MAX;
-	if (journal_len)
-		l->journal_len = journal_len;
-
-	if (!inodes)
-		inodes = n * MFS_BLOCK_SIZE / MKFS_BYTES_PER_INODE;
-	if (inodes < MKFS_MIN_INODES)
-		inodes = MKFS_MIN_INODES;
-	if (inodes > n * MFS_INODES_PER_BLOCK)
-		return -EFBIG;
-	l->inode_table_blocks = div_up(inodes, MFS_INODES_PER_BLOCK);
-	l->nr_inodes = l->inode_table_blocks * MFS_INODES_PER_BLOCK;
-	l->inode_bitmap_blocks = div_up(l->nr_inodes, MFS_BITMAP_BITS);
-
-	/* Bitmaps of the meta and data zones: bounded by one bit per device block. */
-	bound = div_up(n, MFS_BITMAP_BITS);
-	tree_room = div_up(l->nr_inodes, 16) + 64;
-	want_meta = l->inode_table_blocks + l->inode_bitmap_blocks + 2 * bound + tree_room;
-	l->meta_len = n / 16 > want_meta ? n / 16 : want_meta;
-
-	used = 2 + 2 * l->journal_len + 2 * l->meta_len;
-	if (used + MKFS_MIN_DATA > n)
-		return -EFBIG;
-	l->journal_start = 1;
-	l->meta_start = l->journal_start + l->journal_len;
-	l->data_start = l->meta_start + l->meta_len;
-	l->data_len = n - used;
-	l->journal_twin = l->data_start + l->data_len;
-	l->meta_twin = l->journal_twin + l->journal_len;
-
-	l->meta_bitmap_blocks = div_up(l->meta_len, MFS_BITMAP_BITS);
-	l->data_bitmap_blocks = div_up(l->data_len, MFS_BITMAP_BITS);
-	l->meta_bitmap_start = l->meta_start;
-	l->inode_bitmap_start = l->meta_bitmap_start + l->meta_bitmap_blocks;
-	l->data_bitmap_start = l->inode_bitmap_start + l->inode_bitmap_blocks;
-	l->inode_table_start = l->data_bitmap_start + l->data_bitmap_blocks;
-	l->meta_fixed = l->meta_bitmap_blocks + l->inode_bitmap_blocks + l->data_bitmap_blocks +
-	                l->inode_table_blocks;
-	return 0;
-}
-
 static uint64_t le64(const uint8_t *p)
 {
 	uint64_t v = 0;
@@ -427,7 +355,7 @@ static int find_blkid(const char *path, char *out, size_t len)
 }
 
 /* Fixed areas: poison under any of them refuses the device. */
-static int check_poison(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t *data_poison)
+static int check_poison(struct blk_dev *dev, const struct mfs_layout *l, uint64_t *data_poison)
 {
 	const struct {
 		const char *what;
@@ -520,16 +448,11 @@ static int zero_area(struct blk_dev *dev, uint64_t blk, uint64_t nr)
 	return 0;
 }
 
-static void bit_set(uint8_t *block, uint64_t bit)
-{
-	block[sizeof(struct mfs_meta_hdr) + bit / 8] |= (uint8_t)(1u << (bit % 8));
-}
-
 /*
  * Write a bitmap of @items bits at @start (@nblocks blocks), the first @used
  * bits set, padding bits set.
  */
-static int write_bitmap(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t seed,
+static int write_bitmap(struct blk_dev *dev, const struct mfs_layout *l, uint64_t seed,
                         uint8_t *buf, uint64_t start, uint64_t nblocks, uint64_t items,
                         uint64_t used)
 {
@@ -539,13 +462,10 @@ static int write_bitmap(struct blk_dev *dev, const struct mkfs_layout *l, uint64
 		for (uint64_t j = 0; j < n; j++) {
 			uint8_t *b = buf + j * MFS_BLOCK_SIZE;
 			uint64_t first = (k + j) * MFS_BITMAP_BITS;
-			uint64_t valid =
-			        items - first < MFS_BITMAP_BITS ? items - first : MFS_BITMAP_BITS;
 
-			hdr_init(b, MFS_T_BITMAP, start + k + j, (uint32_t)valid);
-			for (uint64_t i = 0; i < MFS_BITMAP_BITS; i++)
-				if (i >= valid || first + i < used)
-					bit_set(b, i);
+			mfs_bitmap_block_init(b, start + k + j, k + j, items);
+			for (uint64_t i = 0; i < MFS_BITMAP_BITS && first + i < used; i++)
+				mfs_bitmap_block_set(b, i);
 			mfs_block_seal(b, seed);
 		}
 		if (write_both(dev, start + k, l->meta_twin + (start + k - l->meta_start), buf, n))
@@ -555,7 +475,7 @@ static int write_bitmap(struct blk_dev *dev, const struct mkfs_layout *l, uint64
 	return 0;
 }
 
-static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, uint64_t seed,
+static int write_inode_table(struct blk_dev *dev, const struct mfs_layout *l, uint64_t seed,
                              uint8_t *buf, int64_t now, uint64_t generation)
 {
 	for (uint64_t k = 0; k < l->inode_table_blocks;) {
@@ -592,7 +512,7 @@ static int write_inode_table(struct blk_dev *dev, const struct mkfs_layout *l, u
 	return 0;
 }
 
-static void fill_super(struct mfs_superblock *sb, const struct mkfs_layout *l,
+static void fill_super(struct mfs_superblock *sb, const struct mfs_layout *l,
                        const struct mkfs_opts *o, const uint64_t rnd[5], int64_t now)
 {
 	memset(sb, 0, sizeof(*sb));
@@ -671,7 +591,7 @@ static void human(uint64_t bytes, char *out, size_t len)
 }
 
 static void print_summary(const struct mkfs_opts *o, const struct blk_dev_info *info,
-                          const struct mkfs_layout *l, const struct mfs_superblock *sb,
+                          const struct mfs_layout *l, const struct mfs_superblock *sb,
                           uint64_t data_poison)
 {
 	char h1[32], h2[32], h3[32], h4[32];
@@ -737,7 +657,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	        .backend = BLK_BACKEND_AUTO, .path = o->device, .flags = locked ? 0 : BLK_CFG_EXCL};
 	struct blk_dev_info info;
 	struct blk_dev *dev = NULL;
-	struct mkfs_layout l;
+	struct mfs_layout l;
 	struct mfs_superblock *sb = NULL;
 	uint8_t *buf = NULL;
 	const char *sig;
@@ -764,7 +684,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		ret = -ENOSPC;
 		goto out;
 	}
-	ret = compute_layout(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len, &l);
+	ret = mfs_layout_compute(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len, &l);
 	if (ret) {
 		fail("%" PRIu64 " inodes do not fit on a device of %" PRIu64
 		     " bytes; use a smaller -N",

@@ -11,6 +11,8 @@
  *   journal.c  transactions, commit (ordered mode), checkpoint; tells the
  *              allocator about commits through the hooks it registers
  *   journal_replay.c  replay at mount, and the scan fsck -n makes
+ *   layout.c   the layout arithmetic mkfs and grow share (mfs_layout.h)
+ *   grow.c     offline growth to a grown device, `mendctl grow` (mfs_grow.h)
  *   btree*.c   B+trees of 64-bit keys (extents, directories, xattrs, quarantine,
  *              orphans); node blocks come from fs->bt_alloc (btree_int.h)
  *   roots.c    the journaled copy of the superblock's tree roots
@@ -189,6 +191,14 @@ int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_r
  * checksum: version, features, geometry against @dev_blocks), for a caller
  * that weighs both copies itself (fsck).  0, -EOPNOTSUPP or -EINVAL.
  */
+/*
+ * mfs_super_read() as if the device had @fs_blocks blocks (at most its
+ * size): the backup copy is read at @fs_blocks - 1 and nr_blocks must equal
+ * @fs_blocks.  For `mendctl grow`, which reads a filesystem smaller than its
+ * (grown) device.
+ */
+int mfs_super_read_size(struct blk_dev *dev, uint64_t fs_blocks, struct mfs_superblock *sb,
+                        bool *force_ro, bool *other_bad, char *err, size_t errlen);
 int mfs_super_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, bool *force_ro,
                        char *err, size_t errlen);
 /* Seal and write both copies, then flush.  */

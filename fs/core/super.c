@@ -125,10 +125,18 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 		        __builtin_ctz(unknown), sb->feature_incompat);
 		return -EOPNOTSUPP;
 	}
-	if (sb->nr_blocks != dev_blocks) {
+	if (sb->nr_blocks < dev_blocks) {
 		blk_err(err, errlen,
-		        "filesystem size is %llu blocks but the device has %llu: wrong device or "
-		        "resized",
+		        "filesystem size is %llu blocks but the device has %llu: if the device "
+		        "grew, run 'mendctl grow DEVICE' to grow the filesystem to it (else: wrong "
+		        "device)",
+		        (unsigned long long)sb->nr_blocks, (unsigned long long)dev_blocks);
+		return -EINVAL;
+	}
+	if (sb->nr_blocks > dev_blocks) {
+		blk_err(err, errlen,
+		        "filesystem size is %llu blocks but the device has %llu: wrong device, "
+		        "or the device shrank (mendfs cannot shrink: restore its size)",
 		        (unsigned long long)sb->nr_blocks, (unsigned long long)dev_blocks);
 		return -EINVAL;
 	}
@@ -238,25 +246,18 @@ static enum sb_copy_state sb_read_copy(struct blk_dev *dev, uint64_t blk, struct
 	return SB_OK;
 }
 
-int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro, bool *other_bad,
-                   char *err, size_t errlen)
+/* mfs_super_read() for a filesystem of @nblocks (the backup copy at @nblocks - 1). */
+static int sb_read(struct blk_dev *dev, uint64_t nblocks, struct mfs_superblock *sb, bool *force_ro,
+                   bool *other_bad, char *err, size_t errlen)
 {
 	struct mfs_superblock *copy[2] = {NULL, NULL};
 	enum sb_copy_state st[2];
-	struct blk_dev_info info;
-	uint64_t nblocks, where[2];
+	uint64_t where[2];
 	int ret, best, i;
 	bool ro = false;
 
 	*force_ro = false;
 	*other_bad = false;
-	blk_dev_get_info(dev, &info);
-	nblocks = info.size / MFS_BLOCK_SIZE;
-	if (nblocks < 8) {
-		blk_err(err, errlen, "device too small for mendfs (%llu bytes)",
-		        (unsigned long long)info.size);
-		return -EINVAL;
-	}
 	where[0] = 0;
 	where[1] = nblocks - 1;
 	for (i = 0; i < 2; i++) {
@@ -344,6 +345,35 @@ out:
 	free(copy[0]);
 	free(copy[1]);
 	return ret;
+}
+
+int mfs_super_read(struct blk_dev *dev, struct mfs_superblock *sb, bool *force_ro, bool *other_bad,
+                   char *err, size_t errlen)
+{
+	struct blk_dev_info info;
+
+	blk_dev_get_info(dev, &info);
+	if (info.size / MFS_BLOCK_SIZE < 8) {
+		blk_err(err, errlen, "device too small for mendfs (%llu bytes)",
+		        (unsigned long long)info.size);
+		return -EINVAL;
+	}
+	return sb_read(dev, info.size / MFS_BLOCK_SIZE, sb, force_ro, other_bad, err, errlen);
+}
+
+int mfs_super_read_size(struct blk_dev *dev, uint64_t fs_blocks, struct mfs_superblock *sb,
+                        bool *force_ro, bool *other_bad, char *err, size_t errlen)
+{
+	struct blk_dev_info info;
+
+	blk_dev_get_info(dev, &info);
+	if (fs_blocks < 8 || fs_blocks > info.size / MFS_BLOCK_SIZE) {
+		blk_err(err, errlen,
+		        "a filesystem of %llu blocks does not fit the device (%llu bytes)",
+		        (unsigned long long)fs_blocks, (unsigned long long)info.size);
+		return -EINVAL;
+	}
+	return sb_read(dev, fs_blocks, sb, force_ro, other_bad, err, errlen);
 }
 
 int mfs_super_write(struct mfs *fs)

@@ -7,7 +7,9 @@
  * lock a mounted filesystem's daemon holds (so a mounted filesystem is
  * refused), and writes both copies through mfs_super_write: the primary, a
  * flush, the backup, a flush; a crash between leaves one good copy of each
- * version, and the reader takes the newer.  Calls the core and the engine.
+ * version, and the reader takes the newer.  grow grows the filesystem to its
+ * grown device (the core's mfs_grow, under the same lock).  Calls the core
+ * and the engine.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,23 +23,33 @@
 #include "mendfs/blk.h"
 #include "mfs.h"
 #include "mfs_devlock.h"
+#include "mfs_grow.h"
+
+/* Open @device through the engine; @write: with the daemon's lock (-EBUSY: mounted). */
+static int dev_open(const char *device, bool write, struct blk_dev **dev, char *err, size_t errlen)
+{
+	struct blk_dev_config cfg = {.path = device};
+	int ret;
+
+	cfg.flags = write ? BLK_CFG_EXCL : BLK_CFG_READONLY;
+	ret = blk_dev_open(&cfg, dev, err, errlen);
+	/* held by a daemon that was unmounted and is still exiting: wait for it */
+	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendctl"))
+		ret = blk_dev_open(&cfg, dev, err, errlen);
+	if (ret == -EBUSY)
+		snprintf(err, errlen, "%s: in use (mounted, or being checked): unmount it first",
+		         device);
+	return ret;
+}
 
 int mendctl_dev_open(const char *device, bool write, struct mendctl_dev *d, char *err,
                      size_t errlen)
 {
-	struct blk_dev_config cfg = {.path = device};
 	bool force_ro = false, other_bad = false;
 	int ret;
 
 	memset(d, 0, sizeof(*d));
-	cfg.flags = write ? BLK_CFG_EXCL : BLK_CFG_READONLY;
-	ret = blk_dev_open(&cfg, &d->dev, err, errlen);
-	/* held by a daemon that was unmounted and is still exiting: wait for it */
-	if (ret == -EBUSY && !mfs_dev_wait_exiting(device, MFS_DEV_EXIT_WAIT, "mendctl"))
-		ret = blk_dev_open(&cfg, &d->dev, err, errlen);
-	if (ret == -EBUSY)
-		snprintf(err, errlen, "%s: in use (mounted, or being checked): unmount it first",
-		         device);
+	ret = dev_open(device, write, &d->dev, err, errlen);
 	if (ret)
 		return ret;
 	d->sb = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
@@ -248,4 +260,49 @@ struct json_object *mendctl_sb_json(const char *device, const struct mendctl_dev
 		return NULL;
 	}
 	return o;
+}
+
+int mendctl_grow(const char *device, struct mfs_grow_info *info, char *err, size_t errlen)
+{
+	struct blk_dev *dev = NULL;
+	char why[512] = "";
+	int ret = dev_open(device, true, &dev, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = mfs_grow(dev, info, why, sizeof(why));
+	if (ret)
+		snprintf(err, errlen, "%s: %s", device, why[0] ? why : strerror(-ret));
+	blk_dev_close(dev);
+	return ret;
+}
+
+struct json_object *mendctl_grow_json(const char *device, const struct mfs_grow_info *g)
+{
+	struct json_object *o = json_object_new_object();
+	int r = 0;
+
+	if (!o)
+		return NULL;
+	r |= mfs_json_add_name(o, "device", device);
+	r |= mfs_json_add_u64(o, "old_blocks", g->old_blocks);
+	r |= mfs_json_add_u64(o, "new_blocks", g->new_blocks);
+	r |= mfs_json_add_u64(o, "old_data_blocks", g->old_data_len);
+	r |= mfs_json_add_u64(o, "data_blocks", g->new_data_len);
+	r |= mfs_json_add_u64(o, "free_blocks", g->free_blocks);
+	r |= mfs_json_add_u64(o, "block_size", MFS_BLOCK_SIZE);
+	if (r) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+void mendctl_grow_print(FILE *f, const char *device, const struct mfs_grow_info *g)
+{
+	fprintf(f,
+	        "%s: grown from %" PRIu64 " to %" PRIu64 " blocks of %u bytes; data blocks %" PRIu64
+	        " -> %" PRIu64 ", %" PRIu64 " free\n",
+	        device, g->old_blocks, g->new_blocks, MFS_BLOCK_SIZE, g->old_data_len,
+	        g->new_data_len, g->free_blocks);
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "mendfs/format.h"
+#include "mfs_grow.h"
 #include "mfs_json.h"
 
 struct blk_dev;
@@ -35,6 +36,14 @@ int mendctl_dev_open(const char *device, bool write, struct mendctl_dev *d, char
 /* Write d->sb as both superblock copies (newer write time); @err says why not. */
 int mendctl_dev_write(struct mendctl_dev *d, char *err, size_t errlen);
 void mendctl_dev_close(struct mendctl_dev *d);
+
+/*
+ * grow: take the lock (-EBUSY: mounted) and grow the filesystem on @device
+ * to the device's size (mfs_grow, its errors).  @err says why not.
+ */
+int mendctl_grow(const char *device, struct mfs_grow_info *info, char *err, size_t errlen);
+void mendctl_grow_print(FILE *f, const char *device, const struct mfs_grow_info *g);
+struct json_object *mendctl_grow_json(const char *device, const struct mfs_grow_info *g);
 
 /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (36 characters and a NUL). */
 void mendctl_uuid_format(const uint8_t u[16], char out[37]);

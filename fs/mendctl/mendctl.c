@@ -2,8 +2,8 @@
 /*
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
  * docs/RECOVERY.md).  badranges, recover, zeroinit, bmap, inject and stats, each
- * with --json in the shapes of the contract; show, label and uuid on an
- * unmounted device (device.c).  Exit 0 on success, 1 on error,
+ * with --json in the shapes of the contract; show, label, uuid and grow on
+ * an unmounted device (device.c).  Exit 0 on success, 1 on error,
  * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
  * object: the result, or on error {"error": MESSAGE, "exit_code": N} and
  * never a result (mfs_json.h), so a result is printed only once the whole
@@ -50,6 +50,7 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] show DEVICE\n"
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
 	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
+	           "       mendctl [--json] grow DEVICE\n"
 	           "       mendctl -V|--version|-h|--help\n");
 }
 
@@ -811,6 +812,20 @@ static int cmd_label_uuid(bool uuid, const char *device, const char *set)
 	return 0;
 }
 
+/* grow DEVICE: grow the filesystem of an unmounted device to the device's size. */
+static int cmd_grow(const char *device)
+{
+	struct mfs_grow_info g;
+	char err[1024];
+
+	if (mendctl_grow(device, &g, err, sizeof(err)))
+		return fail_msg(1, "%s", err);
+	if (json)
+		return put_result(mendctl_grow_json(device, &g));
+	mendctl_grow_print(stdout, device, &g);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -828,6 +843,7 @@ int main(int argc, char **argv)
 	        {"show", 1, "DEVICE", false},
 	        {"label", 1, "DEVICE [NEW-LABEL]", true},
 	        {"uuid", 1, "DEVICE [NEW-UUID|random]", true},
+	        {"grow", 1, "DEVICE", false},
 	};
 	const char *arg[4];
 	int n = 0, ret;
@@ -890,8 +906,12 @@ int main(int argc, char **argv)
 	case 6:
 		ret = cmd_show(arg[1]);
 		break;
-	default:
+	case 7:
+	case 8:
 		ret = cmd_label_uuid(c == 8, arg[1], n > 2 ? arg[2] : NULL);
+		break;
+	default:
+		ret = cmd_grow(arg[1]);
 		break;
 	}
 	if (fflush(stdout) && !ret) {
