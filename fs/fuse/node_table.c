@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The node table and the open files (see node_table.h): a hash of the nodes
- * the kernel knows, each pinning its inode, and a list of open handles, each
+ * the kernel knows, each pinning its inode (mfs_ipin: a reference that keeps
+ * the memory and the number, not the inode), and a list of open handles, each
  * with a reference of its own.  Calls the core (mfs_iget, mfs_iput) only,
  * never under the table's lock.
  */
@@ -64,6 +65,7 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 		fresh->ino = ino;
 		fresh->nlookup = 1;
 		fresh->ip = ip;
+		mfs_ipin(d->fs, ip); /* a pin: the kernel knows it, nobody uses it for that */
 		fresh->next = nt->buckets[h];
 		nt->buckets[h] = fresh;
 		fresh = NULL;
@@ -96,7 +98,7 @@ void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup)
 	}
 	pthread_mutex_unlock(&nt->lock);
 	if (ip) {
-		mfs_iput(d->fs, ip); /* may free an unlinked inode: outside the lock */
+		mfs_iunpin(d->fs, ip); /* may free an unlinked inode: outside the lock */
 		free(n);
 	}
 }
@@ -159,7 +161,7 @@ unsigned long mfsd_drop_all(struct mfsd *d)
 
 		for (n = nt->buckets[i]; n; n = next) {
 			next = n->next;
-			mfs_iput(d->fs, n->ip);
+			mfs_iunpin(d->fs, n->ip);
 			free(n);
 			dropped++;
 		}
