@@ -517,9 +517,9 @@ again:
 	}
 	if (!last)
 		return;
+	/* an unlinked one stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
 	if (unlinked)
-		evict(fs, ip,
-		      dead); /* stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
+		evict(fs, ip, dead);
 	else
 		ino_free(ip);
 }
