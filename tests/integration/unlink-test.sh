@@ -8,7 +8,10 @@
 # pins them), yet an unlink of a file nobody has open gives back its blocks
 # and its inode before rm returns: statfs shows the free counts of before the
 # file, immediately, for plain files, the last of two hard links, and a file
-# renamed over.  A file open while unlinked keeps its blocks and stays
+# renamed over.  Also while an O_PATH descriptor keeps the kernel's inode
+# (no FORGET until it is closed, no OPEN either): the file is freed at the
+# unlink all the same, and reopening it through /proc/self/fd answers
+# ENOENT or ESTALE, never data.  A file open while unlinked keeps its blocks and stays
 # readable until it is closed, then they come back.  The daemon logs no
 # error, and fsck.mendfs -n after the unmount is clean.
 #
@@ -19,6 +22,7 @@ set -eu
 name=unlink
 need_progs MENDFS MKFS_MENDFS FSCK_MENDFS
 need_root_fuse
+need_cmds python3
 work_init unlink
 
 bfree() { stat -f -c %f "$MNT"; }
@@ -70,6 +74,27 @@ counts "b replaced" $((b0 - 2)) $((i0 - 1))
 [ "$(stat -c %s "$MNT/b")" = 8192 ] || fail "b is not the old a"
 rm "$MNT/b" || fail "rm b"
 counts "b gone" "$b0" "$i0"
+
+step="O_PATH held"
+mkdata "$MNT/p" 6
+python3 - "$MNT/p" "$b0" "$i0" <<'PY' || fail "see above"
+import errno, os, sys
+path, b0, i0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_PATH)
+os.unlink(path)
+sv = os.statvfs(os.path.dirname(path))
+if (sv.f_bfree, sv.f_ffree) != (b0, i0):
+    sys.exit(f"O_PATH held: {sv.f_bfree} free blocks, {sv.f_ffree} free inodes right after the "
+             f"unlink, expected {b0} and {i0}")
+try:
+    os.close(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY))
+    sys.exit("O_PATH held: the freed file opened again")
+except OSError as e:
+    if e.errno not in (errno.ENOENT, errno.ESTALE):
+        sys.exit(f"O_PATH held: reopening the freed file: {e}")
+os.close(fd)
+PY
+counts "O_PATH closed" "$b0" "$i0"
 
 step="open while unlinked"
 mkdata "$MNT/o" 8
