@@ -8,10 +8,16 @@
  * release an evicted inode's blocks, the orphan tree, the allocator, the
  * journal and space.c; everything that works on inodes sits above it.
  *
- * An inode lives in the cache exactly while it is referenced.  When the last
- * reference of an unlinked inode (nlink 0) goes, it is evicted: its data
- * blocks, xattrs and directory tree are released, its orphan entry removed,
- * its slot cleared and its number freed.  A small inode (a few extents, no
+ * An inode lives in the cache exactly while it is referenced.  Some
+ * references are pins (mfs_ipin: the daemon's, one per inode the kernel
+ * knows), which keep the memory and the number but are not users.  An
+ * unlinked inode (nlink 0) is freed when its last user goes: by the unlink's
+ * own transaction when it had none then (mfs_inode_unlinked), else by the
+ * mfs_iput that drops the last user, or by the eviction at its last
+ * reference.  Freed while pinned, it is dead: mfs_iget refuses its number
+ * and mfs_inode_new skips it until the last pin goes.  Freeing releases its
+ * data blocks, xattrs and directory tree, removes its orphan entry, clears
+ * its slot and frees its number.  A small inode (a few extents, no
  * trees: mfs_inode_free_is_small) goes in one transaction; a larger one is
  * on the orphan list first, then its blocks go in bounded steps
  * (mfs_file_free_all, docs/DESIGN.md §3), then the rest in a last
@@ -21,8 +27,9 @@
  * inode created meanwhile with the same (just freed) number is inserted in
  * front of it.
  *
- * Locking: fs->icache_lock protects the hash and every transition of ref to
- * or from zero; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
+ * Locking: fs->icache_lock protects the hash, every transition of ref to
+ * or from zero, unlinked, dead and pins, and the decision that an unlinked
+ * inode has no user left; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
  * trees.  icache_lock is a leaf: nothing is read or locked while it is held.
  */
 #include <assert.h>

@@ -6,17 +6,21 @@
  * inodes), the block map (mfs_bmap), xattr_blocks.c, the orphan tree, the
  * allocator, the journal and space.c.
  *
- * An operation that needs a second inode whose number it only learns from a
- * directory entry (unlink, rmdir, rename) finds it under a shared lock,
- * takes its reference, drops the lock, locks everything in order and looks
- * the entry up again; if it changed meanwhile it starts over.
+ * unlink and rmdir look the name up once, under the directory's lock, and
+ * lock the inode after it when its number is higher or its lock is free
+ * (lock_victim).  Otherwise an operation that needs a second inode whose
+ * number it only learns from a directory entry (unlink, rmdir, rename) finds
+ * it under a shared lock, takes its reference, drops the lock, locks
+ * everything in order and looks the entry up again; if it changed meanwhile
+ * it starts over.
  *
  * Failure leaves the filesystem as it was: allocations happen before the
  * entry tree changes (the B+tree leaves itself unchanged when it cannot
  * allocate), and a new inode whose entry could not be inserted is given back
  * in the same transaction.  An inode whose last link goes is freed in the
- * same transaction, or, if still referenced (open), put on the orphan list
- * and freed at its last mfs_iput().
+ * same transaction when it has no user (pins, the daemon's lookups, do not
+ * count), or else put on the orphan list and freed by its last user's
+ * mfs_iput().
  */
 #include <errno.h>
 #include <stdio.h>
