@@ -33,7 +33,7 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 {
 	struct mfsd_nodes *nt = &d->nodes;
 	struct mfsd_node *n, *fresh;
-	struct mfs_ino *ip, *extra = NULL;
+	struct mfs_ino *ip, *extra = NULL, *pin = NULL;
 	unsigned h = node_hash(ino);
 	int ret;
 
@@ -65,13 +65,20 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 		fresh->ino = ino;
 		fresh->nlookup = 1;
 		fresh->ip = ip;
-		mfs_ipin(d->fs, ip); /* a pin: the kernel knows it, nobody uses it for that */
+		pin = ip;
 		fresh->next = nt->buckets[h];
 		nt->buckets[h] = fresh;
 		fresh = NULL;
 	}
 	pthread_mutex_unlock(&nt->lock);
 	free(fresh);
+	/*
+	 * The node's reference becomes a pin (the kernel knows the inode; that
+	 * makes it no user), outside the leaf lock.  No FORGET can unpin it
+	 * first: it would need the count of this reply, not yet sent.
+	 */
+	if (pin)
+		mfs_ipin(d->fs, pin);
 	if (extra)
 		mfs_iput(d->fs, extra);
 	return 0;
