@@ -11,6 +11,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "alloc_int.h"
@@ -163,9 +165,72 @@ START_TEST(test_unlink_links_and_rename)
 }
 END_TEST
 
+/* --- an unlink racing calls by number (an open, a getattr) on the inode it frees ------ */
+
+static _Atomic uint64_t race_ino;
+static atomic_bool race_stop;
+static atomic_ulong race_got, race_gone;
+
+/* Take a reference on the current number, read, drop it: what an open and a read do. */
+static void *race_user(void *arg)
+{
+	struct mfs_ino *ip;
+	char buf[8];
+
+	(void)arg;
+	while (!atomic_load(&race_stop)) {
+		uint64_t ino = atomic_load(&race_ino);
+		int ret = mfs_iget(fs, ino, &ip);
+
+		if (ret == -ENOENT) {
+			atomic_fetch_add(&race_gone, 1);
+			continue;
+		}
+		ck_assert_int_eq(ret, 0);
+		ck_assert_uint_eq(ip->ino, ino);
+		ck_assert_int_ge(mfs_read(fs, ino, buf, sizeof(buf), 0), 0);
+		mfs_iput(fs, ip);
+		atomic_fetch_add(&race_got, 1);
+	}
+	return NULL;
+}
+
+START_TEST(test_unlink_races_users)
+{
+	uint64_t ffree0 = ffree(), bfree0 = bfree(), ino;
+	struct mfs_ino *pinned;
+	pthread_t th[2];
+	unsigned i;
+
+	atomic_store(&race_stop, false);
+	atomic_store(&race_ino, mk_data("r", 1));
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_user, NULL), 0);
+	for (i = 0; i < 2000; i++) {
+		ino = atomic_load(&race_ino);
+		pinned = pin(ino); /* the kernel knows it */
+		ck_assert_int_eq(mfs_link(fs, ino, ROOT, "r2", NULL), 0);
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, i % 2 ? "r" : "r2"), 0);
+		ck_assert_int_eq(mfs_unlink(fs, ROOT, i % 2 ? "r2" : "r"), 0);
+		/* freed now or by the racing user's mfs_iput: never an orphan left */
+		atomic_store(&race_ino, mk_data("r", 1));
+		mfs_iunpin(fs, pinned);
+	}
+	atomic_store(&race_stop, true);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "r"), 0);
+	ck_assert_int_eq(mfs_orphan_count(fs), 0);
+	ck_assert_uint_eq(ffree(), ffree0);
+	ck_assert_uint_eq(bfree(), bfree0);
+	ck_assert_uint_gt(atomic_load(&race_got), 0);
+}
+END_TEST
+
 void namei_unlink_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_unlink_pinned_frees_at_once);
 	tcase_add_test(tc, test_unlink_open_frees_at_last_user);
 	tcase_add_test(tc, test_unlink_links_and_rename);
+	tcase_add_test(tc, test_unlink_races_users);
 }
