@@ -8,10 +8,16 @@
  * release an evicted inode's blocks, the orphan tree, the allocator, the
  * journal and space.c; everything that works on inodes sits above it.
  *
- * An inode lives in the cache exactly while it is referenced.  When the last
- * reference of an unlinked inode (nlink 0) goes, it is evicted: its data
- * blocks, xattrs and directory tree are released, its orphan entry removed,
- * its slot cleared and its number freed.  A small inode (a few extents, no
+ * An inode lives in the cache exactly while it is referenced.  Some
+ * references are pins (mfs_ipin: the daemon's, one per inode the kernel
+ * knows), which keep the memory and the number but are not users.  An
+ * unlinked inode (nlink 0) is freed when its last user goes: by the unlink's
+ * own transaction when it had none then (mfs_inode_unlinked), else by the
+ * mfs_iput that drops the last user, or by the eviction at its last
+ * reference.  Freed while pinned, it is dead: mfs_iget refuses its number
+ * and mfs_inode_new skips it until the last pin goes.  Freeing releases its
+ * data blocks, xattrs and directory tree, removes its orphan entry, clears
+ * its slot and frees its number.  A small inode (a few extents, no
  * trees: mfs_inode_free_is_small) goes in one transaction; a larger one is
  * on the orphan list first, then its blocks go in bounded steps
  * (mfs_file_free_all, docs/DESIGN.md §3), then the rest in a last
@@ -21,10 +27,12 @@
  * inode created meanwhile with the same (just freed) number is inserted in
  * front of it.
  *
- * Locking: fs->icache_lock protects the hash and every transition of ref to
- * or from zero; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
+ * Locking: fs->icache_lock protects the hash, every transition of ref to
+ * or from zero, unlinked, dead and pins, and the decision that an unlinked
+ * inode has no user left; ip->lock (see fs/core/mfs_ops.h) protects ip->di and the inode's
  * trees.  icache_lock is a leaf: nothing is read or locked while it is held.
  */
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -106,9 +114,9 @@ static struct mfs_ino *__ifind(struct mfs *fs, uint64_t ino, bool *evicting)
 	for (ip = IC(fs)->hash[ihash(ino)]; ip; ip = ip->hnext) {
 		if (ip->ino != ino)
 			continue;
-		if (atomic_load(&ip->ref) > 0)
+		if (atomic_load(&ip->ref) > 0 && !ip->dead)
 			return ip;
-		*evicting = true;
+		*evicting = true; /* or dead: freed, still pinned */
 	}
 	return NULL;
 }
@@ -192,6 +200,52 @@ int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
 	return 0;
 }
 
+/* Is @ino the number of a dead inode still pinned (the kernel still knows it)? */
+static bool ino_pinned_dead(struct mfs *fs, uint64_t ino)
+{
+	struct mfs_ino *ip;
+	bool held = false;
+
+	pthread_mutex_lock(&fs->icache_lock);
+	for (ip = IC(fs)->hash[ihash(ino)]; ip && !held; ip = ip->hnext)
+		held = ip->ino == ino && ip->dead;
+	pthread_mutex_unlock(&fs->icache_lock);
+	return held;
+}
+
+/*
+ * A free inode number, never one of a dead inode still pinned: the kernel
+ * would see a node id it knows come back before its FORGET.  The numbers
+ * skipped are given back in the same transaction (next-fit: the allocator's
+ * hint has moved past them).
+ */
+static int alloc_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t *inop)
+{
+	uint64_t ino, *skip = NULL, *v;
+	size_t nskip = 0;
+	int ret;
+
+	for (;;) {
+		ret = mfs_alloc_ino(fs, txn, &ino);
+		if (ret || !ino_pinned_dead(fs, ino))
+			break;
+		v = realloc(skip, (nskip + 1) * sizeof(*skip));
+		if (!v) {
+			mfs_free_ino(fs, txn, ino);
+			ret = -ENOMEM;
+			break;
+		}
+		skip = v;
+		skip[nskip++] = ino;
+	}
+	while (nskip--)
+		mfs_free_ino(fs, txn, skip[nskip]);
+	free(skip);
+	if (!ret)
+		*inop = ino;
+	return ret;
+}
+
 int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, gid_t gid,
                   struct mfs_ino **ipp)
 {
@@ -201,7 +255,7 @@ int mfs_inode_new(struct mfs *fs, struct mfs_txn *txn, mode_t mode, uid_t uid, g
 	int64_t now = mfs_now_ns();
 	int ret;
 
-	ret = mfs_alloc_ino(fs, txn, &ino);
+	ret = alloc_ino(fs, txn, &ino);
 	if (ret)
 		return ret;
 	ip = ino_alloc(ino);
@@ -357,8 +411,8 @@ static int free_steps(struct mfs *fs, struct mfs_ino *ip)
 	return ret ? ret : r;
 }
 
-/* The last reference of an unlinked inode is gone: free it on disk, then in memory. */
-static void evict(struct mfs *fs, struct mfs_ino *ip)
+/* The last user of unlinked @ip is gone (pins may remain): free it on disk. */
+static void free_on_disk(struct mfs *fs, struct mfs_ino *ip)
 {
 	int ret;
 
@@ -373,15 +427,63 @@ static void evict(struct mfs *fs, struct mfs_ino *ip)
 		pthread_rwlock_unlock(&ip->lock);
 	}
 	mfs_space_freeing_end(fs);
+}
+
+/*
+ * The last reference of an unlinked inode is gone: free it on disk (unless
+ * it is @dead: freed already, by its unlink or its last user), then in memory.
+ */
+static void evict(struct mfs *fs, struct mfs_ino *ip, bool dead)
+{
+	if (!dead)
+		free_on_disk(fs, ip);
 	pthread_mutex_lock(&fs->icache_lock);
 	__iremove(fs, ip);
 	pthread_mutex_unlock(&fs->icache_lock);
 	ino_free(ip);
 }
 
+bool mfs_inode_unlinked(struct mfs *fs, struct mfs_ino *ip, bool can_free)
+{
+	bool alone;
+
+	pthread_mutex_lock(&fs->icache_lock);
+	ip->unlinked = true; /* mfs_iput reads it under icache_lock */
+	/* the caller's reference and pins (the kernel's lookups) only: nobody uses it */
+	alone = can_free && atomic_load(&ip->ref) - ip->pins == 1;
+	if (alone)
+		ip->dead = true; /* mfs_iget refuses it from now on */
+	pthread_mutex_unlock(&fs->icache_lock);
+	return alone;
+}
+
+void mfs_inode_undead(struct mfs *fs, struct mfs_ino *ip)
+{
+	pthread_mutex_lock(&fs->icache_lock);
+	ip->dead = false;
+	pthread_mutex_unlock(&fs->icache_lock);
+}
+
+void mfs_ipin(struct mfs *fs, struct mfs_ino *ip)
+{
+	pthread_mutex_lock(&fs->icache_lock);
+	ip->pins++;
+	pthread_mutex_unlock(&fs->icache_lock);
+}
+
+void mfs_iunpin(struct mfs *fs, struct mfs_ino *ip)
+{
+	pthread_mutex_lock(&fs->icache_lock);
+	assert(ip->pins > 0);
+	ip->pins--;
+	pthread_mutex_unlock(&fs->icache_lock);
+	mfs_iput(fs, ip);
+}
+
 void mfs_iput(struct mfs *fs, struct mfs_ino *ip)
 {
-	bool last, unlinked;
+	bool last, unlinked, dead, users_gone = false;
+	int left;
 
 	if (!ip)
 		return;
@@ -398,15 +500,33 @@ again:
 		mfs_atime_write(fs, ip);
 		goto again;
 	}
-	last = atomic_fetch_sub(&ip->ref, 1) == 1;
+	left = atomic_fetch_sub(&ip->ref, 1) - 1;
+	last = left == 0;
 	unlinked = ip->unlinked;
-	if (last && !unlinked)
+	dead = ip->dead;
+	if (last && !unlinked) {
 		__iremove(fs, ip);
+	} else if (!last && unlinked && !dead && left == ip->pins) {
+		/*
+		 * The last user of an unlinked inode (an open file closed, an
+		 * operation done) and only pins left: free it now rather than
+		 * at the kernel's FORGET, under a reference of our own.
+		 */
+		ip->dead = true;
+		atomic_fetch_add(&ip->ref, 1);
+		users_gone = true;
+	}
 	pthread_mutex_unlock(&fs->icache_lock);
+	if (users_gone) {
+		free_on_disk(fs, ip);
+		mfs_iput(fs, ip); /* dead now: at most the memory goes */
+		return;
+	}
 	if (!last)
 		return;
+	/* an unlinked one stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
 	if (unlinked)
-		evict(fs, ip); /* stays in the hash with ref 0 meanwhile: mfs_iget refuses it */
+		evict(fs, ip, dead);
 	else
 		ino_free(ip);
 }

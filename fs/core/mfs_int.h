@@ -43,6 +43,15 @@ void mfs_inode_discard(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 /* Can mfs_inode_free() free @ip within one bounded step (a few extents, no trees)? */
 bool mfs_inode_free_is_small(const struct mfs_ino *ip);
+/*
+ * @ip (its lock held, one reference of the caller's) lost its last link: mark
+ * it unlinked.  If @can_free and every other reference is a pin, mark it dead
+ * too (mfs_iget refuses it, its number stays unused while pinned) and return
+ * true: the caller frees it in its transaction (mfs_inode_free), or calls
+ * mfs_inode_undead() if that fails.
+ */
+bool mfs_inode_unlinked(struct mfs *fs, struct mfs_ino *ip, bool can_free);
+void mfs_inode_undead(struct mfs *fs, struct mfs_ino *ip);
 /* Get a regular file's inode (referenced): -EISDIR for a directory, -EINVAL otherwise. */
 int mfs_file_get(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp);
 /* 0 for a regular file, -EISDIR for a directory, -EINVAL otherwise (caller holds ip->lock). */

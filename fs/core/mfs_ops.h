@@ -78,6 +78,14 @@ struct mfs_ino {
 	_Atomic int ref;       /* in-memory references (mfs_iget/mfs_iput) */
 	/* nlink reached 0: freed at the last mfs_iput; set and read under icache_lock */
 	bool unlinked;
+	/*
+	 * Freed (or being freed) on disk while still pinned: mfs_iget refuses
+	 * it and its number is not handed out again until the last pin goes;
+	 * the last mfs_iput only releases the memory.  icache_lock.
+	 */
+	bool dead;
+	/* references that are pins (mfs_ipin), not users of the inode; icache_lock */
+	int pins;
 	struct mfs_ino *hnext;
 	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
 	_Atomic bool atime_dirty;
@@ -109,6 +117,17 @@ int mfs_statfs(struct mfs *fs, struct statvfs *st);
 /* Inode cache. */
 int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp); /* -ENOENT: free inode */
 void mfs_iput(struct mfs *fs, struct mfs_ino *ip);
+/*
+ * Turn the caller's reference into a pin: it keeps the memory of @ip (and its
+ * number from reuse), not the inode.  The daemon pins each inode the kernel
+ * knows (its lookup count); an unlinked inode whose references are all pins
+ * is freed at once (at the unlink, or at the last user's mfs_iput) and
+ * becomes dead: mfs_iget answers -ENOENT for its number until the last pin
+ * goes (mfs_iunpin).
+ */
+void mfs_ipin(struct mfs *fs, struct mfs_ino *ip);
+/* Drop a pin of mfs_ipin and its reference (the last one releases the memory). */
+void mfs_iunpin(struct mfs *fs, struct mfs_ino *ip);
 /* Copy ip->di into its inode table block within @txn (caller holds ip->lock for writing). */
 int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip);
 void mfs_inode_to_stat(const struct mfs_ino *ip, struct stat *st);

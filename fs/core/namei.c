@@ -6,17 +6,21 @@
  * inodes), the block map (mfs_bmap), xattr_blocks.c, the orphan tree, the
  * allocator, the journal and space.c.
  *
- * An operation that needs a second inode whose number it only learns from a
- * directory entry (unlink, rmdir, rename) finds it under a shared lock,
- * takes its reference, drops the lock, locks everything in order and looks
- * the entry up again; if it changed meanwhile it starts over.
+ * unlink and rmdir look the name up once, under the directory's lock, and
+ * lock the inode after it when its number is higher or its lock is free
+ * (lock_victim).  Otherwise an operation that needs a second inode whose
+ * number it only learns from a directory entry (unlink, rmdir, rename) finds
+ * it under a shared lock, takes its reference, drops the lock, locks
+ * everything in order and looks the entry up again; if it changed meanwhile
+ * it starts over.
  *
  * Failure leaves the filesystem as it was: allocations happen before the
  * entry tree changes (the B+tree leaves itself unchanged when it cannot
  * allocate), and a new inode whose entry could not be inserted is given back
  * in the same transaction.  An inode whose last link goes is freed in the
- * same transaction, or, if still referenced (open), put on the orphan list
- * and freed at its last mfs_iput().
+ * same transaction when it has no user (pins, the daemon's lookups, do not
+ * count), or else put on the orphan list and freed by its last user's
+ * mfs_iput().
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,16 +32,17 @@
 
 /*
  * A link of @ip went (the caller holds @ip's lock and one reference).  At
- * nlink zero a small inode nobody else references is freed in this
- * transaction; any other (open files: the daemon holds references; files too
- * large for one transaction) joins the orphan list and is freed at its last
- * mfs_iput().  Nobody can take a new reference meanwhile: its last entry is
- * gone under the directory's lock, and any other user of the number already
- * holds one.
+ * nlink zero a small inode nobody else uses (its other references, if any,
+ * are pins: the kernel's lookups, mfs_ipin) is freed in this transaction and
+ * marked dead, so that mfs_iget refuses its number from then on; any other
+ * (open files, operations under way on it, files too large for one
+ * transaction) joins the orphan list and is freed when its last user goes
+ * (mfs_iput).  No new user can appear meanwhile: its last entry is gone under
+ * the directory's lock, and mfs_iget takes references under icache_lock,
+ * where mfs_inode_unlinked decides.
  */
 int mfs_drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64_t now)
 {
-	bool alone;
 	int ret;
 
 	if (S_ISDIR(ip->di.mode) || ip->di.nlink <= 1)
@@ -47,19 +52,18 @@ int mfs_drop_link(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, int64
 	ip->di.ctime_ns = now;
 	if (ip->di.nlink == 0) {
 		mfs_atime_clean(fs, ip); /* nobody will read it through a name again */
-		mfs_space_unlinked(fs);
-		pthread_mutex_lock(&fs->icache_lock);
-		ip->unlinked = true; /* mfs_iput reads it under icache_lock */
-		alone = atomic_load(&ip->ref) == 1;
-		pthread_mutex_unlock(&fs->icache_lock);
 		/*
-		 * Freed: the caller's mfs_iput() finds mode 0 and only drops it.
-		 * Only a small inode is freed in this transaction; a larger one
-		 * goes on the orphan list and the caller's mfs_iput() frees it
-		 * in bounded steps.
+		 * Freed (dead): the caller's mfs_iput() and the last pin's only
+		 * drop the memory.  Only a small inode is freed in this
+		 * transaction; a larger one goes on the orphan list and the last
+		 * user's mfs_iput() frees it in bounded steps.
 		 */
-		if (alone && mfs_inode_free_is_small(ip) && mfs_inode_free(fs, txn, ip) == 0)
-			return 0;
+		if (mfs_inode_unlinked(fs, ip, mfs_inode_free_is_small(ip))) {
+			if (mfs_inode_free(fs, txn, ip) == 0)
+				return 0;
+			mfs_inode_undead(fs, ip); /* an orphan after all */
+		}
+		mfs_space_unlinked(fs); /* freed by a later mfs_iput: space.c waits for it */
 		if (ip->di.iflags & MFS_IFL_ORPHAN) /* already: a truncate was cut short */
 			return mfs_inode_write(fs, txn, ip);
 		ret = mfs_orphan_add(fs, txn, ip->ino);
@@ -396,11 +400,71 @@ unlock:
 
 /* --- removal ---------------------------------------------------------------------------- */
 
+/*
+ * Find @name in @dp, take a reference on its inode into *ipp and lock both
+ * (@ls) for writing.  The name is looked up once, under @dp's lock, when the
+ * inode's lock can be taken in order (a higher number) or without waiting
+ * (trylock); otherwise both are locked in ascending order and the name is
+ * looked up again, starting over if it changed meanwhile.  0, -ENOENT,
+ * -EUCLEAN (the entry names a free inode) or -errno.
+ */
+static int lock_victim(struct mfs *fs, struct mfs_ino *dp, const char *name, size_t len,
+                       struct dent *de, struct mfs_ino **ipp, struct lockset *ls)
+{
+	struct mfs_ino *ip;
+	struct dent again;
+	int ret;
+
+	pthread_rwlock_wrlock(&dp->lock);
+	ret = mfs_dir_find(fs, dp, name, len, de, NULL);
+	if (!ret) {
+		ret = mfs_iget(fs, de->ino, &ip);
+		if (ret == -ENOENT) {
+			fprintf(stderr, "mendfs: directory %llu: entry names free inode %llu\n",
+			        (unsigned long long)dp->ino, (unsigned long long)de->ino);
+			ret = -EUCLEAN;
+		}
+	}
+	if (ret) {
+		pthread_rwlock_unlock(&dp->lock);
+		return ret;
+	}
+	*ls = (struct lockset){.v = {dp, ip}, .n = 2};
+	if (ip != dp && (ip->ino > dp->ino || !pthread_rwlock_trywrlock(&ip->lock))) {
+		if (ip->ino > dp->ino)
+			pthread_rwlock_wrlock(&ip->lock);
+		*ipp = ip;
+		return 0; /* the common case: one lookup */
+	}
+	pthread_rwlock_unlock(&dp->lock);
+	for (;;) {
+		*ls = (struct lockset){0};
+		ls_add(ls, dp);
+		ls_add(ls, ip);
+		ls_lock(ls);
+		ret = mfs_dir_find(fs, dp, name, len, &again, NULL);
+		if (!ret && again.ino == de->ino) {
+			*de = again;
+			*ipp = ip;
+			return 0;
+		}
+		/* changed while unlocked: start over */
+		ls_unlock(ls);
+		mfs_iput(fs, ip);
+		if (ret && ret != -ENOENT)
+			return ret;
+		ret = mfs_dir_find_get(fs, dp, name, len, de, &ip);
+		if (ret)
+			return ret;
+	}
+}
+
 static int remove_entry(struct mfs *fs, uint64_t dir, const char *name, bool rmdir)
 {
-	struct mfs_ino *dp, *ip;
+	struct lockset ls;
+	struct mfs_ino *dp, *ip = NULL;
 	struct mfs_txn *txn;
-	struct dent de, again;
+	struct dent de;
 	int64_t now;
 	size_t len;
 	int ret, r;
@@ -417,24 +481,8 @@ static int remove_entry(struct mfs *fs, uint64_t dir, const char *name, bool rmd
 	ret = mfs_dir_get(fs, dir, &dp);
 	if (ret)
 		return ret;
-	for (;;) {
-		struct lockset ls = {0};
-
-		ret = mfs_dir_find_get(fs, dp, name, len, &de, &ip);
-		if (ret)
-			break;
-		ls_add(&ls, dp);
-		ls_add(&ls, ip);
-		ls_lock(&ls);
-		ret = mfs_dir_find(fs, dp, name, len, &again, NULL);
-		if (ret || again.ino != de.ino) {
-			/* changed while unlocked: start over */
-			ls_unlock(&ls);
-			mfs_iput(fs, ip);
-			if (ret && ret != -ENOENT)
-				break;
-			continue;
-		}
+	ret = lock_victim(fs, dp, name, len, &de, &ip, &ls);
+	if (!ret) {
 		if (rmdir && !S_ISDIR(ip->di.mode))
 			ret = -ENOTDIR;
 		else if (!rmdir && S_ISDIR(ip->di.mode))
@@ -459,7 +507,6 @@ static int remove_entry(struct mfs *fs, uint64_t dir, const char *name, bool rmd
 		}
 		ls_unlock(&ls);
 		mfs_iput(fs, ip); /* outside the handle: may free the inode */
-		break;
 	}
 	mfs_iput(fs, dp);
 	return ret;

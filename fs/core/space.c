@@ -8,10 +8,11 @@
  *   - data blocks freed by a transaction return to the allocator only when
  *     that transaction's commit is durable (alloc_data.c: pending frees of the
  *     running transaction, batches of a commit under way);
- *   - an unlinked inode is freed when its last reference goes (for the
- *     daemon: when the kernel has released its last open file and forgotten
- *     it, a moment after the close and the unlink), and until that eviction
- *     has run its blocks, meta blocks and inode number are still in use.
+ *   - an unlinked inode with users (for the daemon: open files, requests
+ *     under way; the kernel's lookups are pins, not users) is freed when its
+ *     last user goes (a moment after the close: the kernel's RELEASE), and
+ *     until that has run its blocks, meta blocks and inode number are still
+ *     in use.  One without users is freed by the unlink itself.
  *
  * An allocation that meets -ENOSPC therefore does not fail at once, as ext4
  * does not (ext4_should_retry_alloc, jbd2's forced commit): its operation ends

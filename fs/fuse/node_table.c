@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The node table and the open files (see node_table.h): a hash of the nodes
- * the kernel knows, each pinning its inode, and a list of open handles, each
+ * the kernel knows, each pinning its inode (mfs_ipin: a reference that keeps
+ * the memory and the number, not the inode), and a list of open handles, each
  * with a reference of its own.  Calls the core (mfs_iget, mfs_iput) only,
  * never under the table's lock.
  */
@@ -32,7 +33,7 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 {
 	struct mfsd_nodes *nt = &d->nodes;
 	struct mfsd_node *n, *fresh;
-	struct mfs_ino *ip, *extra = NULL;
+	struct mfs_ino *ip, *extra = NULL, *pin = NULL;
 	unsigned h = node_hash(ino);
 	int ret;
 
@@ -64,12 +65,20 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 		fresh->ino = ino;
 		fresh->nlookup = 1;
 		fresh->ip = ip;
+		pin = ip;
 		fresh->next = nt->buckets[h];
 		nt->buckets[h] = fresh;
 		fresh = NULL;
 	}
 	pthread_mutex_unlock(&nt->lock);
 	free(fresh);
+	/*
+	 * The node's reference becomes a pin (the kernel knows the inode; that
+	 * makes it no user), outside the leaf lock.  No FORGET can unpin it
+	 * first: it would need the count of this reply, not yet sent.
+	 */
+	if (pin)
+		mfs_ipin(d->fs, pin);
 	if (extra)
 		mfs_iput(d->fs, extra);
 	return 0;
@@ -96,7 +105,7 @@ void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup)
 	}
 	pthread_mutex_unlock(&nt->lock);
 	if (ip) {
-		mfs_iput(d->fs, ip); /* may free an unlinked inode: outside the lock */
+		mfs_iunpin(d->fs, ip); /* may free an unlinked inode: outside the lock */
 		free(n);
 	}
 }
@@ -159,7 +168,7 @@ unsigned long mfsd_drop_all(struct mfsd *d)
 
 		for (n = nt->buckets[i]; n; n = next) {
 			next = n->next;
-			mfs_iput(d->fs, n->ip);
+			mfs_iunpin(d->fs, n->ip);
 			free(n);
 			dropped++;
 		}

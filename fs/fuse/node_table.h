@@ -3,11 +3,17 @@
  * The node table and the open files (node_table.c).  Node ids are inode
  * numbers (FUSE_ROOT_ID == MFS_ROOT_INO == 1).  The kernel counts the lookups
  * it was given per node; the daemon mirrors that count here and holds one
- * core reference (mfs_iget) per node while its count is non-zero, dropped
- * when forget brings it to zero.  Open files hold a reference of their own
- * (fi->fh).  An unlinked inode therefore lives while the kernel knows it or a
- * file is open on it, and the core frees it at the last mfs_iput.  Numbers
- * cannot be reused while the kernel knows them.
+ * core pin (mfs_iget, then mfs_ipin) per node while its count is non-zero,
+ * dropped (mfs_iunpin) when forget brings it to zero.  A pin is not a user:
+ * open files hold a reference of their own (fi->fh), and every request holds
+ * one while the core works on the inode.  An unlinked inode is therefore
+ * freed as soon as no file is open on it and no request is under way on it
+ * (in the unlink's own transaction when it is small and unused), whether the
+ * kernel still knows it or not; from then on the core answers -ENOENT for
+ * its number (getattr, open, setattr, xattrs, ioctls: every handler goes
+ * through mfs_iget), and the number is not handed out again until the
+ * kernel's FORGET drops the pin.  Numbers cannot be reused while the kernel
+ * knows them, so a node id never names two inodes.
  *
  * Called by the handlers and main; calls the core only.
  */
@@ -27,7 +33,7 @@ struct mfsd;
 struct mfsd_node {
 	uint64_t ino;
 	uint64_t nlookup;
-	struct mfs_ino *ip; /* one core reference while nlookup > 0 */
+	struct mfs_ino *ip; /* one core pin (mfs_ipin) while nlookup > 0 */
 	struct mfsd_node *next;
 };
 

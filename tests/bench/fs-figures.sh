@@ -43,6 +43,7 @@
 #                      cell's median (the single values are listed under the
 #                      table): the machine's speed drifts over minutes, and a
 #                      peer measured at another moment is not a fair peer
+#   --meta-only        only the create / stat / unlink phases (no fio)
 #   --json             print the results as JSON after the table
 # Needs root, /dev/fuse, loop devices; installs nothing.
 set -euo pipefail
@@ -58,6 +59,7 @@ ONLY=mendfs,passthrough_ll,fuse2fs,ext4
 JSON=0
 REBUILD=1
 ROUNDS=1
+META_ONLY=0
 MENDFS_OPTS=
 PT_OPTS=
 
@@ -79,6 +81,7 @@ while [ $# -gt 0 ]; do
 	--pt-opts) PT_OPTS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--json) JSON=1; shift ;;
+	--meta-only) META_ONLY=1; shift ;;
 	--no-rebuild) REBUILD=0; shift ;;
 	-h | --help) usage 0 ;;
 	*) echo "unknown option: $1" >&2; usage 2 >&2 ;;
@@ -257,6 +260,7 @@ fs_down() {
 
 # ---- workloads ---------------------------------------------------------------
 WORKLOADS=(seqwrite seqread randwrite1 randwrite2 randread1 randread2 create stat unlink)
+[ "$META_ONLY" = 0 ] || WORKLOADS=(create stat unlink)
 declare -A LABEL=(
 	[seqwrite]="seq write 1 MiB (MiB/s)"
 	[seqread]="seq read 1 MiB (MiB/s)"
@@ -323,7 +327,8 @@ run_meta() { # run_meta FS NFILES
 	done <"$out"
 }
 
-run_all() {
+# run_io FS: the fio workloads
+run_io() {
 	local fs=$1
 	run_fio "$fs" seqwrite write 1M 1
 	run_fio "$fs" seqread read 1M 1
@@ -332,6 +337,13 @@ run_all() {
 	run_fio "$fs" randread1 randread 4k 1
 	run_fio "$fs" randread2 randread 4k 2
 	rm -f "$MNT/data"
+}
+
+run_all() {
+	local fs=$1
+	if [ "$META_ONLY" = 0 ]; then
+		run_io "$fs"
+	fi
 	if [ "$fs" = passthrough_ll ] && [ "$PT_NOFILE" -lt $((NFILES + 4096)) ]; then
 		# passthrough_ll keeps an O_PATH descriptor for every inode the
 		# kernel caches: it cannot hold NFILES files under this limit

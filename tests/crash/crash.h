@@ -161,7 +161,16 @@ extern unsigned nsnaps;
 extern unsigned frag_made, frag_freed;
 #define MAX_HELD 4
 extern struct mfs_ino *held[MAX_HELD]; /* unlinked files still referenced */
+/*
+ * How each is held: HELD_OPEN a user (an open file: the orphan path), HELD_PIN
+ * a pin only (the kernel knows it, nobody has it open: freed by the unlink's
+ * transaction), HELD_BOTH (freed when the user goes, the pin stays).
+ */
+enum { HELD_OPEN, HELD_PIN, HELD_BOTH };
+extern int held_kind[MAX_HELD];
 extern unsigned nheld;
+/* Drop what held[@t] holds (close and forget) and take it off the list. */
+void held_drop(unsigned t);
 extern struct mfs *wfs; /* the workload's mount */
 
 /* Record that file @f was synced when the log had @F entries. */

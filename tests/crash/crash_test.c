@@ -15,7 +15,8 @@
  *     values, 1 KiB to 64 KiB out of line, set, replaced or removed),
  *     renames of files and
  *     directories, unlinks, rmdirs, batches of long names that split and merge
- *     directory trees, unlinks of files held open (orphans), fsyncs of single
+ *     directory trees, unlinks of files held open (orphans), pinned as the daemon pins
+ *     what the kernel knows (freed at once), or both, fsyncs of single
  *     files, syncs of the whole fs, and the final unmount) runs against an
  *     in-memory model.  Every 100 ops (300 in --long) it also makes a
  *     fragmented file (40 one-block extents at every other block, 150 in
@@ -482,7 +483,7 @@ int main(int argc, char **argv)
 		GROW(ops, nops, capops);
 		ops[nops++] = (struct op){.lstart = lstart, .desc = "close, unmount"};
 		while (nheld)
-			mfs_iput(wfs, held[--nheld]);
+			held_drop(nheld - 1);
 		for (f = 0; f < nfiles; f++) {
 			struct mfs_ino *ip;
 

@@ -27,7 +27,19 @@ static unsigned name_ctr;
 static int fsync_file; /* the file of the last fsync op (or fragmented file made) */
 unsigned frag_made, frag_freed;
 struct mfs_ino *held[MAX_HELD];
+int held_kind[MAX_HELD];
 unsigned nheld;
+
+void held_drop(unsigned t)
+{
+	if (held_kind[t] != HELD_PIN)
+		mfs_iput(wfs, held[t]);
+	if (held_kind[t] != HELD_OPEN)
+		mfs_iunpin(wfs, held[t]);
+	held[t] = held[nheld - 1];
+	held_kind[t] = held_kind[nheld - 1];
+	nheld--;
+}
 
 struct mfs *wfs;
 
@@ -604,29 +616,45 @@ static bool do_op(unsigned kind, size_t lstart)
 		         off, len);
 		return true;
 	}
-	case 22: { /* unlink a file held open (mfs_iget): the orphan list */
-		struct mfs_ino *ip;
+	case 22: { /* unlink a file held open (orphan list) or only pinned (freed at once) */
+		static const char *const how[] = {"held open", "pinned", "held open and pinned"};
+		struct mfs_ino *ip, *ip2;
+		int kind = (int)rnd(3);
 
 		if (nheld == MAX_HELD || (e = pick_entry(E_FILE)) < 0 ||
 		    files[ents[e].idx].nlinks != 1)
 			return false;
 		f = ents[e].idx;
 		CHK(mfs_iget(wfs, files[f].ino, &ip), "iget");
-		CHK(mfs_unlink(wfs, dirs[ents[e].dir].ino, ents[e].name), "unlink open");
-		held[nheld++] = ip;
+		if (kind != HELD_OPEN) { /* a kernel lookup: the daemon's pin */
+			CHK(mfs_iget(wfs, files[f].ino, &ip2), "iget");
+			mfs_ipin(wfs, ip2);
+			if (kind == HELD_PIN)
+				mfs_iput(wfs, ip);
+		}
+		CHK(mfs_unlink(wfs, dirs[ents[e].dir].ino, ents[e].name), "unlink held");
+		held[nheld] = ip;
+		held_kind[nheld++] = kind;
 		ents[e].live = false;
 		file_unlinked(f, lstart);
-		snprintf(op->desc, sizeof(op->desc), "unlink %s (ino %" PRIu64 ") held open",
-		         ents[e].name, files[f].ino);
+		snprintf(op->desc, sizeof(op->desc), "unlink %s (ino %" PRIu64 ") %s", ents[e].name,
+		         files[f].ino, how[kind]);
 		return true;
 	}
-	case 23: /* close a held file: it is freed */
+	case 23: /* close (freed unless pinned only) or forget a held file */
 		if (!nheld)
 			return false;
 		t = (int)rnd(nheld);
-		snprintf(op->desc, sizeof(op->desc), "close unlinked ino %" PRIu64, held[t]->ino);
-		mfs_iput(wfs, held[t]);
-		held[t] = held[--nheld];
+		if (held_kind[t] == HELD_BOTH) {
+			snprintf(op->desc, sizeof(op->desc), "close unlinked pinned ino %" PRIu64,
+			         held[t]->ino);
+			mfs_iput(wfs, held[t]);
+			held_kind[t] = HELD_PIN;
+			return true;
+		}
+		snprintf(op->desc, sizeof(op->desc), "%s unlinked ino %" PRIu64,
+		         held_kind[t] == HELD_PIN ? "forget" : "close", held[t]->ino);
+		held_drop((unsigned)t);
 		return true;
 	case 24: { /* a fragmented file: frag_ext one-block extents at every other block, fsync'ed
 		    */

@@ -4,7 +4,9 @@
  * a race detector (ThreadSanitizer) watching the daemon and for the data
  * itself.  Each worker loops over random operations on files shared by all
  * workers and on files of its own: pread, pwrite, ftruncate, fallocate (plain,
- * KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE), fsync, rename and unlink; one more
+ * KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE), fsync, rename, unlink and hard links
+ * (so that two names of one inode are unlinked at once, and opens race the
+ * unlink that frees an inode nobody has open); one more
  * thread runs the recovery ioctls (recovery read, bad ranges, block map,
  * statistics) on the same files.  Every byte ever written at file offset o is
  * pat(o), whatever the file, so every byte read must be pat(o) or zero (a
@@ -69,7 +71,11 @@ static void name_of(char *buf, size_t len, int worker, unsigned i)
 		snprintf(buf, len, "%s/w%d-%u", mnt, worker, i);
 }
 
-/* Errors a racing namespace operation may cause (the file renamed or unlinked meanwhile). */
+/*
+ * Errors a racing namespace operation may cause (the file renamed or unlinked
+ * meanwhile).  link(2)'s EEXIST (the new name taken meanwhile) is checked
+ * where it is called.
+ */
 static bool racy(int err)
 {
 	return err == ENOENT;
@@ -132,6 +138,12 @@ static void worker_op(int id, unsigned *seed, uint8_t *buf)
 	if (op < 7) {
 		if (unlink(path) && !racy(errno))
 			bad("%s: unlink: %s", path, strerror(errno));
+		return;
+	}
+	if (op < 9) { /* a second name for the same inode, in the same set */
+		name_of(path2, sizeof(path2), shared ? -1 : id, rnd(seed, shared ? SHARED : OWN));
+		if (link(path, path2) && !racy(errno) && errno != EEXIST)
+			bad("%s: link: %s", path, strerror(errno));
 		return;
 	}
 	fd = open(path, O_RDWR | O_CREAT, 0644);

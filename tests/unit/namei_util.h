@@ -24,6 +24,7 @@ extern struct mfs *fs;
 void namei_ops_tests(TCase *tc);
 void namei_readdir_tests(TCase *tc, TCase *big);
 void namei_persist_tests(TCase *tc);
+void namei_unlink_tests(TCase *tc);
 
 /* readdir into a list of names (with their cookies), optionally stopping after @max. */
 struct listing {

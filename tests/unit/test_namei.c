@@ -10,10 +10,13 @@
  * once, delete; readdir cursors stable across inserts and deletes;
  * persistence across unmount/mount; inode exhaustion and recovery; an
  * unlinked open inode freed at its last reference, or after a crash by the
- * orphan list at the next mount; read-only mounts refuse changes and write
- * nothing. *
+ * orphan list at the next mount; the last unlink of an inode that is only
+ * pinned (the daemon's lookups) freed in its own transaction, without the
+ * orphan tree (test_namei_unlink.c); read-only mounts refuse changes and
+ * write nothing.
+ *
  * This file makes the suite; the tests are in test_namei_ops.c,
- * test_namei_readdir.c and test_namei_persist.c, their set-up and helpers in
+ * test_namei_readdir.c, test_namei_persist.c and test_namei_unlink.c, their set-up and helpers in
  * namei_util.c / namei_util.h.
  */
 #include <check.h>
@@ -31,6 +34,7 @@ static Suite *namei_suite(void)
 	namei_ops_tests(tc);
 	namei_readdir_tests(tc, big);
 	namei_persist_tests(tc);
+	namei_unlink_tests(tc);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(big, setup, teardown);
