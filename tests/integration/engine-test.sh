@@ -1,0 +1,58 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The block engine at work under the filesystem, read from its per-queue
+# counters (`mendctl stats --json`): `engine-test.sh NAME` with the built
+# programs named by $MENDFS, $MKFS_MENDFS and $MENDCTL.
+#
+#   merge    a sequential write of 1 MiB writes: its bios (128 KiB) merge
+#            into requests (up to 1 MiB): merges > 0, more bios than plug
+#            flushes, and every bio accounted as a request or a merge
+#
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3).
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+name=${1:?usage: engine-test.sh NAME}
+need_progs MENDFS MKFS_MENDFS MENDCTL
+need_root_fuse
+need_cmds python3
+work_init engine /dev/shm
+
+mkfs_mendfs -f "$IMG" 256M
+snap() { "$MENDCTL" stats --json "$MNT" || fail "mendctl stats"; }
+# delta BEFORE AFTER PYTHON-ASSERTS: run the asserts with d(key) (summed over
+# the queues) and q (the queues after)
+delta() {
+	python3 - "$1" "$2" "$3" <<'PY' || fail "$step: counters: $2"
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+def s(j, k): return sum(q[k] for q in j["queues"])
+def d(k): return s(b, k) - s(a, k)
+q = b["queues"]
+print(f"{sys.argv[0]}: " + " ".join(f"{k}={d(k)}" for k in
+      ("ios", "requests", "merges", "plug_flushes", "dispatch_batches")))
+exec(sys.argv[3])
+PY
+}
+
+case $name in
+merge)
+	step=seqwrite
+	mount_fg
+	a=$(snap)
+	dd if=/dev/zero of="$MNT/seq" bs=1M count=32 conv=fsync status=none || fail "dd"
+	b=$(snap)
+	delta "$a" "$b" '
+assert d("merges") >= 32 * 4, "a 1 MiB write of contiguous blocks must merge"
+assert d("ios") >= 32 * 8, "1 MiB writes are cut into 128 KiB bios"
+assert d("ios") > 4 * d("plug_flushes"), "several bios per plug"
+for x in q:
+    assert x["ios"] == x["requests"] + x["merges"], x
+'
+	umount_fg
+	;;
+*)
+	fail "unknown test $name"
+	;;
+esac
