@@ -8,8 +8,12 @@
 #   merge    a sequential write of 1 MiB writes: its bios (128 KiB) merge
 #            into requests (up to 1 MiB): merges > 0, more bios than plug
 #            flushes, and every bio accounted as a request or a merge
+#   faults   4 KiB writes in random order into a fresh sparse file (every one
+#            a fresh page of the image's mapping) cost the daemon fewer than
+#            0.25 page faults each (perf stat -e page-faults; about 1 when the
+#            first store into every page faults)
 #
-# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3).
+# Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3, no perf).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -50,6 +54,35 @@ assert d("ios") > 4 * d("plug_flushes"), "several bios per plug"
 for x in q:
     assert x["ios"] == x["requests"] + x["merges"], x
 '
+	umount_fg
+	;;
+faults)
+	step=randwrite-fresh
+	need_cmds perf
+	mount_fg
+	# warm the daemon's threads and allocator on another file first
+	dd if=/dev/zero of="$MNT/warm" bs=4k count=256 status=none || fail "dd"
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644); os.ftruncate(fd, 32 << 20)' "$MNT/f" ||
+		fail "truncate"
+	# page faults taken by the daemon's threads (perf's software event: not the
+	# pages populated by madvise, which /proc/PID/stat counts as minor faults)
+	perf stat -x, -e page-faults -p "$DPID" -o "$WORK/stat" &
+	ppid=$!
+	sleep 0.5
+	python3 - "$MNT/f" <<'PY' || fail "writes"
+import os, random, sys
+buf = b"x" * 4096
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for o in random.Random(15).sample(range(8192), 8192):
+    os.pwrite(fd, buf, o * 4096)
+os.close(fd)
+PY
+	kill -INT $ppid
+	wait $ppid || true
+	f=$(awk -F, '/page-faults/ { printf "%.3f", $1 / 8192 }' "$WORK/stat")
+	echo "page faults per fresh 4 KiB write: $f"
+	[ -n "$f" ] || fail "no perf figure: $(cat "$WORK/stat")"
+	awk -v f="$f" 'BEGIN { exit !(f < 0.25) }' || fail "$f page faults per write (at most 0.25)"
 	umount_fg
 	;;
 *)
