@@ -64,6 +64,12 @@ struct mfs_mount_opts {
 	bool recount;
 	unsigned atime; /* MFS_ATIME_* of atime.h; 0: relatime */
 	/*
+	 * The engine's hardware queues (0: 1; at most BLK_MAX_HW_QUEUES): one per
+	 * thread that submits I/O at once, so that threads never share a queue
+	 * (the engine gives its n-th live thread queue n modulo this).
+	 */
+	unsigned hw_queues;
+	/*
 	 * Test knob (-o fault_inject): fail device operation fault_nth (1-based;
 	 * 0: count only), with fault_dying every one from it on (blk_dev_set_fault).
 	 */

@@ -139,6 +139,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	cfg.flags = (opts->read_only ? BLK_CFG_READONLY : 0) | (opts->exclusive ? BLK_CFG_EXCL : 0);
 	/* requests larger than the data path's bios, so that they merge (fio.h) */
 	cfg.max_sectors = RQ_MAX_BLOCKS * MFS_SECTORS_PER_BLOCK;
+	cfg.nr_hw_queues = opts->hw_queues;
 	ret = blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg));
 	if (ret) {
 		fs->dev = NULL;

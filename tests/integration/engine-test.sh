@@ -12,6 +12,12 @@
 #            a fresh page of the image's mapping) cost the daemon fewer than
 #            0.25 page faults each (perf stat -e page-faults; about 1 when the
 #            first store into every page faults)
+#   queues   two writer threads (random 4 KiB writes to two files at once)
+#            are served by two FUSE worker threads, each with its own
+#            hardware queue: no queue carries more than 3/4 of the write
+#            bios and a second one at least 1/10 (all go to one queue when the
+#            threads share it), and the daemon has one queue per worker thread
+#            plus two (-o threads=4: 6)
 #
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3, no perf).
 set -eu
@@ -83,6 +89,35 @@ PY
 	echo "page faults per fresh 4 KiB write: $f"
 	[ -n "$f" ] || fail "no perf figure: $(cat "$WORK/stat")"
 	awk -v f="$f" 'BEGIN { exit !(f < 0.25) }' || fail "$f page faults per write (at most 0.25)"
+	umount_fg
+	;;
+queues)
+	step=two-writers
+	mount_fg threads=4
+	a=$(snap)
+	python3 - "$MNT" <<'PY' || fail "writes"
+import os, random, sys, threading
+def writer(i):
+    buf = b"x" * 4096
+    fd = os.open(f"{sys.argv[1]}/w{i}", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.ftruncate(fd, 16 << 20)
+    r = random.Random(i)
+    for _ in range(3000):
+        os.pwrite(fd, buf, r.randrange(4096) * 4096)
+    os.close(fd)
+ts = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+for t in ts: t.start()
+for t in ts: t.join()
+PY
+	b=$(snap)
+	delta "$a" "$b" '
+assert len(q) == 6, f"{len(q)} hardware queues with threads=4, not 6"
+w = [x["ios"] for x in q]
+w0 = [x["ios"] for x in json.loads(sys.argv[1])["queues"]]
+dw = sorted((y - x for x, y in zip(w0, w)), reverse=True)
+print("write bios per queue:", dw)
+assert dw[0] <= sum(dw) * 3 // 4 and dw[1] >= sum(dw) // 10, f"the writers share a queue: {dw}"
+'
 	umount_fg
 	;;
 *)
