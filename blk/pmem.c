@@ -4,8 +4,9 @@
  * pmem_setup.c): the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
- * data path, with one exception: on a page-cache mapping (an image file) a
- * store of 64 KiB or more is a pwrite(2) (see pmem_store).
+ * data path, with two exceptions on a page-cache mapping (an image file): a
+ * store of 64 KiB or more is a pwrite(2) (see pmem_store), and the first
+ * store into a 64 KiB chunk populates it with one madvise(2) (pmem_populate).
  *
  * Durability follows the mapping's store granularity (docs/DESIGN.md):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
