@@ -90,6 +90,13 @@ struct mfs_ino {
 	/* an access before this time moves no atime; 0 when the inode is written (atime.c) */
 	_Atomic int64_t atime_quiet_until;
 	struct mfs_ino *atime_prev, *atime_next; /* fs->atime_lock */
+	/*
+	 * The last write through the slow path allocated (or converted unwritten)
+	 * blocks: the next write skips the overwrite fast path, whose map lookup
+	 * would likely find a hole and give up.  A hint only (either path is
+	 * correct for any write), read and written without a lock (write.c).
+	 */
+	_Atomic bool allocating;
 };
 
 /*
