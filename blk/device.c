@@ -18,8 +18,6 @@
 
 #include "blk_internal.h"
 
-#define BLK_MAX_HW_QUEUES 64
-
 static _Atomic uint64_t blk_next_dev_id = 1; /* keys the thread-local context cache */
 
 int blk_dev_register_buffer(struct blk_dev *dev, void *addr, size_t len)

@@ -4,8 +4,9 @@
  * pmem_setup.c): the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
- * data path, with one exception: on a page-cache mapping (an image file) a
- * store of 64 KiB or more is a pwrite(2) (see pmem_store).
+ * data path, with two exceptions on a page-cache mapping (an image file): a
+ * store of 64 KiB or more is a pwrite(2) (see pmem_store), and the first
+ * store into a 64 KiB chunk populates it with one madvise(2) (pmem_populate).
  *
  * Durability follows the mapping's store granularity (docs/DESIGN.md):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -173,6 +174,45 @@ static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, 
                       uint64_t *failed_at);
 
 /*
+ * The first store into a 64 KiB chunk of an image's mapping populates the
+ * chunk's page tables writable (madvise MADV_POPULATE_WRITE: on tmpfs the
+ * pages are allocated, on a disk file their blocks reserved), so that the
+ * stores into its 16 pages take one syscall instead of a page fault each (a
+ * fault per fresh page is also a trip through the process's mm, which
+ * serialises the submitting threads).  Lazy and bounded: a mount populates
+ * nothing, and a store makes resident at most the rest of its chunk (a sparse
+ * image stays sparse in 64 KiB units), whatever the image's size.  A failure
+ * (a page protected for poison, a full tmpfs) marks the chunk all the same:
+ * its stores then fault page by page as without this.  Returns nothing.
+ */
+static __attribute__((noinline)) void pmem_populate(struct pmem_dev *pd, uint64_t c, uint64_t last)
+{
+	for (; c <= last; c++) {
+		_Atomic uint64_t *w = &pd->populated[c >> 6];
+		uint64_t bit = 1ull << (c & 63), off = c << PMEM_CHUNK_SHIFT;
+		size_t len = (size_t)1 << PMEM_CHUNK_SHIFT;
+
+		if (atomic_load_explicit(w, memory_order_relaxed) & bit)
+			continue;
+		if (off + len > pd->map_size)
+			len = pd->map_size - off; /* madvise rounds up to the page */
+		/* before Linux 5.14, EINVAL: one failed call per chunk, then faults */
+		(void)madvise(pd->addr + off, len, MADV_POPULATE_WRITE);
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	}
+}
+
+static inline void pmem_prepare_store(struct pmem_dev *pd, uint64_t off, size_t len)
+{
+	uint64_t c = off >> PMEM_CHUNK_SHIFT, last = (off + len - 1) >> PMEM_CHUNK_SHIFT;
+
+	if (pd->populated && len &&
+	    (c != last || !(atomic_load_explicit(&pd->populated[c >> 6], memory_order_relaxed) &
+	                    (1ull << (c & 63)))))
+		pmem_populate(pd, c, last);
+}
+
+/*
  * Store on the fast path; durability as described at the top.  Returns 1
  * when the bytes went through the mapping, 0 through the file descriptor,
  * or -errno.
@@ -184,6 +224,7 @@ static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src,
 	if (pd->page_gran) {
 		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
 			return pmem_fd_io(pd, off, (void *)src, len, true, &failed_at);
+		pmem_prepare_store(pd, off, len);
 		memcpy(pd->addr + off, src, len);
 	} else {
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
@@ -193,10 +234,12 @@ static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src,
 
 static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
 {
-	if (pd->page_gran)
+	if (pd->page_gran) {
+		pmem_prepare_store(pd, off, len);
 		memset(pd->addr + off, 0, len);
-	else
+	} else {
 		pd->memset_fn(pd->addr + off, 0, len, PMEM2_F_MEM_NODRAIN);
+	}
 }
 
 /* ---- the fast path ---------------------------------------------------- */

@@ -34,6 +34,13 @@ struct pmem_dev {
 	size_t nr_dirty_words;
 	/* a pwrite() to the fd since the last fdatasync() */
 	atomic_bool fd_dirty;
+	/*
+	 * An image file (page granularity, not devdax, writable): 64 KiB chunks of
+	 * the mapping populated writable by madvise(MADV_POPULATE_WRITE) at the
+	 * first store into them (pmem_populate), so that a store takes no page
+	 * fault per page.  NULL when not used (or the kernel lacks it).
+	 */
+	_Atomic uint64_t *populated;
 
 	/* emulation: bit per page, set while the page is PROT_NONE because of poison */
 	pthread_mutex_t emul_lock; /* serialises protection changes and fault classification */

@@ -189,6 +189,7 @@ static void pmem_free(struct pmem_dev *pd)
 	if (pd->fd >= 0)
 		close(pd->fd);
 	free(pd->dirty);
+	free(pd->populated);
 	free(pd->prot);
 	pthread_mutex_destroy(&pd->emul_lock);
 	free(pd);
@@ -302,6 +303,9 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 
 		pd->nr_dirty_words = (chunks + 63) / 64;
 		pd->dirty = calloc(pd->nr_dirty_words, sizeof(*pd->dirty));
+		/* same unit as the dirty bitmap; no memory given up if it fails */
+		if (!pd->devdax && !pd->ro)
+			pd->populated = calloc(pd->nr_dirty_words, sizeof(*pd->populated));
 	}
 	pd->nr_pages = ((pd->map_size - 1) >> pd->page_shift) + 1;
 	if (pd->emulate)

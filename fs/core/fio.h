@@ -19,8 +19,17 @@
 
 #include "fmap.h"
 
-#define BIO_MAX_BLOCKS 256u /* 1 MiB per bio */
+/*
+ * Bios and requests: the data path cuts its I/O into bios of at most
+ * BIO_MAX_BLOCKS (128 KiB) and opens the engine with a request limit of
+ * RQ_MAX_BLOCKS (1 MiB, the largest FUSE write), so that the bios of one
+ * contiguous extent merge in the plug into requests of up to 1 MiB.  With a
+ * bio as large as the request limit nothing could ever merge.
+ */
+#define BIO_MAX_BLOCKS 32u  /* 128 KiB per bio */
+#define RQ_MAX_BLOCKS  256u /* 1 MiB per request: mfs_mount's cfg.max_sectors */
 #define FIO_BATCH      128u
+_Static_assert(BIO_MAX_BLOCKS < RQ_MAX_BLOCKS, "bios must be able to merge into a request");
 
 /*
  * A batch of bios, queued by fio_submit and submitted under one plug by

@@ -64,6 +64,12 @@ struct mfs_mount_opts {
 	bool recount;
 	unsigned atime; /* MFS_ATIME_* of atime.h; 0: relatime */
 	/*
+	 * The engine's hardware queues (0: 1; at most BLK_MAX_HW_QUEUES): one per
+	 * thread that submits I/O at once, so that threads never share a queue
+	 * (the engine gives its n-th live thread queue n modulo this).
+	 */
+	unsigned hw_queues;
+	/*
 	 * Test knob (-o fault_inject): fail device operation fault_nth (1-based;
 	 * 0: count only), with fault_dying every one from it on (blk_dev_set_fault).
 	 */
@@ -92,6 +98,13 @@ struct mfs_ino {
 	/* an access before this time moves no atime; 0 when the inode is written (atime.c) */
 	_Atomic int64_t atime_quiet_until;
 	struct mfs_ino *atime_prev, *atime_next; /* fs->atime_lock */
+	/*
+	 * The last write through the slow path allocated (or converted unwritten)
+	 * blocks: the next write skips the overwrite fast path, whose map lookup
+	 * would likely find a hole and give up.  A hint only (either path is
+	 * correct for any write), read and written without a lock (write.c).
+	 */
+	_Atomic bool allocating;
 };
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "atime.h"
+#include "fio.h"
 #include "mfs_int.h"
 
 #define MFS_DEFAULT_CACHE_BLOCKS 32768u
@@ -136,6 +137,9 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	cfg.badblocks_path = opts->badblocks;
 	cfg.latent_path = opts->latent;
 	cfg.flags = (opts->read_only ? BLK_CFG_READONLY : 0) | (opts->exclusive ? BLK_CFG_EXCL : 0);
+	/* requests larger than the data path's bios, so that they merge (fio.h) */
+	cfg.max_sectors = RQ_MAX_BLOCKS * MFS_SECTORS_PER_BLOCK;
+	cfg.nr_hw_queues = opts->hw_queues;
 	ret = blk_dev_open(&cfg, &fs->dev, msg, sizeof(msg));
 	if (ret) {
 		fs->dev = NULL;

@@ -166,6 +166,15 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		if (end > b1 * BS)
 			end = b1 * BS;
 	}
+	{
+		bool alloc = false;
+
+		for (i = 0; i < nseg; i++)
+			alloc |= seg[i].kind != SEG_MAPPED;
+		/* written only when it changes: writers of one file share its line */
+		if (atomic_load_explicit(&ip->allocating, memory_order_relaxed) != alloc)
+			atomic_store_explicit(&ip->allocating, alloc, memory_order_relaxed);
+	}
 	if (nseg == 0 || end <= pos) {
 		ret = -ENOSPC; /* the first allocation failed */
 		*stop = MFS_SPACE_DATA;
@@ -404,7 +413,8 @@ ssize_t mfs_write_ip(struct mfs *fs, struct mfs_ino *ip, const void *buf, size_t
 		len = (size_t)(MAX_FILE_SIZE - (uint64_t)off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	if (!flags) {
+	/* not after an allocating write: a write into a sparse file likely allocates too */
+	if (!flags && !atomic_load_explicit(&ip->allocating, memory_order_relaxed)) {
 		ret = overwrite_fast(fs, ip, src, (uint64_t)off, len);
 		if (ret)
 			return ret;

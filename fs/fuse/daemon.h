@@ -31,6 +31,7 @@
 #include "node_table.h"
 
 #define MFSD_MAX_WRITE       (1u << 20) /* bytes per write request (FUSE_MAX_PAGES) */
+#define MFSD_DEFAULT_THREADS 10         /* worker threads without -o threads: libfuse's default */
 #define MFSD_DEFAULT_TIMEOUT 1.0
 #define MFSD_DEFAULT_COMMIT  5u /* seconds between periodic journal commits */
 

@@ -67,6 +67,18 @@ static int abs_file_option(const char *name, const char **path, char **owned)
 	return 0;
 }
 
+/*
+ * The engine's hardware queues: one per FUSE worker thread, plus the main
+ * thread's (mount, unmount) and the commit thread's, so that no two threads
+ * that submit I/O at once share a submission queue (docs/DESIGN.md §4).
+ */
+static unsigned mfsd_hw_queues(unsigned threads)
+{
+	unsigned n = (threads ? threads : MFSD_DEFAULT_THREADS) + 2;
+
+	return n < BLK_MAX_HW_QUEUES ? n : BLK_MAX_HW_QUEUES;
+}
+
 int main(int argc, char **argv)
 {
 	struct mfsd_opts o;
@@ -136,6 +148,7 @@ int main(int argc, char **argv)
 	mo.latent = o.latent;
 	mo.exclusive = true;
 	mo.atime = o.atime;
+	mo.hw_queues = mfsd_hw_queues(o.threads);
 	mo.fault_inject = o.fault_inject;
 	mo.fault_nth = o.fault_nth;
 	mo.fault_dying = o.fault_dying;

@@ -157,11 +157,13 @@ enum blk_backend_type {
 #define BLK_CFG_EXCL      (1u << 4) /* take an exclusive lock on the device (flock) */
 #define BLK_CFG_NO_POISON (1u << 5) /* do not load any badblocks source */
 
+#define BLK_MAX_HW_QUEUES 64
+
 struct blk_dev_config {
 	enum blk_backend_type backend;
 	const char *path;           /* device or image; NULL for the null backend */
 	uint64_t size;              /* null backend: capacity in bytes (default 1 TiB) */
-	unsigned nr_hw_queues;      /* 0: 1 */
+	unsigned nr_hw_queues;      /* 0: 1, at most BLK_MAX_HW_QUEUES */
 	unsigned queue_depth;       /* tags per hardware queue, 0: 128, at most 4096 */
 	unsigned max_sectors;       /* largest request, 0: 256 (128 KiB) */
 	unsigned max_segments;      /* 0: 128 */

@@ -15,7 +15,9 @@
 # MENDCTL defaults to BUILD's; give a newer one to read an older daemon.
 # Workloads: create (3000 empty files, an fsync of the directory every 10:
 # commit-heavy), seqwrite (64 MiB, 1 MiB writes, fsync), randwrite (4000 x
-# 4 KiB at random block offsets of a 64 MiB file, fsync).
+# 4 KiB at random block offsets of a 64 MiB file, fsync), randwrite2 (the
+# same by two threads at once, each on its own file: bios_per_queue shows
+# which hardware queues served them).
 set -euo pipefail
 B=${1:?usage: fs-engine-counters.sh BUILD [MENDCTL]}
 MC=${2:-$B/fs/mendctl/mendctl}
@@ -53,6 +55,9 @@ if "queues" in a and "queues" in b:
     db = s("dispatch_batches", b) - s("dispatch_batches", a)
     line += f" plug_flushes={pf} dispatch_batches={db}"
     line += f" avg_batch={req / db:.2f}" if db else " avg_batch=-"
+    if len(b["queues"]) == len(a["queues"]):
+        per = [y["ios"] - x["ios"] for x, y in zip(a["queues"], b["queues"])]
+        line += " bios_per_queue=" + ",".join(map(str, per))
 line += f" commits={d('commits')} checkpoints={d('checkpoints')}"
 line += f" meta_writes={d('meta_writes')}"
 print(line)
@@ -92,3 +97,22 @@ os.close(fd)
 PY
 b=$(snap)
 report randwrite "$a" "$b"
+
+a=$(snap)
+python3 - "$MNT" <<'PY'
+import os, random, sys, threading
+def writer(i):
+    fd = os.open(f"{sys.argv[1]}/rand2-{i}", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.ftruncate(fd, 64 << 20)
+    r = random.Random(15 + i)
+    buf = b"x" * 4096
+    for _ in range(4000):
+        os.pwrite(fd, buf, r.randrange(16384) * 4096)
+    os.fsync(fd)
+    os.close(fd)
+ts = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+for t in ts: t.start()
+for t in ts: t.join()
+PY
+b=$(snap)
+report randwrite2 "$a" "$b"

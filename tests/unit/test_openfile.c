@@ -136,6 +136,51 @@ START_TEST(test_overwrite_fast)
 }
 END_TEST
 
+/*
+ * An allocating write makes the next write skip the overwrite fast path (a
+ * hint: its lookup would find a hole); a write through the slow path that
+ * allocates nothing clears it.  The data is right whichever path runs.
+ */
+START_TEST(test_allocating_hint)
+{
+	uint64_t ino = fixture_file("hint");
+	uint8_t *data = calloc(64, BS), blk[BS];
+	struct mfs_ino *ip;
+
+	ck_assert_int_eq(truncate_to(ino, 64 * BS), 0);
+	ck_assert_int_eq(mfs_iget(fs, ino, &ip), 0);
+	ck_assert(!atomic_load(&ip->allocating));
+	fill(blk, BS, 1);
+	memcpy(data + 10 * BS, blk, BS);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, blk, BS, 10 * BS, 0), BS); /* a hole: allocates */
+	ck_assert(atomic_load(&ip->allocating));
+	fill(blk, BS, 2);
+	memcpy(data + 10 * BS, blk, BS);
+	/* the slow path (the hint), allocating nothing */
+	ck_assert_int_eq(mfs_write_ip(fs, ip, blk, BS, 10 * BS, 0), BS);
+	ck_assert(!atomic_load(&ip->allocating));
+	fill(blk, BS, 3);
+	memcpy(data + 10 * BS, blk, BS);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, blk, BS, 10 * BS, 0), BS); /* fast path */
+	ck_assert(!atomic_load(&ip->allocating));
+	/* unwritten (fallocated) blocks count as allocating too */
+	ck_assert_int_eq(mfs_fallocate(fs, ino, 0, 30 * BS, BS), 0);
+	fill(blk, BS, 4);
+	memcpy(data + 30 * BS, blk, BS);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, blk, BS, 30 * BS, 0), BS);
+	ck_assert(atomic_load(&ip->allocating));
+	fill(blk, BS, 5);
+	memcpy(data + 20 * BS, blk, BS);
+	ck_assert_int_eq(mfs_write_ip(fs, ip, blk, BS, 20 * BS, 0), BS);
+	ck_assert(atomic_load(&ip->allocating));
+	mfs_iput(fs, ip);
+	check_read(ino, data, 64 * BS, 0);
+	fixture_remount();
+	check_read(ino, data, 64 * BS, 0);
+	free(data);
+}
+END_TEST
+
 struct owctx {
 	uint64_t ino;
 	unsigned id;
@@ -215,6 +260,7 @@ int main(void)
 	tcase_add_test(tc, test_ip_calls);
 	tcase_add_test(tc, test_overwrite_fast);
 	tcase_add_test(tc, test_overwrite_vs_truncate);
+	tcase_add_test(tc, test_allocating_hint);
 	suite_add_tcase(s, tc);
 	return fixture_run(s);
 }
