@@ -14,6 +14,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "events.h"
 #include "mendfs/ioctl.h"
 #include "mfs_recovery.h"
 #include "ops.h"
@@ -321,6 +322,16 @@ static int ioc_remount(const struct ioc_call *c, void *arg)
 	return ret;
 }
 
+/* Damage events (events.c): may wait up to MENDFS_EV_WAIT_MAX for one. */
+static int ioc_events(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_events *a = arg;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved))
+		return -EINVAL;
+	return mfsd_ioc_events(c->d->fs, fuse_req_ctx(c->req)->uid, a);
+}
+
 /* Every ioctl the daemon knows; its struct's size is in the number (_IOC_SIZE). */
 static const struct {
 	unsigned cmd;
@@ -335,6 +346,7 @@ static const struct {
         {MENDFS_IOC_RECOVERY_WRITE, ioc_recovery_write},
         {MENDFS_IOC_QUEUE_STATS, ioc_queue_stats},
         {MENDFS_IOC_REMOUNT, ioc_remount},
+        {MENDFS_IOC_EVENTS, ioc_events},
 };
 
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
