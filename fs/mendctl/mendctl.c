@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "events.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
 #include "mfs_cli.h"
@@ -48,6 +49,7 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] show DEVICE\n"
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
 	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
+	           "       mendctl [--json] events MOUNTPOINT [--from SEQ] [--no-follow]\n"
 	           "       mendctl -V|--version|-h|--help\n");
 }
 
@@ -826,7 +828,11 @@ int main(int argc, char **argv)
 	        {"show", 1, "DEVICE", false},
 	        {"label", 1, "DEVICE [NEW-LABEL]", true},
 	        {"uuid", 1, "DEVICE [NEW-UUID|random]", true},
+	        {"events", 1, "MOUNTPOINT [--from SEQ] [--no-follow]", false},
 	};
+	const char *from = NULL; /* events only: --from SEQ */
+	bool no_follow = false;  /* events only */
+	uint64_t from_seq = 0;
 	const char *arg[4];
 	int n = 0, ret;
 	size_t c;
@@ -844,6 +850,16 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
 			return mfs_cli_version("mendctl");
+		if (!strcmp(argv[i], "--no-follow")) {
+			no_follow = true;
+			continue;
+		}
+		if (!strcmp(argv[i], "--from")) {
+			if (++i == argc)
+				return usage_error("--from needs a sequence number");
+			from = argv[i];
+			continue;
+		}
 		if (argv[i][0] == '-' && argv[i][1])
 			return usage_error("unrecognized option '%s'", argv[i]);
 		if (n == 4)
@@ -859,6 +875,10 @@ int main(int argc, char **argv)
 		return usage_error("unknown command '%s'", arg[0]);
 	if (n - 1 != cmds[c].nargs && !(cmds[c].opt && n - 1 == cmds[c].nargs + 1))
 		return usage_error("%s takes %s", cmds[c].name, cmds[c].args);
+	if ((from || no_follow) && strcmp(cmds[c].name, "events"))
+		return usage_error("--from and --no-follow are options of events");
+	if (from && !parse_u64(from, &from_seq))
+		return usage_error("--from takes a sequence number, not '%s'", from);
 	switch (c) {
 	case 0:
 		ret = cmd_badranges(arg[1]);
@@ -880,6 +900,9 @@ int main(int argc, char **argv)
 		break;
 	case 6:
 		ret = cmd_show(arg[1]);
+		break;
+	case 9:
+		ret = mendctl_events(arg[1], from_seq, !no_follow, json);
 		break;
 	default:
 		ret = cmd_label_uuid(c == 8, arg[1], n > 2 ? arg[2] : NULL);
