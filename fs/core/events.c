@@ -3,8 +3,8 @@
  * The damage event ring (mfs_events.h): posting (the engine's poison
  * notifier, meta.c's twin reads), reading with a bounded wait, and the lazy
  * resolution of owners by the first reader.  Calls the engine (to attach the
- * notifier) and events_resolve.c, through mfs_events_resolve, outside the
- * ring's lock.
+ * notifier) and the owner lookup (events_resolve.c) only through the
+ * ev->resolve hook mount.c sets, outside the ring's lock.
  *
  * Locking: resolve_lock -> lock.  Posting takes only lock (it runs under the
  * engine's poison lock and under metadata buffer locks): it never allocates
@@ -150,8 +150,8 @@ static void events_resolve_pending(struct mfs *fs)
 			tmp[i] = ev->ring[(s0 + i) % MFS_EVENTS_RING];
 	pthread_mutex_unlock(&ev->lock);
 
-	if (tmp)
-		mfs_events_resolve(fs, tmp, n); /* else: shown without owners */
+	if (tmp && ev->resolve)
+		ev->resolve(fs, tmp, n); /* else: shown without owners */
 
 	pthread_mutex_lock(&ev->lock);
 	for (i = 0; tmp && i < n; i++) {

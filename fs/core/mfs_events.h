@@ -66,6 +66,11 @@ struct mfs_events {
 	uint64_t lost_blocks[64];
 	unsigned nr_lost_blocks;
 	pthread_mutex_t resolve_lock; /* one resolver at a time; before lock */
+	/*
+	 * The owner lookup (mfs_events_resolve, set by mount.c): a hook, as it
+	 * sits above the files that post events.  NULL: events have no owners.
+	 */
+	void (*resolve)(struct mfs *fs, struct mfs_event *evs, unsigned n);
 };
 
 /* Where a read left off. */

@@ -129,6 +129,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	pthread_mutex_init(&fs->super_lock, NULL);
 	pthread_mutex_init(&fs->atime_lock, NULL);
 	mfs_events_init(&fs->events);
+	fs->events.resolve = mfs_events_resolve;
 	fs->atime_flags = opts->atime;
 	fs->device = strdup(device);
 	if (!fs->device) {
