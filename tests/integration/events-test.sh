@@ -170,6 +170,8 @@ assert lines + supp + drop == 4 + n, (lines, supp, drop)
 assert supp > 0, "nothing suppressed"
 # at most 20 a second: the flood took t1 - t0 seconds, plus the seconds around it
 assert lines <= 4 + 20 * (t1 - t0 + 6), (lines, t1 - t0)
+print(f"flood: {n} injections in {t1 - t0} s: {lines} damage lines logged, "
+      f"{supp} suppressed, {drop} dropped before logging")
 PYEOF
 mendctl events --json --no-follow --from 1 "$MNT" >"$WORK/late" || fail "events after the flood"
 python3 - "$WORK/late" "$N" <<'PYEOF' || fail "late reader: $(head -2 "$WORK/late")"

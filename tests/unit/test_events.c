@@ -4,7 +4,8 @@
  * sequence numbers, reading from a seq, the bounded wait and its wake-up at
  * stop, the newest winning with the dropped counted, one metadata_lost per
  * block - and the engine's poison notifier (blk/poison.c) on the null
- * backend: only the part of a range not poisoned before is reported.
+ * backend: only the part of a range not poisoned before is reported, with
+ * its cause (injected, found by a read, latent poison read).
  */
 #include <check.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blk_internal.h"
 #include "mfs.h"
 
 static struct mfs *fs_new(void)
@@ -201,10 +203,25 @@ START_TEST(test_notifier_new_part_only)
 	/* all known: nothing */
 	ck_assert_int_eq(blk_poison_add(dev, 9, 5), 0);
 	ck_assert_uint_eq(s.n, 3);
+	/* found by a read (a media error, a guarded fault) */
+	ck_assert_int_eq(blk_poison_record(dev, 200, 2), 0);
+	ck_assert_uint_eq(s.n, 4);
+	ck_assert_uint_eq(s.sector[3], 200);
+	ck_assert_int_eq(s.cause[3], BLK_POISON_FOUND);
+	/* latent poison: a write makes it good (nothing), a read finds it */
+	ck_assert_int_eq(blk_bb_add(&dev->latent, 300, 1), 0);
+	ck_assert_int_eq(blk_bb_add(&dev->latent, 310, 1), 0);
+	blk_latent_touch(dev, 300, 1, false);
+	ck_assert_uint_eq(s.n, 4);
+	blk_latent_touch(dev, 305, 10, true);
+	ck_assert_uint_eq(s.n, 5);
+	ck_assert_uint_eq(s.sector[4], 310);
+	ck_assert_uint_eq(s.nr[4], 1);
+	ck_assert_int_eq(s.cause[4], BLK_POISON_LATENT);
 	/* detached: nothing */
 	blk_dev_set_poison_notify(dev, NULL, NULL);
 	ck_assert_int_eq(blk_poison_add(dev, 100, 1), 0);
-	ck_assert_uint_eq(s.n, 3);
+	ck_assert_uint_eq(s.n, 5);
 	blk_dev_close(dev);
 }
 END_TEST
