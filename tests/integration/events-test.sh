@@ -8,7 +8,8 @@
 #     block with one corrupt copy (healed) and one with both copies corrupt
 #     (lost) each arrive exactly once, in seq order, with the file's inode,
 #     path and byte range, and each is logged once with the same facts;
-#   - --from SEQ --no-follow prints exactly the events from SEQ on;
+#   - --from SEQ --no-follow prints exactly the events from SEQ on; the
+#     ioctl's positions are right, a bad header or wait_ms is EINVAL;
 #   - a flood of 1500 injections: the log is rate-limited (damage lines +
 #     "suppressed K" + "dropped K" account for every event), a late reader
 #     is told how many the ring dropped ("lost") and gets the 1024 newest;
@@ -134,6 +135,36 @@ grep -q "^[1-4] .* poison (latent) $IMG sectors $((SG + 17))-$((SG + 17)): /d/g 
 [ "$(wc -l <<<"$out")" = 4 ] || fail "text: $out"
 out=$(mendctl events --no-follow --from 2 "$MNT") || fail "events --from 2 (text)"
 [ "$(cut -d' ' -f1 <<<"$out" | tr '\n' ' ')" = "2 3 4 " ] || fail "text --from 2: $out"
+# the ioctl itself: the header and wait_ms checked, the positions right
+python3 - "$MNT" <<'PYEOF' || fail "MENDFS_IOC_EVENTS structs"
+import errno, fcntl, os, struct, sys
+size = 10584
+nr = (3 << 30) | (size << 16) | (0xF5 << 8) | 10
+fd = os.open(sys.argv[1], os.O_RDONLY)
+def call(version=1, flags=0, from_seq=0, wait_ms=0, reserved0=0):
+    buf = bytearray(size)
+    struct.pack_into("<IIQI", buf, 0, version, flags, from_seq, wait_ms)
+    struct.pack_into("<Q", buf, 56, reserved0)
+    fcntl.ioctl(fd, nr, buf)
+    return buf
+b = call(from_seq=2)
+got = struct.unpack_from("<IQQQQ", b, 20)
+assert got == (3, 5, 1, 5, 0), got  # nr, next_seq, oldest_seq, head_seq, lost
+assert [struct.unpack_from("<Q", b, 88 + 328 * i)[0] for i in range(4)] == [2, 3, 4, 0]
+for kw in (dict(version=2), dict(flags=1), dict(wait_ms=1001), dict(reserved0=1)):
+    try:
+        call(**kw)
+    except OSError as e:
+        assert e.errno == errno.EINVAL, (kw, e)
+    else:
+        raise AssertionError(kw)
+try:
+    fcntl.ioctl(fd, (3 << 30) | (1000 << 16) | (0xF5 << 8) | 10, bytearray(1000))
+except OSError as e:
+    assert e.errno == errno.ENOTTY, e
+else:
+    raise AssertionError("a wrong size was taken")
+PYEOF
 
 step=flood
 N=1500
