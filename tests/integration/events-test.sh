@@ -71,7 +71,8 @@ loc=$(mc locate "$IMG" "$IE" "$IE2")
 read -r _ _ _ _ _ _ _ _ _ _ MS _ MT <<<"$(grep ^sb <<<"$loc")"
 DE=$(awk -v i="$IE" '$2 == i { print $8 }' <<<"$loc")
 DE2=$(awk -v i="$IE2" '$2 == i { print $8 }' <<<"$loc")
-[ "${DE:-0}" -gt 0 ] && [ "${DE2:-0}" -gt 0 ] || fail "no directory blocks: $loc"
+[ "${DE:-0}" -gt 0 ] || fail "no directory block for e: $loc"
+[ "${DE2:-0}" -gt 0 ] || fail "no directory block for e2: $loc"
 # e: its primary copy corrupt; e2: both copies
 for b in "$DE" "$DE2" $((DE2 - MS + MT)); do
 	printf 'garbage!' | dd of="$IMG" bs=1 seek=$((b * 4096 + 100)) conv=notrunc status=none ||
