@@ -3,11 +3,12 @@
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
  * docs/RECOVERY.md).  badranges, recover, zeroinit, bmap, inject and stats, each
  * with --json in the shapes of the contract; show, label and uuid on an
- * unmounted device (device.c).  Exit 0 on success, 1 on error,
- * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
- * object: the result, or on error {"error": MESSAGE, "exit_code": N} and
- * never a result (mfs_json.h), so a result is printed only once the whole
- * command has succeeded.
+ * unmounted device (device.c); events, a stream of lines (events.c).
+ * Exit 0 on success, 1 on error, 2 on a usage error.  Messages go to
+ * stderr; with --json stdout gets one object (events: one a line): the
+ * result, or on error {"error": MESSAGE, "exit_code": N} and never a result
+ * (mfs_json.h), so a result is printed only once the whole command has
+ * succeeded.
  */
 #include <errno.h>
 #include <fcntl.h>
