@@ -880,6 +880,11 @@ int main(int argc, char **argv)
 		return usage_error("--from and --no-follow are options of events");
 	if (from && !parse_u64(from, &from_seq))
 		return usage_error("--from takes a sequence number, not '%s'", from);
+	/* by name: commands added beside it do not move it */
+	if (!strcmp(cmds[c].name, "events")) {
+		ret = mendctl_events(arg[1], from_seq, !no_follow, json);
+		goto out;
+	}
 	switch (c) {
 	case 0:
 		ret = cmd_badranges(arg[1]);
@@ -902,13 +907,11 @@ int main(int argc, char **argv)
 	case 6:
 		ret = cmd_show(arg[1]);
 		break;
-	case 9:
-		ret = mendctl_events(arg[1], from_seq, !no_follow, json);
-		break;
 	default:
 		ret = cmd_label_uuid(c == 8, arg[1], n > 2 ? arg[2] : NULL);
 		break;
 	}
+out:
 	if (fflush(stdout) && !ret) {
 		fprintf(stderr, "mendctl: writing to standard output: %s\n", strerror(errno));
 		ret = 1;
