@@ -83,7 +83,8 @@ echo "$((SG + 2 * 8 + 1)) 1" >"$IMG.latent"
 
 step=kinds
 mount_fg poison_inject
-mendctl events --json "$MNT" >"$WORK/ev" 2>"$WORK/ev.err" &
+# not under mendctl()'s timeout: it follows until the unmount at the end
+"$MENDCTL" events --json "$MNT" >"$WORK/ev" 2>"$WORK/ev.err" &
 FPID=$!
 mendctl inject "$MNT" $((SF + 3 * 8)) 2 || fail "inject"
 cat "$MNT/d/g" >/dev/null 2>&1 && fail "reading g over latent poison succeeded"
