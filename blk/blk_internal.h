@@ -352,6 +352,9 @@ struct blk_dev {
 	void *drv;            /* backend device state */
 	unsigned queue_depth;
 	pthread_mutex_t poison_lock; /* serialises poison writers and emulation file rewrites */
+	/* blk_dev_set_poison_notify: told of every new poison, under poison_lock */
+	blk_poison_notify_fn *poison_notify;
+	void *poison_notify_priv;
 	pthread_mutex_t ctx_lock;
 	struct blk_ctx *ctxs[BLK_MAX_CTX];
 	unsigned nr_ctxs;

@@ -3,7 +3,8 @@
  * Poison bookkeeping above the table (badblocks.c): recording poison found
  * by a fault or a device error, forgetting it after a full overwrite (table,
  * emulation file, then the backend's poison_changed hook), latent poison
- * found by a read, the public blk_poison_* calls and blk_direct_access(),
+ * found by a read, the notifier told of every new poison (the filesystem's
+ * damage events), the public blk_poison_* calls and blk_direct_access(),
  * which refuses poisoned ranges.  Calls badblocks.c; the backend only
  * through dev->ops.
  */
@@ -16,12 +17,54 @@ static bool blk_range_ok(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 	return nr && sector < dev->nr_sectors && nr <= dev->nr_sectors - sector;
 }
 
+/*
+ * Tell the notifier which parts of [sector, sector + nr), widened to the
+ * table's unit, are not in the table yet (poison_lock held, before the add).
+ * More than 16 old ranges inside it: the whole range, once.
+ */
+static void __blk_poison_notify(struct blk_dev *dev, uint64_t sector, uint64_t nr,
+                                enum blk_poison_cause cause)
+{
+	uint64_t unit = dev->bb.unit ? dev->bb.unit : 1, s, e, pos;
+	struct blk_range r[16];
+	unsigned n, total, i;
+
+	s = sector & ~(unit - 1);
+	e = (sector + nr + unit - 1) & ~(unit - 1);
+	if (e > dev->nr_sectors)
+		e = dev->nr_sectors;
+	n = blk_bb_lookup(&dev->bb, s, e - s, r, 16, &total);
+	if (total > n) {
+		dev->poison_notify(dev->poison_notify_priv, s, e - s, cause);
+		return;
+	}
+	for (pos = s, i = 0; i <= n; i++) {
+		uint64_t gap_end = i < n ? r[i].sector : e;
+
+		if (gap_end > pos)
+			dev->poison_notify(dev->poison_notify_priv, pos, gap_end - pos, cause);
+		if (i < n)
+			pos = r[i].sector + r[i].nr;
+	}
+}
+
+void blk_dev_set_poison_notify(struct blk_dev *dev, blk_poison_notify_fn *fn, void *priv)
+{
+	pthread_mutex_lock(&dev->poison_lock);
+	dev->poison_notify = fn;
+	dev->poison_notify_priv = priv;
+	pthread_mutex_unlock(&dev->poison_lock);
+}
+
 /* Table, then file, then the backend's view (emulation: protect the pages). */
-static int blk_poison_change(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool add)
+static int blk_poison_change(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool add,
+                             enum blk_poison_cause cause)
 {
 	int ret;
 
 	pthread_mutex_lock(&dev->poison_lock);
+	if (add && dev->poison_notify)
+		__blk_poison_notify(dev, sector, nr, cause);
 	ret = add ? blk_bb_add(&dev->bb, sector, nr) : blk_bb_clear(&dev->bb, sector, nr);
 	if (!ret && dev->badblocks_path)
 		ret = blk_bb_file_store(&dev->bb, dev->badblocks_path);
@@ -33,12 +76,12 @@ static int blk_poison_change(struct blk_dev *dev, uint64_t sector, uint64_t nr, 
 
 int blk_poison_record(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
-	return blk_poison_change(dev, sector, nr, true);
+	return blk_poison_change(dev, sector, nr, true, BLK_POISON_FOUND);
 }
 
 int blk_poison_forget(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
-	return blk_poison_change(dev, sector, nr, false);
+	return blk_poison_change(dev, sector, nr, false, BLK_POISON_FOUND);
 }
 
 void blk_latent_touch(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool read)
@@ -51,6 +94,8 @@ void blk_latent_touch(struct blk_dev *dev, uint64_t sector, uint64_t nr, bool re
 	while ((n = blk_bb_lookup(&dev->latent, sector, nr, r, 16, NULL))) {
 		for (i = 0; i < n; i++) {
 			blk_bb_clear(&dev->latent, r[i].sector, r[i].nr);
+			if (read && dev->poison_notify)
+				__blk_poison_notify(dev, r[i].sector, r[i].nr, BLK_POISON_LATENT);
 			if (read && !blk_bb_add(&dev->bb, r[i].sector, r[i].nr) &&
 			    dev->ops->poison_changed)
 				dev->ops->poison_changed(dev, r[i].sector, r[i].nr);
@@ -71,7 +116,7 @@ int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr)
 {
 	if (!blk_range_ok(dev, sector, nr))
 		return -EINVAL;
-	return blk_poison_record(dev, sector, nr);
+	return blk_poison_change(dev, sector, nr, true, BLK_POISON_INJECTED);
 }
 
 int blk_poison_clear(struct blk_dev *dev, uint64_t sector, uint64_t nr)

@@ -44,6 +44,7 @@
 
 #include "mendfs/blk.h"
 #include "mendfs/format.h"
+#include "mfs_events.h"
 
 struct mfs_txn;
 struct mfs_ino;
@@ -153,6 +154,7 @@ struct mfs {
 	size_t atime_nr;                         /* atime_lock */
 
 	struct mfs_stats stats;
+	struct mfs_events events; /* damage events (events.c) */
 };
 
 /* --- I/O errors (fserror.c) ------------------------------------------------------ */

@@ -97,8 +97,11 @@ static void teardown(struct mfs *fs)
 	if (fs->journal)
 		mfs_journal_destroy(fs);
 	mfs_cache_destroy(fs);
-	if (fs->dev)
+	if (fs->dev) {
+		mfs_events_attach(fs, false);
 		blk_dev_close(fs->dev);
+	}
+	mfs_events_destroy(&fs->events);
 	pthread_mutex_destroy(&fs->rename_lock);
 	pthread_mutex_destroy(&fs->super_lock);
 	pthread_mutex_destroy(&fs->atime_lock);
@@ -126,6 +129,8 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 	pthread_mutex_init(&fs->rename_lock, NULL);
 	pthread_mutex_init(&fs->super_lock, NULL);
 	pthread_mutex_init(&fs->atime_lock, NULL);
+	mfs_events_init(&fs->events);
+	fs->events.resolve = mfs_events_resolve;
 	fs->atime_flags = opts->atime;
 	fs->device = strdup(device);
 	if (!fs->device) {
@@ -146,6 +151,7 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		blk_err(err, errlen, "%s", msg[0] ? msg : strerror(-ret));
 		goto fail;
 	}
+	mfs_events_attach(fs, true); /* damage found from now on is an event */
 	if (opts->fault_inject) {
 		ret = blk_dev_set_fault(fs->dev, opts->fault_nth, opts->fault_dying);
 		if (ret) {

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 
 #include "commit_thread.h"
+#include "events.h"
 #include "node_table.h"
 
 #define MFSD_MAX_WRITE       (1u << 20) /* bytes per write request (FUSE_MAX_PAGES) */
@@ -46,6 +47,7 @@ struct mfsd {
 	bool dont_mask;     /* POSIX ACLs: the kernel leaves the umask to us (set at INIT) */
 
 	struct mfsd_commit commit; /* -o commit=SECONDS */
+	struct mfsd_evlog evlog;   /* damage events to the log (events.c) */
 	struct mfsd_nodes nodes;   /* node table and open files */
 };
 

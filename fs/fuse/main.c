@@ -229,6 +229,7 @@ int main(int argc, char **argv)
 	live = true;
 	mfsd_log(LOG_INFO, "%s mounted on %s%s", device, mnt, d->read_only ? " (read-only)" : "");
 	mfsd_commit_start(&d->commit, d->fs, d->read_only ? 0 : o.commit);
+	mfsd_evlog_start(&d->evlog, d->fs);
 
 	exit_code = t.ops->loop(&t) < 0 ? 1 : 0;
 	t.ops->stop(&t);
@@ -243,6 +244,7 @@ handlers:
 destroy:
 	fuse_session_destroy(d->se);
 unmount:
+	mfsd_evlog_stop(&d->evlog);
 	mfsd_commit_stop(&d->commit);
 	dropped = mfsd_drop_all(d);
 	if (o.debug)

@@ -15,6 +15,7 @@
 #include <syslog.h>
 
 #include "ioctl_scrub.h"
+#include "events.h"
 #include "mendfs/ioctl.h"
 #include "mfs_recovery.h"
 #include "ops.h"
@@ -327,6 +328,16 @@ static int ioc_scrub(const struct ioc_call *c, void *arg)
 	return mfsd_ioc_scrub(c->d, c->req, arg);
 }
 
+/* Damage events (events.c): may wait up to MENDFS_EV_WAIT_MAX for one. */
+static int ioc_events(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_events *a = arg;
+
+	if (!ioc_valid(a->version, a->flags, a->reserved))
+		return -EINVAL;
+	return mfsd_ioc_events(c->d->fs, fuse_req_ctx(c->req)->uid, a);
+}
+
 /* Every ioctl the daemon knows; its struct's size is in the number (_IOC_SIZE). */
 static const struct {
 	unsigned cmd;
@@ -342,6 +353,7 @@ static const struct {
         {MENDFS_IOC_QUEUE_STATS, ioc_queue_stats},
         {MENDFS_IOC_REMOUNT, ioc_remount},
         {MENDFS_IOC_SCRUB, ioc_scrub},
+        {MENDFS_IOC_EVENTS, ioc_events},
 };
 
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,

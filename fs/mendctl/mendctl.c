@@ -3,11 +3,12 @@
  * mendctl: command line of the mendfs recovery interface (docs/man/mendctl.8,
  * docs/RECOVERY.md).  badranges, recover, zeroinit, bmap, inject and stats, each
  * with --json in the shapes of the contract; show, label, uuid and grow on
- * an unmounted device (device.c).  Exit 0 on success, 1 on error,
- * 2 on a usage error.  Messages go to stderr; with --json stdout gets one
- * object: the result, or on error {"error": MESSAGE, "exit_code": N} and
- * never a result (mfs_json.h), so a result is printed only once the whole
- * command has succeeded.
+ * an unmounted device (device.c); events, a stream of lines (events.c);
+ * scrub (scrub.c).  Exit 0 on success, 1 on error, 2 on a usage error.
+ * Messages go to stderr; with --json stdout gets one object (events: one a
+ * line): the result, or on error {"error": MESSAGE, "exit_code": N} and never
+ * a result (mfs_json.h), so a result is printed only once the whole command
+ * has succeeded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "events.h"
 #include "mendfs/ioctl.h"
 #include "mendfs/recovery.h"
 #include "mfs_cli.h"
@@ -51,6 +53,7 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
 	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
 	           "       mendctl [--json] grow DEVICE\n"
+	           "       mendctl [--json] events MOUNTPOINT [--from SEQ] [--no-follow]\n"
 	           "       mendctl -V|--version|-h|--help\n");
 }
 
@@ -844,7 +847,11 @@ int main(int argc, char **argv)
 	        {"label", 1, "DEVICE [NEW-LABEL]", true},
 	        {"uuid", 1, "DEVICE [NEW-UUID|random]", true},
 	        {"grow", 1, "DEVICE", false},
+	        {"events", 1, "MOUNTPOINT [--from SEQ] [--no-follow]", false},
 	};
+	const char *from = NULL; /* events only: --from SEQ */
+	bool no_follow = false;  /* events only */
+	uint64_t from_seq = 0;
 	const char *arg[4];
 	int n = 0, ret;
 	size_t c;
@@ -869,6 +876,16 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
 			return mfs_cli_version("mendctl");
+		if (!strcmp(argv[i], "--no-follow")) {
+			no_follow = true;
+			continue;
+		}
+		if (!strcmp(argv[i], "--from")) {
+			if (++i == argc)
+				return usage_error("--from needs a sequence number");
+			from = argv[i];
+			continue;
+		}
 		if (argv[i][0] == '-' && argv[i][1])
 			return usage_error("unrecognized option '%s'", argv[i]);
 		if (n == 4)
@@ -884,6 +901,15 @@ int main(int argc, char **argv)
 		return usage_error("unknown command '%s'", arg[0]);
 	if (n - 1 != cmds[c].nargs && !(cmds[c].opt && n - 1 == cmds[c].nargs + 1))
 		return usage_error("%s takes %s", cmds[c].name, cmds[c].args);
+	if ((from || no_follow) && strcmp(cmds[c].name, "events"))
+		return usage_error("--from and --no-follow are options of events");
+	if (from && !parse_u64(from, &from_seq))
+		return usage_error("--from takes a sequence number, not '%s'", from);
+	/* by name: commands added beside it do not move it */
+	if (!strcmp(cmds[c].name, "events")) {
+		ret = mendctl_events(arg[1], from_seq, !no_follow, json);
+		goto out;
+	}
 	switch (c) {
 	case 0:
 		ret = cmd_badranges(arg[1]);
@@ -914,6 +940,7 @@ int main(int argc, char **argv)
 		ret = cmd_grow(arg[1]);
 		break;
 	}
+out:
 	if (fflush(stdout) && !ret) {
 		fprintf(stderr, "mendctl: writing to standard output: %s\n", strerror(errno));
 		ret = 1;

@@ -273,6 +273,23 @@ unsigned blk_range_find(const struct blk_range *r, unsigned n, uint64_t sector);
 /* Optional scheduler, set while no I/O is in flight: "none" or "deadline".  -EBUSY otherwise. */
 int blk_dev_set_scheduler(struct blk_dev *dev, const char *name);
 
+/*
+ * Poison notifier (the filesystem's damage events): @fn is called each time
+ * sectors enter the poison table, with each range that was not poisoned
+ * before (widened to the table's unit) and what found it.  It runs under the
+ * table's lock, from I/O paths: it must only record (no I/O, no blk_* call,
+ * no lock that I/O may wait on).  NULL detaches; set it while no I/O runs
+ * (after open, before close).  Costs nothing on a device without new poison.
+ */
+enum blk_poison_cause {
+	BLK_POISON_FOUND,    /* a media error or a guarded fault (read, or direct access) */
+	BLK_POISON_LATENT,   /* emulated latent poison (DEVICE.latent) that a read touched */
+	BLK_POISON_INJECTED, /* blk_poison_add (online injection) */
+};
+typedef void blk_poison_notify_fn(void *priv, uint64_t sector, uint64_t nr,
+                                  enum blk_poison_cause cause);
+void blk_dev_set_poison_notify(struct blk_dev *dev, blk_poison_notify_fn *fn, void *priv);
+
 /* Optional QoS policy: throttle() runs at submission, done() at completion, only for bios
  * that were submitted while it was attached (BLK_BIO_TRACKED). */
 struct blk_qos_ops {

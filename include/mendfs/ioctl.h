@@ -260,4 +260,65 @@ struct mendfs_ioc_scrub {
 _Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
 #endif
 
+/*
+ * Damage events (docs/RECOVERY.md "Damage events"): the daemon numbers every
+ * newly found damage with a sequence that only grows (the first is 1, per
+ * mount) and keeps the newest in a fixed ring.  The call returns up to
+ * MENDFS_EV_MAX events from @from_seq on (0: from the oldest held); with none
+ * there it waits up to @wait_ms (at most MENDFS_EV_WAIT_MAX) for one.  Go on
+ * from @next_seq; @lost counts the events from @from_seq on that the ring
+ * dropped before this call (then the first returned is @oldest_seq).  Root
+ * only (EPERM: events name files anywhere in the mount); through any open
+ * file or directory of the mount.
+ */
+#define MENDFS_EV_MAX      32u
+#define MENDFS_EV_PATH     240u
+#define MENDFS_EV_WAIT_MAX 1000u /* milliseconds */
+
+/* kind */
+#define MENDFS_EV_POISON      1u /* sectors entered the poison table */
+#define MENDFS_EV_META_HEALED 2u /* a metadata copy was bad, rewritten from its twin */
+#define MENDFS_EV_META_LOST   3u /* both copies of a metadata block were bad */
+/* cause */
+#define MENDFS_EVC_READ_ERROR 1u /* poison: a media error or a guarded fault */
+#define MENDFS_EVC_LATENT     2u /* poison: latent poison a read touched */
+#define MENDFS_EVC_INJECTED   3u /* poison: MENDFS_IOC_INJECT */
+#define MENDFS_EVC_MEDIA      4u /* metadata: the bad copy sat on poison */
+#define MENDFS_EVC_CORRUPT    5u /* metadata: the bad copy failed its checks */
+
+struct mendfs_ioc_event {
+	uint64_t seq;
+	int64_t time_ns;           /* CLOCK_REALTIME, when found */
+	uint32_t kind;             /* MENDFS_EV_* */
+	uint32_t cause;            /* MENDFS_EVC_* */
+	uint64_t sector, count;    /* device sectors (metadata: the bad primary copy) */
+	uint64_t block;            /* metadata: the block number; else 0 */
+	uint64_t ino;              /* poison in a file's data: the file; 0 unknown */
+	uint64_t offset, length;   /* ino != 0: the file's bytes, clipped to its size */
+	uint64_t spare[2];         /* 0 */
+	char path[MENDFS_EV_PATH]; /* ino != 0: from the mount's root; "" unknown */
+};
+
+struct mendfs_ioc_events {
+	uint32_t version;     /* in */
+	uint32_t flags;       /* in: 0 */
+	uint64_t from_seq;    /* in: first seq wanted, 0: the oldest held */
+	uint32_t wait_ms;     /* in: wait this long for an event, at most MENDFS_EV_WAIT_MAX */
+	uint32_t nr;          /* out: entries of ev[] used */
+	uint64_t next_seq;    /* out: from_seq of the next call */
+	uint64_t oldest_seq;  /* out: the oldest event held */
+	uint64_t head_seq;    /* out: the seq the next event will get */
+	uint64_t lost;        /* out: events from from_seq on dropped before this call */
+	uint64_t reserved[4]; /* in: 0 */
+	struct mendfs_ioc_event ev[MENDFS_EV_MAX]; /* out, seq ascending, no gaps */
+};
+
+/* 11 is taken (scrub). */
+#define MENDFS_IOC_EVENTS _IOWR(MENDFS_IOC_MAGIC, 10, struct mendfs_ioc_events)
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct mendfs_ioc_event) == 328, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_events) == 10584, "ABI");
+#endif
+
 #endif /* MENDFS_IOCTL_H */

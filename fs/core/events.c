@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The damage event ring (mfs_events.h): posting (the engine's poison
+ * notifier, meta.c's twin reads), reading with a bounded wait, and the lazy
+ * resolution of owners by the first reader.  Calls the engine (to attach the
+ * notifier) and the owner lookup (events_resolve.c) only through the
+ * ev->resolve hook mount.c sets, outside the ring's lock.
+ *
+ * Locking: resolve_lock -> lock.  Posting takes only lock (it runs under the
+ * engine's poison lock and under metadata buffer locks): it never allocates
+ * more than the ring itself, on the first event, and does no I/O.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mfs.h"
+
+void mfs_events_init(struct mfs_events *ev)
+{
+	pthread_condattr_t ca;
+
+	memset(ev, 0, sizeof(*ev));
+	pthread_mutex_init(&ev->lock, NULL);
+	pthread_mutex_init(&ev->resolve_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ev->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ev->next_seq = 1;
+	ev->resolved = 1;
+}
+
+void mfs_events_destroy(struct mfs_events *ev)
+{
+	free(ev->ring);
+	ev->ring = NULL;
+	pthread_cond_destroy(&ev->cond);
+	pthread_mutex_destroy(&ev->lock);
+	pthread_mutex_destroy(&ev->resolve_lock);
+}
+
+/* The oldest seq the ring still holds (lock held); next_seq when empty. */
+static uint64_t __events_oldest(const struct mfs_events *ev)
+{
+	return ev->next_seq > MFS_EVENTS_RING + 1 ? ev->next_seq - MFS_EVENTS_RING : 1;
+}
+
+/* Was @block's loss posted already?  Remembers it if not (lock held). */
+static bool events_lost_seen(struct mfs_events *ev, uint64_t block)
+{
+	unsigned i;
+
+	for (i = 0; i < ev->nr_lost_blocks; i++)
+		if (ev->lost_blocks[i] == block)
+			return true;
+	if (ev->nr_lost_blocks < sizeof(ev->lost_blocks) / sizeof(ev->lost_blocks[0])) {
+		ev->lost_blocks[ev->nr_lost_blocks++] = block;
+		return false;
+	}
+	/* more lost blocks than remembered: once while the ring holds its event */
+	if (ev->ring)
+		for (uint64_t s = __events_oldest(ev); s < ev->next_seq; s++)
+			if (ev->ring[s % MFS_EVENTS_RING].kind == MFS_EV_META_LOST &&
+			    ev->ring[s % MFS_EVENTS_RING].block == block)
+				return true;
+	return false;
+}
+
+void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cause cause,
+                    uint64_t sector, uint64_t count, uint64_t block)
+{
+	struct mfs_events *ev = &fs->events;
+	struct mfs_event *e;
+	struct timespec ts;
+	uint64_t oldest;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&ev->lock);
+	/* a lost block fails every read of it: one event for it per mount */
+	if (kind == MFS_EV_META_LOST && events_lost_seen(ev, block)) {
+		pthread_mutex_unlock(&ev->lock);
+		return;
+	}
+	if (!ev->ring)
+		ev->ring = calloc(MFS_EVENTS_RING, sizeof(*ev->ring));
+	if (ev->ring) {
+		e = &ev->ring[ev->next_seq % MFS_EVENTS_RING];
+		memset(e, 0, sizeof(*e));
+		e->seq = ev->next_seq;
+		e->time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		e->kind = kind;
+		e->cause = cause;
+		e->sector = sector;
+		e->count = count;
+		e->block = block;
+	}
+	/* without a ring (out of memory) the event is dropped, and counted as lost */
+	ev->next_seq++;
+	oldest = ev->ring ? __events_oldest(ev) : ev->next_seq;
+	if (ev->resolved < oldest)
+		ev->resolved = oldest;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+}
+
+/* The engine's notifier: poison entered the table. */
+static void events_poison_notify(void *priv, uint64_t sector, uint64_t nr,
+                                 enum blk_poison_cause cause)
+{
+	enum mfs_event_cause c = cause == BLK_POISON_LATENT     ? MFS_EVC_LATENT
+	                         : cause == BLK_POISON_INJECTED ? MFS_EVC_INJECTED
+	                                                        : MFS_EVC_READ_ERROR;
+
+	mfs_event_post(priv, MFS_EV_POISON, c, sector, nr, 0);
+}
+
+void mfs_events_attach(struct mfs *fs, bool on)
+{
+	blk_dev_set_poison_notify(fs->dev, on ? events_poison_notify : NULL, on ? fs : NULL);
+}
+
+/*
+ * Resolve every event posted and not yet resolved: copy them out, find their
+ * owners without the ring's lock (that does I/O, and may post more events),
+ * copy the answers back to the slots that still hold them.
+ */
+static void events_resolve_pending(struct mfs *fs)
+{
+	struct mfs_events *ev = &fs->events;
+	struct mfs_event *tmp;
+	uint64_t s0, s1, s;
+	unsigned n, i;
+
+	pthread_mutex_lock(&ev->resolve_lock);
+	pthread_mutex_lock(&ev->lock);
+	s0 = ev->resolved;
+	s1 = ev->next_seq;
+	if (s0 >= s1 || !ev->ring) {
+		ev->resolved = s1;
+		pthread_mutex_unlock(&ev->lock);
+		pthread_mutex_unlock(&ev->resolve_lock);
+		return;
+	}
+	n = (unsigned)(s1 - s0);
+	tmp = malloc(n * sizeof(*tmp));
+	if (tmp)
+		for (i = 0; i < n; i++)
+			tmp[i] = ev->ring[(s0 + i) % MFS_EVENTS_RING];
+	pthread_mutex_unlock(&ev->lock);
+
+	if (tmp && ev->resolve)
+		ev->resolve(fs, tmp, n); /* else: shown without owners */
+
+	pthread_mutex_lock(&ev->lock);
+	for (i = 0; tmp && i < n; i++) {
+		s = s0 + i;
+		if (s >= __events_oldest(ev) && ev->ring[s % MFS_EVENTS_RING].seq == s)
+			ev->ring[s % MFS_EVENTS_RING] = tmp[i];
+	}
+	if (ev->resolved < s1)
+		ev->resolved = s1;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+	pthread_mutex_unlock(&ev->resolve_lock);
+	free(tmp);
+}
+
+int mfs_events_read(struct mfs *fs, uint64_t from, struct mfs_event *out, unsigned max,
+                    unsigned timeout_ms, struct mfs_events_pos *pos)
+{
+	struct mfs_events *ev = &fs->events;
+	uint64_t oldest, start, s;
+	struct timespec dl;
+	unsigned n = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&ev->lock);
+	/* nothing at or after @from yet: wait (bounded) for one to be posted */
+	while (!ev->stop && timeout_ms && ev->next_seq <= (from ? from : 1))
+		if (pthread_cond_timedwait(&ev->cond, &ev->lock, &dl) == ETIMEDOUT)
+			break;
+	if (ev->resolved < ev->next_seq) {
+		pthread_mutex_unlock(&ev->lock);
+		events_resolve_pending(fs);
+		pthread_mutex_lock(&ev->lock);
+	}
+	oldest = ev->ring ? __events_oldest(ev) : ev->next_seq;
+	if (from == 0)
+		from = oldest;
+	start = from > oldest ? from : oldest;
+	for (s = start; s < ev->resolved && n < max; s++)
+		out[n++] = ev->ring[s % MFS_EVENTS_RING];
+	pos->next = start + n;
+	pos->oldest = oldest;
+	pos->lost = from < oldest ? oldest - from : 0;
+	pos->head = ev->next_seq;
+	pthread_mutex_unlock(&ev->lock);
+	return (int)n;
+}
+
+void mfs_events_stop(struct mfs *fs)
+{
+	struct mfs_events *ev = &fs->events;
+
+	pthread_mutex_lock(&ev->lock);
+	ev->stop = true;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+}
+
+const char *mfs_event_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case MFS_EV_POISON:
+		return "poison";
+	case MFS_EV_META_HEALED:
+		return "metadata_healed";
+	case MFS_EV_META_LOST:
+		return "metadata_lost";
+	}
+	return "unknown";
+}
+
+const char *mfs_event_cause_name(uint32_t cause)
+{
+	switch (cause) {
+	case MFS_EVC_READ_ERROR:
+		return "read_error";
+	case MFS_EVC_LATENT:
+		return "latent";
+	case MFS_EVC_INJECTED:
+		return "injected";
+	case MFS_EVC_MEDIA:
+		return "media_error";
+	case MFS_EVC_CORRUPT:
+		return "corrupt";
+	}
+	return "unknown";
+}
