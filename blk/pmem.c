@@ -8,7 +8,7 @@
  * store of 64 KiB or more is a pwrite(2) (see pmem_store), and the first
  * store into a 64 KiB chunk populates it with one madvise(2) (pmem_populate).
  *
- * Durability follows the mapping's store granularity (docs/DESIGN.md):
+ * Durability follows the mapping's store granularity (docs/design/engine.md §2.7):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
  *    (flushes issued, not waited for) and each batch drains once before its
  *    requests complete, so a completed write is durable;

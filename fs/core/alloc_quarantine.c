@@ -102,7 +102,7 @@ int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t 
 }
 
 /*
- * Releasing runs in bounded steps (docs/DESIGN.md §3): a unit is one entry, or
+ * Releasing runs in bounded steps (docs/design/core.md §3): a unit is one entry, or
  * the first QREL_UNIT_BLOCKS blocks of a longer one and no more than
  * QREL_UNIT_PIECES poisoned pieces (the rest of the entry is put back as an
  * entry of its own).  Its worst case: the entry's delete, a re-insert per

@@ -3,7 +3,7 @@
  * Access times: when a read or a directory listing moves an inode's atime
  * (relatime, strictatime, noatime, nodiratime, as Linux decides for ext4),
  * and the lazy write-back of the new value, which never costs a journal
- * transaction per read (docs/DESIGN.md, "Access times").  The policy and the
+ * transaction per read (docs/design/core.md §3.12, "Access times").  The policy and the
  * list of lazy atimes are atime.c, below the inode table and cache; their
  * write-back (mfs_atime_write, mfs_atime_flush) is inode.c, which writes the
  * atime of an inode whose last reference goes.

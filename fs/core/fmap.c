@@ -17,7 +17,7 @@
  * mfs_fmap_punch (unmap a range), mfs_fmap_add (map an empty range, merging
  * with its neighbours) and free_unit/mfs_fmap_free (unmap and free a range).
  *
- * Bounded transactions (docs/DESIGN.md §3).  Nothing here builds a
+ * Bounded transactions (docs/design/core.md §3).  Nothing here builds a
  * transaction that grows with the file: truncate, punch hole and the final
  * free of an inode (mfs_fmap_free) run in handles opened with
  * mfs_txn_begin_step, each doing units of known worst-case cost while
@@ -498,7 +498,7 @@ static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, ui
 }
 
 /*
- * Unmap and free [first, last) in bounded steps (docs/DESIGN.md §3): each
+ * Unmap and free [first, last) in bounded steps (docs/design/core.md §3): each
  * step is a handle of its own (mfs_txn_begin_step) doing units while their
  * worst case fits mfs_txn_room(), at least one, and writing the inode back,
  * so every transaction is a consistent file (extents and di.blocks agree) and

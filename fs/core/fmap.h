@@ -51,7 +51,7 @@ static inline bool is_tree(const struct mfs_ino *ip)
 	return le32toh(ip->di.iflags) & MFS_IFL_EXTENT_TREE;
 }
 
-/* --- worst cases (docs/DESIGN.md §3) ------------------------------------------------ */
+/* --- worst cases (docs/design/core.md §3) ------------------------------------------------ */
 
 /*
  * Worst case of metadata blocks one change of the extent map dirties: the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What an I/O error does to a mounted filesystem (docs/DESIGN.md §3, "I/O errors", the
+ * What an I/O error does to a mounted filesystem (docs/design/core.md §3, "I/O errors", the
  * ERROR BEHAVIOUR of mendfs(8)), like ext4's errors=remount-ro:
  *
  *  - a failed metadata write or flush (journal commit, checkpoint,

@@ -20,7 +20,7 @@
  * its slot and frees its number.  A small inode (a few extents, no
  * trees: mfs_inode_free_is_small) goes in one transaction; a larger one is
  * on the orphan list first, then its blocks go in bounded steps
- * (mfs_file_free_all, docs/DESIGN.md §3), then the rest in a last
+ * (mfs_file_free_all, docs/design/core.md §3), then the rest in a last
  * transaction: a crash in between leaves an orphan that the next mount
  * finishes freeing.  While that runs the entry stays in the hash with ref 0
  * so that mfs_iget refuses it (-ENOENT) instead of loading a second copy; an

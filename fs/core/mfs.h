@@ -296,7 +296,7 @@ void mfs_txn_dirty(struct mfs_txn *txn, struct mfs_buf *b);
 void mfs_txn_ordered(struct mfs_txn *txn);
 int mfs_txn_end(struct mfs_txn *txn);
 /*
- * Bounded steps (docs/DESIGN.md §3).  An operation whose metadata grows with
+ * Bounded steps (docs/design/core.md §3).  An operation whose metadata grows with
  * the size of a file (truncate, punch, the freeing of an inode) runs as a
  * series of handles, each a consistent state, none dirtying more than
  * mfs_txn_step_limit() blocks with the rest of its transaction: journal_len
@@ -394,7 +394,7 @@ int mfs_free_ino(struct mfs *fs, struct mfs_txn *txn, uint64_t ino);
 enum { MFS_SPACE_NONE, MFS_SPACE_PENDING, MFS_SPACE_FREE };
 int mfs_alloc_data_state(struct mfs *fs);
 /*
- * ENOSPC only when the space is truly gone (space.c; docs/DESIGN.md §3).  An
+ * ENOSPC only when the space is truly gone (space.c; docs/design/core.md §3).  An
  * operation whose allocation failed with -ENOSPC ends its handle (a commit
  * waits for every open handle), then asks mfs_space_retry() whether to run
  * again: @what says what it was short of (MFS_SPACE_DATA: data blocks, whose

@@ -40,7 +40,7 @@
  * overwrites of whole allocated blocks inside EOF: shared, no handle); the
  * calls by inode number also take the global icache_lock to get and put the
  * inode (mfs_iget, mfs_iput), the _ip calls of an open file do not; a write
- * takes fs->txn_lock for its transaction handle (docs/DESIGN.md lists every
+ * takes fs->txn_lock for its transaction handle (docs/design/locks.md §8 lists every
  * lock).
  */
 #ifndef MENDFS_FS_MFS_OPS_H
@@ -256,7 +256,7 @@ static inline uint32_t mfs_mode_kill_suidgid(uint32_t mode)
 }
 /*
  * Set the size; shrinking frees the blocks past the new EOF in bounded
- * transactions of their own (docs/DESIGN.md §3): the caller holds ip->lock
+ * transactions of their own (docs/design/core.md §3): the caller holds ip->lock
  * for writing and no transaction handle.  On error the inode is as the
  * transactions so far left it (the new size and the orphan entry once the
  * first one went through: the next mount finishes the work).

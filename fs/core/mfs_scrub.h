@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Online scrub of a mounted filesystem (scrub.c; docs/DESIGN.md, "Scrub"):
+ * Online scrub of a mounted filesystem (scrub.c; docs/design/core.md §3.13a, "Scrub"):
  * bounded steps over the meta zone, then the data zone, each continuing
  * from a cursor the caller keeps.  A step verifies both copies of each
  * in-use metadata block and rewrites a bad copy from the good one

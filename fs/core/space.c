@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ENOSPC only when the space is truly gone (docs/DESIGN.md §3, the section of
+ * ENOSPC only when the space is truly gone (docs/design/core.md §3, the section of
  * that name).
  *
  * Space that is about to come back is not yet allocatable in two ways:
@@ -27,7 +27,7 @@
  * still be open here.  (With -o writeback that RELEASE queues behind the
  * writeback WRITEs already queued, which may be the very writes waiting for
  * its space; the wait then ends without it and they fail: the limit
- * DESIGN.md §3 states.)  Only when nothing is pending, being freed or free
+ * docs/design/core.md §3 states.)  Only when nothing is pending, being freed or free
  * since does the operation fail with -ENOSPC.  The number of retries is
  * bounded (MFS_SPACE_RETRIES, counted per operation and reset by progress):
  * each retry follows a commit that gave blocks back or an eviction that

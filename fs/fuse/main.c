@@ -70,7 +70,7 @@ static int abs_file_option(const char *name, const char **path, char **owned)
 /*
  * The engine's hardware queues: one per FUSE worker thread, plus the main
  * thread's (mount, unmount) and the commit thread's, so that no two threads
- * that submit I/O at once share a submission queue (docs/DESIGN.md §4).
+ * that submit I/O at once share a submission queue (docs/design/daemon.md §4).
  */
 static unsigned mfsd_hw_queues(unsigned threads)
 {

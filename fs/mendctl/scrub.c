@@ -13,7 +13,7 @@
  * The damage report is then built here, by walking the mounted tree (nftw,
  * not crossing mounts) and asking MENDFS_IOC_BADRANGES of each regular file:
  * the paths come from the walk, and the daemon needs no path lookup of its
- * own (docs/DESIGN.md, "Scrub").  It is printed as fsck.mendfs prints its
+ * own (docs/design/core.md §3.13a, "Scrub").  It is printed as fsck.mendfs prints its
  * report, and with --json in the shape of fsck.mendfs --json.
  *
  * Exit codes: 0 nothing damaged, 1 error, 2 usage, 4 damaged files or

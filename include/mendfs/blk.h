@@ -6,7 +6,7 @@
  * them into tagged requests, plugs and merges them per thread, dispatches them
  * in batches to a backend (pmem, io_uring, null) and completes them in batches.
  * It also owns the device's poison (badblocks) table and gives every bio exact
- * media-error semantics: see "Poison" below and docs/DESIGN.md.
+ * media-error semantics: see "Poison" below and docs/design/engine.md §2.6.
  *
  * Conventions: functions return 0 or a negative errno unless stated otherwise.
  * Sectors are 512 bytes, counted from the start of the device.

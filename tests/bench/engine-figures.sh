@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reproduce the engine figures of docs/BENCHMARKS.md (issue: block engine).
+# Reproduce the engine figures of docs/benchmarks/engine.md and the engine charts
+# of docs/BENCHMARKS.md (issue: block engine).
 # Not part of the test suite: it takes a few minutes and needs root (zram).
 #
 #   tests/bench/engine-figures.sh [SECONDS] [ROUNDS] [JSON]

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Page faults of the daemon per 4 KiB write into fresh space (docs/BENCHMARKS.md,
+# Page faults of the daemon per 4 KiB write into fresh space (docs/benchmarks/engine.md,
 # "No page fault per write"): mounts a fresh 1 GiB image on tmpfs with BUILD's
 # daemon, runs fio (4 KiB random write, psync, NJOBS jobs of one fresh 256 MiB
 # file each, end_fsync) and prints its IOPS and the page faults the daemon's

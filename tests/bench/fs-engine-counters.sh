@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The block engine's counters under filesystem workloads (docs/BENCHMARKS.md,
+# The block engine's counters under filesystem workloads (docs/benchmarks/engine.md,
 # "Engine counters under the filesystem").  Mounts a fresh image on tmpfs
 # with the daemon of BUILD, runs each workload, and prints the change of the
 # engine counters of `mendctl stats --json` across it (workload and sync):

@@ -6,7 +6,7 @@
 # read (read-insns.sh) and random allocating write into a sparse file
 # (MODE=rand alloc-write-insns.sh).  Each figure is (Ir(2N) - Ir(N)) / N under
 # callgrind with one worker thread (insns-lib.sh); this script only runs the
-# three with the same builds and counts, so that docs/BENCHMARKS.md can quote
+# three with the same builds and counts, so that docs/benchmarks/data-path.md can quote
 # one command.
 #
 # Usage: tests/bench/io-insns.sh BUILD_A BUILD_B [N] [ROUNDS]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What an open+close costs on mendfs, as root and as `nobody` (who owns
 # nothing on the mount: with POSIX ACLs the kernel asks the daemon for the
-# root directory's ACL on each path walk, see docs/BENCHMARKS.md), for one
+# root directory's ACL on each path walk, see docs/benchmarks/metadata.md), for one
 # or two daemons in interleaved rounds.  Prints, per round and daemon, the
 # wall time of one open+close and the daemon's CPU time per open (utime +
 # stime from /proc, 10 ms ticks over N opens).  Not part of the test suite;

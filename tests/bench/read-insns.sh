@@ -12,7 +12,7 @@
 #
 #   tests/bench/read-insns.sh [--n N] [--opts OPTS] BUILD [BUILD...]
 #
-# Used for the cost of access times (docs/BENCHMARKS.md): with relatime the
+# Used for the cost of access times (docs/benchmarks/data-path.md): with relatime the
 # first read moves the atime, every later one is the common case.
 set -euo pipefail
 

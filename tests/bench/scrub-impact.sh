@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Foreground throughput while `mendctl scrub` runs, against none running (not
-# part of the test suite; docs/BENCHMARKS.md).  One mendfs mount over an image
+# part of the test suite; docs/benchmarks/recovery.md).  One mendfs mount over an image
 # on tmpfs (/dev/shm) holding a fio file and --fill MiB of other data, so that
 # a scrub has something to read.  fio 4 KiB random read and random write
 # (psync, one job, --direct=1, time based, --runtime seconds) on the fio file

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The uring backend against fio's own io_uring engine on the same zram device
-# (issue 15, item 3; docs/BENCHMARKS.md "uring backend on zram vs fio").
+# (issue 15, item 3; docs/benchmarks/engine.md "uring backend on zram vs fio").
 # Not part of the test suite: it needs root, zram and fio, and takes a minute.
 #
 #   tests/bench/uring-vs-fio.sh [--build DIR] [--dev /dev/zramN] [--rounds N]

@@ -25,7 +25,7 @@
  *     punches all but its ends, with the step bound (txn_step_blocks) below
  *     one unit's cost: one extent per transaction, so that crash points fall
  *     between the steps and the mount must finish the truncate or the free
- *     from the orphan list (docs/DESIGN.md §3).  The run prints how many
+ *     from the orphan list (docs/design/core.md §3).  The run prints how many
  *     crash points fall inside those ops and at how many the mount finished
  *     an orphan.  Each operation records the log length when it starts
  *     and ends; each fsync (and sync, for every file) records the file's

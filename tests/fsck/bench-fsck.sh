@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The fsck.mendfs speed figures (docs/BENCHMARKS.md): seconds per GiB of
+# The fsck.mendfs speed figures (docs/benchmarks/recovery.md, the chart in
+# docs/BENCHMARKS.md): seconds per GiB of
 # metadata on images of FILES files each, made through the fs library (no FUSE).
 #   tests/fsck/bench-fsck.sh BUILD [FILES=1000000] [DIR=/dev/shm] [JSON]
 # FILES may be a comma-separated list (e.g. 100000,300000,1000000): one image

@@ -9,7 +9,7 @@
 # Needs root and qemu-system-x86_64 (Debian: qemu-system-x86); a missing one
 # is a failure, not a skip: this suite exists to run the VM.
 # MENDFS_VM_ACCEL: tcg (default) or kvm (needs a /dev/kvm that can boot a
-# stock kernel, which the kvm_pvm one here cannot: docs/DESIGN.md §6).
+# stock kernel, which the kvm_pvm one here cannot: docs/design/testing.md §6).
 # The kernel (linux-image-<version>-amd64, the one linux-image-amd64 depends
 # on), busybox-static and ndctl (with any of its libraries not installed here)
 # are fetched with `apt-get download` and unpacked with `dpkg -x` into

@@ -103,7 +103,7 @@ suid_cases() {
 	# chown and chgrp: by root (always), by the owner (into a group of its own,
 	# or chown(f, -1, -1)).  Not chown(f, -1, -1) by root: ext4 clears setuid
 	# there, mendfs cannot tell it from a write by root that drops
-	# security.capability (docs/DESIGN.md).
+	# security.capability (docs/design/daemon.md §4).
 	for m in 6757 6755 2757 2747 2745 4646; do
 		for o in "1002 -1" "-1 1002" "1001 1003"; do
 			fresh "$f" "$m"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the bounded, restartable frees of fs/core/file.c and fs/core/inode.c
- * (docs/DESIGN.md §3 "Bounded transactions"), on a real mkfs.mendfs image
+ * (docs/design/core.md §3 "Bounded transactions"), on a real mkfs.mendfs image
  * ($MKFS_MENDFS, 52 GiB sparse) with a 1 MiB journal (-J 1M: 256 blocks).
  *
  * The file: 300 "far" one-block extents 33000 blocks apart (each in its own
