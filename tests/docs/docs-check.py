@@ -3,7 +3,7 @@
 """docs-check: the project's documents point only at what exists.
 
 Checks, in the source tree given as the only argument (default: the current
-directory), every document: docs/*.md, docs/man/*, README.md and the READMEs
+directory), every document: docs/*.md, docs/*/*.md, docs/man/*, README.md and the READMEs
 under fs/ and blk/.
 
   1. Every repository path a document names exists: a word that starts with a
@@ -30,7 +30,7 @@ import tempfile
 
 
 def documents(root):
-    pats = ["docs/*.md", "docs/man/*", "README.md", "fs/**/README*", "blk/**/README*"]
+    pats = ["docs/*.md", "docs/*/*.md", "docs/man/*", "README.md", "fs/**/README*", "blk/**/README*"]
     out = []
     for p in pats:
         out += sorted(glob.glob(os.path.join(root, p), recursive=True))
