@@ -147,6 +147,7 @@ static inline int tfs_mount(struct tfs *t, unsigned max_bufs)
 	int ret, n;
 
 	memset(&t->fs, 0, sizeof(t->fs));
+	mfs_events_init(&t->fs.events); /* meta.c posts healed/lost blocks there */
 	t->fs.dev = t->dev;
 	ret = mfs_super_read(t->dev, &t->fs.sb, &ro, &other_bad, err, sizeof(err));
 	ck_assert_msg(ret == 0, "mfs_super_read: %d %s", ret, err);
@@ -165,6 +166,7 @@ static inline void tfs_umount(struct tfs *t)
 		return;
 	mfs_journal_destroy(&t->fs);
 	mfs_cache_destroy(&t->fs);
+	mfs_events_destroy(&t->fs.events);
 	t->mounted = false;
 }
 
