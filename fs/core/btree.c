@@ -25,7 +25,10 @@
  * Nothing read from a node is trusted before node_check() accepted it: type,
  * level, owner, tree kind, item count, slot bounds, key order, key range
  * given by the parent, child pointers inside the meta zone.  A bad node is
- * -EUCLEAN, logged with its block number.
+ * -EUCLEAN, logged with its block number.  The per-item checks (slots, key
+ * order, children) run once per fill of a node's buffer from the device and
+ * are remembered in it (mfs_buf.bt_checked); the rest on every visit
+ * (mfs_bt_node_get() says why that is enough).
  *
  * This file holds lookups and iteration; btree_int.h lists the others and
  * what each may call.  Node blocks come from fs->bt_alloc (the meta zone

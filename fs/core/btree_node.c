@@ -34,31 +34,16 @@ static bool in_meta_zone(const struct mfs *fs, uint64_t blocknr)
 }
 
 /*
- * Check a node before anything in it is used.  @level is where the tree says
- * it is, @bd the key range its parent gives it (none for the root).
+ * The items of a node at @level: children in the meta zone and in key order;
+ * leaf values inside the block, after the slots, not overlapping; keys in
+ * order.  O(items): done once per fill of the buffer (mfs_bt_node_get).
  */
-static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr, uint8_t *blk,
-                      unsigned level, const struct bt_bounds *bd)
+static int node_check_items(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr,
+                            uint8_t *blk, unsigned level)
 {
-	struct mfs_meta_hdr *hdr = node_hdr(blk);
 	unsigned nr = node_nr(blk), i;
-	uint16_t type = level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF;
 
-	if (le16toh(hdr->type) != type || le16toh(hdr->level) != level) {
-		bt_corrupt(bt, blocknr, "type %u level %u, expected type %u level %u",
-		           le16toh(hdr->type), le16toh(hdr->level), type, level);
-		return -EUCLEAN;
-	}
-	if (le64toh(hdr->owner) != bt->owner || le32toh(hdr->tree) != bt->kind) {
-		bt_corrupt(bt, blocknr, "belongs to owner %llu tree %u",
-		           (unsigned long long)le64toh(hdr->owner), le32toh(hdr->tree));
-		return -EUCLEAN;
-	}
 	if (level) {
-		if (nr == 0 || nr > BT_NODE_MAX) {
-			bt_corrupt(bt, blocknr, "%u children (1..%u)", nr, BT_NODE_MAX);
-			return -EUCLEAN;
-		}
 		for (i = 0; i < nr; i++) {
 			uint64_t child = ptr_child(blk, i);
 
@@ -75,10 +60,6 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 	} else {
 		unsigned slot_end = BT_HDR + nr * BT_SLOT, used = 0;
 
-		if (nr > BT_LEAF_MAX || (nr == 0 && bd)) {
-			bt_corrupt(bt, blocknr, "%u slots", nr);
-			return -EUCLEAN;
-		}
 		for (i = 0; i < nr; i++) {
 			unsigned off = slot_off(blk, i), len = slot_len(blk, i);
 
@@ -100,6 +81,47 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 			return -EUCLEAN;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Check a node before anything in it is used.  @level is where the tree says
+ * it is, @bd the key range its parent gives it (none for the root).  What
+ * depends on the way in (type, level, owner, tree, item count, the key range)
+ * is checked on every visit, in O(1); the items (node_check_items) only when
+ * @items.
+ */
+static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr, uint8_t *blk,
+                      unsigned level, const struct bt_bounds *bd, bool items)
+{
+	struct mfs_meta_hdr *hdr = node_hdr(blk);
+	unsigned nr = node_nr(blk);
+	uint16_t type = level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF;
+	int ret;
+
+	if (le16toh(hdr->type) != type || le16toh(hdr->level) != level) {
+		bt_corrupt(bt, blocknr, "type %u level %u, expected type %u level %u",
+		           le16toh(hdr->type), le16toh(hdr->level), type, level);
+		return -EUCLEAN;
+	}
+	if (le64toh(hdr->owner) != bt->owner || le32toh(hdr->tree) != bt->kind) {
+		bt_corrupt(bt, blocknr, "belongs to owner %llu tree %u",
+		           (unsigned long long)le64toh(hdr->owner), le32toh(hdr->tree));
+		return -EUCLEAN;
+	}
+	if (level && (nr == 0 || nr > BT_NODE_MAX)) {
+		bt_corrupt(bt, blocknr, "%u children (1..%u)", nr, BT_NODE_MAX);
+		return -EUCLEAN;
+	}
+	if (!level && (nr > BT_LEAF_MAX || (nr == 0 && bd))) {
+		bt_corrupt(bt, blocknr, "%u slots", nr);
+		return -EUCLEAN;
+	}
+	if (items) {
+		ret = node_check_items(fs, bt, blocknr, blk, level);
+		if (ret)
+			return ret;
+	}
 	if (bd && nr) {
 		uint64_t first = node_min(blk, level);
 		uint64_t last = level ? ptr_key(blk, nr - 1) : slot_key(blk, nr - 1);
@@ -116,6 +138,21 @@ static int node_check(struct mfs *fs, const struct mfs_btree *bt, uint64_t block
 /*
  * Read node @blocknr at @level and check it.  Returns with a reference and the
  * content lock held.  @bd NULL: the root.
+ *
+ * The items of a node are checked once per fill of its buffer: b->bt_checked
+ * is cleared by the cache whenever the data comes from the device (a miss
+ * after eviction, a re-read after a refused transaction, a read healed from
+ * the twin, mfs_meta_new) and set here once node_check_items() accepted them.
+ * Until the next fill only the tree's own code changes the data, under the
+ * content lock, and each of its changes keeps the items valid by
+ * construction: a leaf gains or loses a slot at its sorted place, its value
+ * placed between the slots and the values after a room check (compacted if
+ * need be), or is rewritten whole by mfs_bt_leaf_build() from sorted entries
+ * that fit; an interior node gains, loses or moves pointers to blocks from
+ * fs->bt_alloc at their sorted place, within 1..BT_NODE_MAX.  A change that fails
+ * half way leaves its transaction refused, and the journal marks its buffers
+ * for re-reading.  Built with MFS_BT_VERIFY_CHECKED (the unit tests' mock),
+ * a checked node is checked again anyway and a failure aborts.
  */
 MFS_BT_SHARED int mfs_bt_node_get(struct mfs *fs, const struct mfs_btree *bt, uint64_t blocknr,
                                   unsigned level, const struct bt_bounds *bd, struct mfs_buf **bp)
@@ -131,12 +168,20 @@ MFS_BT_SHARED int mfs_bt_node_get(struct mfs *fs, const struct mfs_btree *bt, ui
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&b->lock);
-	ret = node_check(fs, bt, blocknr, b->data, level, bd);
+	ret = node_check(fs, bt, blocknr, b->data, level, bd, !b->bt_checked);
+#ifdef MFS_BT_VERIFY_CHECKED
+	if (!ret && b->bt_checked && node_check_items(fs, bt, blocknr, b->data, level)) {
+		fprintf(stderr, "btree block %llu: changed by the tree into an invalid node\n",
+		        (unsigned long long)blocknr);
+		abort();
+	}
+#endif
 	if (ret) {
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
 		return ret;
 	}
+	b->bt_checked = true;
 	*bp = b;
 	return 0;
 }

@@ -39,12 +39,6 @@
 #define PIECE_BLOCKS (4u * (unsigned)MFS_BITMAP_BITS)
 #define GOAL_SPREAD  256u /* first-block goals are multiples of this (1 MiB) */
 
-/* An extent in host order. */
-struct fx {
-	uint64_t lblk, pblk, len;
-	uint32_t flags;
-};
-
 static struct mfs_btree ext_tree(const struct mfs_ino *ip)
 {
 	struct mfs_btree bt = {.root = le64toh(ip->di.ext_root),
@@ -60,7 +54,7 @@ static void ext_tree_store(struct mfs_ino *ip, const struct mfs_btree *bt)
 	ip->di.ext_depth = htole16(bt->depth);
 }
 
-static void fx_load(struct fx *x, const struct mfs_extent *e)
+static void fx_load(struct mfs_fx *x, const struct mfs_extent *e)
 {
 	x->lblk = le64toh(e->lblk);
 	x->pblk = le64toh(e->pblk);
@@ -68,7 +62,7 @@ static void fx_load(struct fx *x, const struct mfs_extent *e)
 	x->flags = le32toh(e->flags);
 }
 
-static void fx_store(struct mfs_extent *e, const struct fx *x)
+static void fx_store(struct mfs_extent *e, const struct mfs_fx *x)
 {
 	e->lblk = htole64(x->lblk);
 	e->pblk = htole64(x->pblk);
@@ -77,7 +71,7 @@ static void fx_store(struct mfs_extent *e, const struct fx *x)
 }
 
 /* An extent read from the inode or its tree must lie in the data zone. */
-static int fx_check(struct mfs *fs, const struct mfs_ino *ip, const struct fx *x)
+static int fx_check(struct mfs *fs, const struct mfs_ino *ip, const struct mfs_fx *x)
 {
 	uint64_t ds = le64toh(fs->sb.data_start), dl = le64toh(fs->sb.data_len);
 
@@ -119,7 +113,7 @@ int mfs_fmap_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint
 /* --- the five map primitives ------------------------------------------------------- */
 
 /* The extent with the greatest lblk <= @lblk.  -ENOENT if none. */
-static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct fx *x)
+static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x)
 {
 	if (!is_tree(ip)) {
 		unsigned n = nr_inline(ip), i;
@@ -148,7 +142,7 @@ static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 }
 
 struct ge_arg {
-	struct fx *x;
+	struct mfs_fx *x;
 	bool found;
 	bool bad;
 };
@@ -170,7 +164,7 @@ static int ge_fn(void *arg, uint64_t key, const void *val, uint16_t len)
 }
 
 /* The extent with the smallest lblk >= @lblk.  -ENOENT if none. */
-static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct fx *x)
+static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x)
 {
 	if (!is_tree(ip)) {
 		unsigned n = nr_inline(ip), i;
@@ -218,7 +212,8 @@ static int map_to_tree(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	return 0;
 }
 
-static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x)
+static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
+                      const struct mfs_fx *x)
 {
 	struct mfs_extent e;
 	int ret;
@@ -246,7 +241,8 @@ static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, c
 }
 
 /* Replace the extent keyed x->lblk. */
-static int map_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x)
+static int map_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
+                      const struct mfs_fx *x)
 {
 	struct mfs_extent e;
 	int ret;
@@ -342,14 +338,17 @@ static int map_maybe_inline(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 /* --- range operations -------------------------------------------------------------- */
 
 /* The mapping of @lblk: *pblk 0 for a hole; *count blocks share it. */
-int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
-             bool *unwritten)
+int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk,
+                    uint64_t *count, bool *unwritten, struct mfs_fmap_hole *h)
 {
-	struct fx x;
+	struct mfs_fx x;
+	bool has_left;
 	int ret;
 
 	*pblk = 0;
 	*unwritten = false;
+	if (h)
+		h->found = false;
 	if (lblk >= MAX_FILE_BLOCKS) {
 		*count = 1;
 		return 0;
@@ -363,15 +362,35 @@ int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, 
 		*unwritten = x.flags & MFS_EXT_UNWRITTEN;
 		return 0;
 	}
+	has_left = !ret;
+	if (h) {
+		h->has_left = has_left;
+		if (has_left)
+			h->left = x;
+	}
 	ret = map_find_ge(fs, ip, lblk, &x);
 	if (ret == -ENOENT) {
 		*count = MAX_FILE_BLOCKS - lblk;
-		return 0;
-	}
-	if (ret)
+	} else if (ret) {
 		return ret;
-	*count = x.lblk - lblk;
+	} else {
+		*count = x.lblk - lblk;
+	}
+	if (h) {
+		h->has_right = !ret;
+		if (!ret)
+			h->right = x;
+		h->lblk = lblk;
+		h->len = *count;
+		h->found = true;
+	}
 	return 0;
+}
+
+int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
+             bool *unwritten)
+{
+	return mfs_fmap_lookup(fs, ip, lblk, pblk, count, unwritten, NULL);
 }
 
 /*
@@ -379,10 +398,10 @@ int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, 
  * under the extent's key (or the entry goes), its tail [to, x end) becomes an
  * extent of its own.  Frees nothing.
  */
-static int map_cut(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct fx *x,
+static int map_cut(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, const struct mfs_fx *x,
                    uint64_t from, uint64_t to)
 {
-	struct fx piece;
+	struct mfs_fx piece;
 	int ret;
 
 	if (from > x->lblk) {
@@ -413,7 +432,7 @@ int mfs_fmap_punch(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint
 	int ret;
 
 	while (lblk < end) {
-		struct fx x;
+		struct mfs_fx x;
 		uint64_t oe;
 
 		ret = map_find_le(fs, ip, lblk, &x);
@@ -464,7 +483,7 @@ static unsigned unit_cost(struct mfs *fs, const struct mfs_ino *ip)
 static int free_unit(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t *lblk,
                      uint64_t end)
 {
-	struct fx x;
+	struct mfs_fx x;
 	uint64_t os, oe, ps;
 	int ret;
 
@@ -537,34 +556,23 @@ int mfs_fmap_free(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t l
 }
 
 /* Map the empty range [lblk, lblk + len) to @pblk, merging with neighbours. */
-int mfs_fmap_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
-                 uint64_t len, uint64_t pblk, uint32_t flags)
+/*
+ * Map @nx into the empty range it names, given its neighbours: @lp the
+ * extent with the greatest lblk below nx->lblk, @rp the first at or past its
+ * end (NULL: none).  Merges with either when they touch it on the disk too.
+ */
+static int add_between(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, struct mfs_fx nx,
+                       const struct mfs_fx *lp, const struct mfs_fx *rp)
 {
-	struct fx nx = {.lblk = lblk, .pblk = pblk, .len = len, .flags = flags}, l, r;
-	bool left = false, right = false;
+	uint64_t lblk = nx.lblk, len = nx.len, pblk = nx.pblk;
+	uint32_t flags = nx.flags;
+	struct mfs_fx l = lp ? *lp : (struct mfs_fx){0}, r = rp ? *rp : (struct mfs_fx){0};
+	bool left, right;
 	int ret;
 
-	while (len > EXT_MAX_LEN) {
-		/* only allocations of up to a chunk reach here; stay general anyway */
-		ret = mfs_fmap_add(fs, txn, ip, lblk, EXT_MAX_LEN, pblk, flags);
-		if (ret)
-			return ret;
-		lblk += EXT_MAX_LEN;
-		pblk += EXT_MAX_LEN;
-		len -= EXT_MAX_LEN;
-		nx = (struct fx){.lblk = lblk, .pblk = pblk, .len = len, .flags = flags};
-	}
-	if (lblk > 0) {
-		ret = map_find_le(fs, ip, lblk - 1, &l);
-		if (ret && ret != -ENOENT)
-			return ret;
-		left = !ret && l.lblk + l.len == lblk && l.pblk + l.len == pblk &&
-		       l.flags == flags && l.len + len <= EXT_MAX_LEN;
-	}
-	ret = map_find_ge(fs, ip, lblk + len, &r);
-	if (ret && ret != -ENOENT)
-		return ret;
-	right = !ret && r.lblk == lblk + len && r.pblk == pblk + len && r.flags == flags &&
+	left = lp && l.lblk + l.len == lblk && l.pblk + l.len == pblk && l.flags == flags &&
+	       l.len + len <= EXT_MAX_LEN;
+	right = rp && r.lblk == lblk + len && r.pblk == pblk + len && r.flags == flags &&
 	        (left ? l.len : 0) + len + r.len <= EXT_MAX_LEN;
 	if (left) {
 		l.len += len + (right ? r.len : 0);
@@ -590,15 +598,57 @@ int mfs_fmap_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64
 	return map_insert(fs, txn, ip, &nx);
 }
 
-/* Where to allocate file block @lblk: after the block mapping @lblk - 1's extent. */
-uint64_t mfs_fmap_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
+int mfs_fmap_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
+                 uint64_t len, uint64_t pblk, uint32_t flags)
+{
+	struct mfs_fx nx = {.lblk = lblk, .pblk = pblk, .len = len, .flags = flags}, l, r;
+	bool left = false;
+	int ret;
+
+	while (len > EXT_MAX_LEN) {
+		/* only allocations of up to a chunk reach here; stay general anyway */
+		ret = mfs_fmap_add(fs, txn, ip, lblk, EXT_MAX_LEN, pblk, flags);
+		if (ret)
+			return ret;
+		lblk += EXT_MAX_LEN;
+		pblk += EXT_MAX_LEN;
+		len -= EXT_MAX_LEN;
+		nx = (struct mfs_fx){.lblk = lblk, .pblk = pblk, .len = len, .flags = flags};
+	}
+	if (lblk > 0) {
+		ret = map_find_le(fs, ip, lblk - 1, &l);
+		if (ret && ret != -ENOENT)
+			return ret;
+		left = !ret;
+	}
+	ret = map_find_ge(fs, ip, lblk + len, &r);
+	if (ret && ret != -ENOENT)
+		return ret;
+	return add_between(fs, txn, ip, nx, left ? &l : NULL, ret ? NULL : &r);
+}
+
+int mfs_fmap_add_hole(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
+                      uint64_t len, uint64_t pblk, uint32_t flags, const struct mfs_fmap_hole *h)
+{
+	struct mfs_fx nx = {.lblk = lblk, .pblk = pblk, .len = len, .flags = flags};
+
+	/*
+	 * Inside the hole @h found, its neighbours are [lblk, lblk + len)'s:
+	 * no extent starts in the hole, so the greatest below lblk is h->left
+	 * and the first at or past lblk + len is h->right.
+	 */
+	if (!h || !h->found || len > EXT_MAX_LEN || lblk < h->lblk || lblk + len > h->lblk + h->len)
+		return mfs_fmap_add(fs, txn, ip, lblk, len, pblk, flags);
+	return add_between(fs, txn, ip, nx, h->has_left ? &h->left : NULL,
+	                   h->has_right ? &h->right : NULL);
+}
+
+/* Where a file's first blocks go. */
+static uint64_t goal_spread(struct mfs *fs, struct mfs_ino *ip)
 {
 	uint64_t ds = le64toh(fs->sb.data_start), dl = le64toh(fs->sb.data_len);
 	uint64_t slots = dl / GOAL_SPREAD;
-	struct fx x;
 
-	if (lblk > 0 && !map_find_le(fs, ip, lblk - 1, &x))
-		return x.pblk + (lblk - x.lblk);
 	/*
 	 * A file's first blocks: start files at spread-out places (by inode
 	 * number) so that files growing at the same time do not take each
@@ -609,10 +659,31 @@ uint64_t mfs_fmap_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
 	return ds + ((ip->ino * 0x9e3779b97f4a7c15ull) >> 20) % slots * GOAL_SPREAD;
 }
 
+/* Where to allocate file block @lblk: after the block mapping @lblk - 1's extent. */
+uint64_t mfs_fmap_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
+{
+	struct mfs_fx x;
+
+	if (lblk > 0 && !map_find_le(fs, ip, lblk - 1, &x))
+		return x.pblk + (lblk - x.lblk);
+	return goal_spread(fs, ip);
+}
+
+uint64_t mfs_fmap_hole_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk,
+                            const struct mfs_fmap_hole *h)
+{
+	/* in the hole, the extent mapping lblk - 1 (or the last before it) is h->left */
+	if (!h || !h->found || lblk < h->lblk || lblk >= h->lblk + h->len)
+		return mfs_fmap_goal(fs, ip, lblk);
+	if (lblk > 0 && h->has_left)
+		return h->left.pblk + (lblk - h->left.lblk);
+	return goal_spread(fs, ip);
+}
+
 /* Does the map hold a block at or past @lblk?  Returns 1, 0 or -errno. */
 int mfs_fmap_maps_from(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk)
 {
-	struct fx x;
+	struct mfs_fx x;
 	int ret = map_find_le(fs, ip, MAX_FILE_BLOCKS - 1, &x);
 
 	if (ret == -ENOENT)
@@ -663,7 +734,7 @@ int mfs_file_release_blocks(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 {
 	struct release_arg a = {0};
 	struct mfs_btree bt;
-	struct fx x;
+	struct mfs_fx x;
 	size_t i;
 	int ret = 0;
 

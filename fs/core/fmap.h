@@ -74,6 +74,25 @@ static inline unsigned seg_cost(const struct mfs_ino *ip)
 
 /* --- the map (fmap.c) ----------------------------------------------------------------- */
 
+/* An extent in host order. */
+struct mfs_fx {
+	uint64_t lblk, pblk, len;
+	uint32_t flags;
+};
+
+/*
+ * A hole as mfs_fmap_lookup() found it: [lblk, lblk + len) unmapped, and its
+ * neighbours, the extent before it (has_left) and the first after it
+ * (has_right).  Good while the map does not change: the caller holds
+ * ip->lock exclusively and changes nothing in between.
+ */
+struct mfs_fmap_hole {
+	bool found;
+	bool has_left, has_right;
+	uint64_t lblk, len;
+	struct mfs_fx left, right;
+};
+
 /*
  * mfs_bmap (mfs_ops.h) looks a block up; mfs_file_release_blocks (mfs_ops.h)
  * and mfs_file_free_all (mfs_int.h) free a whole inode's blocks.
@@ -102,8 +121,23 @@ int mfs_fmap_free(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t l
  * to the quarantine tree, its new root journaled).  Returns 0 or -errno.
  */
 int mfs_fmap_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t len);
+/*
+ * mfs_fmap_add() into a hole @h found (NULL or not found: mfs_fmap_add()):
+ * the neighbours come from @h instead of two more walks of the map.
+ */
+int mfs_fmap_add_hole(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
+                      uint64_t len, uint64_t pblk, uint32_t flags, const struct mfs_fmap_hole *h);
+/*
+ * mfs_bmap(), and for a hole at @lblk its range and neighbours in *@h (NULL:
+ * not wanted; h->found false when @lblk is mapped).
+ */
+int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk,
+                    uint64_t *count, bool *unwritten, struct mfs_fmap_hole *h);
 /* Where to allocate file block @lblk: after the block mapping @lblk - 1, else spread by inode. */
 uint64_t mfs_fmap_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk);
+/* mfs_fmap_goal() from the hole @h found, without a walk (@lblk outside it: a walk). */
+uint64_t mfs_fmap_hole_goal(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk,
+                            const struct mfs_fmap_hole *h);
 /* Does the map hold a block at or past @lblk?  Returns 1, 0 or -errno. */
 int mfs_fmap_maps_from(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk);
 

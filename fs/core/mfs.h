@@ -220,6 +220,12 @@ struct mfs_buf {
 	struct mfs_txn *txn; /* transaction it belongs to, if dirty */
 	uint64_t jgen;       /* last transaction that journaled it */
 	struct mfs_buf *hnext, *lru_prev, *lru_next, *txn_next;
+	/*
+	 * A B+tree node whose items btree_node.c checked since the data last
+	 * came from the device (cleared at every fill: a read, a read healed
+	 * from the twin, mfs_meta_new); only the tree changes a node meanwhile.
+	 */
+	bool bt_checked;
 };
 
 /* Where the twin of metadata/journal block @blk lives (0 without metadata_dup). */

@@ -105,6 +105,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 {
 	uint64_t b0 = pos / BS, b1 = (end + BS - 1) / BS, lblk, goal = 0;
 	struct wseg seg[CHUNK_SEGS];
+	struct mfs_fmap_hole hole = {.found = false}; /* at b0: seg[0]'s neighbours */
 	struct bounce edge[2];
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
@@ -133,7 +134,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		uint64_t pblk, count, n, got, start;
 		bool unwritten;
 
-		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		ret = mfs_fmap_lookup(fs, ip, lblk, &pblk, &count, &unwritten,
+		                      lblk == b0 ? &hole : NULL);
 		if (ret)
 			goto fail_free;
 		n = count < b1 - lblk ? count : b1 - lblk;
@@ -147,7 +149,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			                            unwritten ? SEG_UNWRITTEN : SEG_MAPPED};
 		} else {
 			if (!goal)
-				goal = mfs_fmap_goal(fs, ip, lblk);
+				goal = mfs_fmap_hole_goal(fs, ip, lblk, lblk == b0 ? &hole : NULL);
 			ret = mfs_alloc_data(fs, txn, goal, n, &start, &got);
 			if (ret == -ENOSPC) {
 				*stop = MFS_SPACE_DATA;
@@ -254,7 +256,9 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	/* map what was written (data is on the device: ordered mode) */
 	for (i = 0; i < nseg; i++) {
 		if (seg[i].kind == SEG_NEW) {
-			err = mfs_fmap_add(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk, 0);
+			/* the map is as the plan found it until the first change */
+			err = mfs_fmap_add_hole(fs, txn, ip, seg[i].lblk, seg[i].len, seg[i].pblk,
+			                        0, i == 0 ? &hole : NULL);
 			if (!err)
 				di_add_blocks(ip, (int64_t)seg[i].len);
 		} else if (seg[i].kind == SEG_UNWRITTEN) {

@@ -138,6 +138,7 @@ MOCK_LINKAGE int MOCK(meta_new)(struct mfs *fs, uint64_t blocknr, uint16_t type,
 	hdr->owner = owner;
 	mb->buf.type = type;
 	mb->buf.uptodate = true;
+	mb->buf.bt_checked = false;
 	atomic_fetch_add(&mb->buf.ref, 1);
 	mock.refs++;
 	*bp = &mb->buf;
@@ -240,6 +241,9 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
  * compiled a second time here, calling the mock and renamed mock_bt_*.
  */
 #ifndef MFS_BTREE_MOCK
+/* a checked node is checked again: the tree keeps its nodes valid (btree_node.c) */
+#define MFS_BT_VERIFY_CHECKED
+
 #define mfs_meta_read    mock_meta_read
 #define mfs_meta_new     mock_meta_new
 #define mfs_buf_put      mock_buf_put

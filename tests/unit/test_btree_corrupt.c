@@ -28,6 +28,7 @@ static void patch_block(uint64_t blocknr, void (*fn)(uint8_t *blk, void *arg), v
 	if (saved)
 		memcpy(saved, b->data, MFS_BLOCK_SIZE);
 	fn(b->data, arg);
+	b->bt_checked = false; /* as a fill from the (mock) device would leave it */
 	pthread_mutex_unlock(&b->lock);
 	L->buf_put(b);
 }

@@ -148,9 +148,73 @@ START_TEST(test_real_remount)
 }
 END_TEST
 
+/*
+ * A leaf checked and cached, evicted, then corrupted on the device (both
+ * copies, checksums valid, keys out of order): the re-read is checked again
+ * and refused; the good copy written back, the tree is whole.
+ */
+START_TEST(test_real_corrupt_after_evict)
+{
+	struct mfs_btree bt = {.kind = MFS_TREE_DIR, .owner = MFS_ROOT_INO};
+	uint8_t *good, *bad;
+	struct mfs_meta_hdr *h;
+	struct mfs_bt_slot *s;
+	struct mfs_bt_ptr *p;
+	uint64_t k, leaf, lo, reads;
+	struct mfs_buf *b;
+
+	for (k = 0; k < 3000; k++)
+		ins(&bt, k * 4, 0);
+	T_UEQ(bt.depth, 1);
+	T_IEQ(mfs_txn_end(txn), 0);
+	txn = NULL;
+	T_IEQ(mfs_txn_commit(fs), 0);
+	T_IEQ(mfs_checkpoint(fs), 0);
+	T_IEQ(mfs_meta_read(fs, bt.root, 0, &b), 0);
+	p = (struct mfs_bt_ptr *)(b->data + T_HDR);
+	leaf = p[1].child;
+	lo = p[1].key;
+	mfs_buf_put(b);
+	T_IEQ(L->lookup(fs, &bt, lo + 4, NULL, NULL), 0); /* the leaf cached and checked */
+	T_IEQ(L->lookup(fs, &bt, lo + 4, NULL, NULL), 0);
+
+	good = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	bad = aligned_alloc(MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	T_ASSERT(good && bad);
+	T_IEQ(blk_read(fs->dev, leaf * MFS_SECTORS_PER_BLOCK, good, MFS_BLOCK_SIZE, 0), 0);
+	memcpy(bad, good, MFS_BLOCK_SIZE);
+	h = (struct mfs_meta_hdr *)bad;
+	T_ASSERT(h->nr_items > 6);
+	s = (struct mfs_bt_slot *)(bad + T_HDR);
+	s[5].key = s[4].key;
+	mfs_block_seal(bad, fs->seed);
+	T_IEQ(mfs_meta_write_both(fs, leaf, bad, 1), 0);
+
+	/* still cached: the cache is the truth, nothing is read */
+	reads = atomic_load(&fs->stats.meta_reads);
+	T_IEQ(L->lookup(fs, &bt, lo + 4, NULL, NULL), 0);
+	T_UEQ(atomic_load(&fs->stats.meta_reads), reads);
+	/* evicted: read again, checked again, refused every time */
+	mfs_meta_forget(fs, leaf);
+	T_IEQ(L->lookup(fs, &bt, lo + 4, NULL, NULL), -EUCLEAN);
+	T_ASSERT(atomic_load(&fs->stats.meta_reads) > reads);
+	T_IEQ(L->lookup(fs, &bt, lo + 8, NULL, NULL), -EUCLEAN);
+
+	/* the good copy back on the device and read in: whole again */
+	T_IEQ(mfs_meta_write_both(fs, leaf, good, 1), 0);
+	mfs_meta_forget(fs, leaf);
+	T_IEQ(L->lookup(fs, &bt, lo + 4, NULL, NULL), 0);
+	T_UEQ(check_tree(&bt), 3000);
+	free(good);
+	free(bad);
+	T_IEQ(mfs_txn_begin(fs, &txn), 0);
+}
+END_TEST
+
 void btree_real_tests(TCase *tc)
 {
 	tcase_add_checked_fixture(tc, real_setup, real_teardown);
 	tcase_add_test(tc, test_real_workload);
 	tcase_add_test(tc, test_real_remount);
+	tcase_add_test(tc, test_real_corrupt_after_evict);
 }

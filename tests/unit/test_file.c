@@ -194,6 +194,45 @@ START_TEST(test_inline_to_tree)
 }
 END_TEST
 
+/*
+ * Holes filled in a tree-mapped file: the plan's lookup of the hole gives the
+ * goal and the neighbours to merge with (write.c, mfs_fmap_add_hole); left,
+ * right and both-sided merges come out as the full path makes them.
+ */
+START_TEST(test_hole_merge)
+{
+	static const unsigned order[] = {0, 2, 1, 5, 4, 3};
+	static const unsigned after[] = {50, 100, 50, 100, 100, 50};
+	uint64_t ino = fixture_file("holes"), i, pblk, count;
+	uint8_t data[BS];
+	unsigned k;
+
+	for (k = 0; k < 6; k++) {
+		for (i = 0; i < 50; i++) {
+			fill(data, BS, (unsigned)(i * 10 + order[k]));
+			write_all(ino, data, BS, (i * 10 + order[k]) * BS);
+		}
+		ck_assert_uint_eq(extents(ino, 500), after[k]);
+	}
+	for (i = 0; i < 50; i++) {
+		bmap(ino, i * 10, &pblk, &count, NULL);
+		ck_assert_uint_ne(pblk, 0);
+		ck_assert_uint_eq(count, 6);
+	}
+	fixture_remount();
+	ck_assert_uint_eq(fblocks(ino), 300);
+	for (i = 0; i < 500; i++) {
+		if (i % 10 >= 6) {
+			bmap(ino, i, &pblk, NULL, NULL);
+			ck_assert_uint_eq(pblk, 0);
+			continue;
+		}
+		fill(data, BS, (unsigned)i);
+		check_read(ino, data, BS, i * BS);
+	}
+}
+END_TEST
+
 START_TEST(test_sequential)
 {
 	uint64_t ino = fixture_file("seq"), ino2 = fixture_file("seq2");
@@ -772,6 +811,7 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_sparse);
 	tcase_add_test(tc, test_inline_to_tree);
+	tcase_add_test(tc, test_hole_merge);
 	tcase_add_test(tc, test_sequential);
 	tcase_add_test(tc, test_huge_offset);
 	tcase_add_test(tc, test_truncate);
