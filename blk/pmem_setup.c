@@ -3,7 +3,9 @@
  * The pmem backend's set-up and poison handling on the mapping: clearing
  * poison on a devdax device, making poisoned pages of an image inaccessible
  * (PROT_NONE) so that a stray load faults, direct access, open (map the
- * device or image with libpmem2) and close, and the ops table.  Calls pmem.c
+ * device or image with libpmem2, an image inside an address space
+ * reservation), growth while open (the new tail mapped into the
+ * reservation), close, and the ops table.  Calls pmem.c
  * (the I/O path), guard.c, status.c.
  */
 #include <errno.h>
