@@ -31,12 +31,15 @@
 #            the new superblock's backup copy written: F0001) or, cut back,
 #            at the old size; a mount of it reads the files back, and fsck -n
 #            is clean after its umount at that size.
+#   online-loop  online growth of a loop device (uring backend): its backing
+#            file grown, `losetup -c`, `mendctl grow MOUNTPOINT`, more than the
+#            old free space written, fsck -n clean, read back after a remount.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no loop device);
 # with MENDFS_TEST_STRICT=1 a skip fails.
 set -u
 . "$(dirname "$0")/lib.sh"
 
-name=${1:?usage: grow-test.sh image|loop4k|online|online-kill}
+name=${1:?usage: grow-test.sh image|loop4k|online|online-kill|online-loop}
 need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS
 need_root_fuse
 work_init grow
@@ -335,6 +338,37 @@ online-kill)
 	[ "$size" != old ] || fail "no kill point left the new filesystem"
 	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n at the end: $(cat "$WORK/fsck")"
 	[ "$(mendctl --json show "$IMG" | field blocks)" = 32768 ] || fail "not grown at the end"
+	;;
+online-loop)
+	truncate -s 64M "$IMG"
+	LOOP=$(losetup -f --show "$IMG" 2>"$WORK/losetup.log") ||
+		skip "losetup: $(cat "$WORK/losetup.log")"
+	DEV=$LOOP
+	mkfs_mendfs "$DEV"
+	mount_fg
+	fill
+	step="online grow of a loop device"
+	old=$(($(stat -f -c %f "$MNT") * 4096))
+	online_refused "did not grow" "did not grow" grow "$MNT"
+	truncate -s 256M "$IMG"
+	losetup -c "$DEV" || fail "losetup -c"
+	[ "$(blockdev --getsize64 "$DEV")" = $((256 << 20)) ] || fail "$DEV did not grow"
+	out=$(mendctl grow "$MNT") || fail "grow $MNT: $out"
+	echo "$out"
+	grep -q "from 16384 to 65536 blocks" <<<"$out" || fail "grow: $out"
+	(($(stat -f -c %f "$MNT") * 4096 > old + (16 << 20))) ||
+		fail "df: $(stat -f -c %f "$MNT") free blocks after the grow, old free $old bytes"
+	head -c $((old + (16 << 20))) /dev/urandom >"$WORK/big" || fail "random data"
+	cp "$WORK/big" "$MNT/big" || fail "writing $((old + (16 << 20))) bytes after the online grow"
+	sync
+	cmp "$WORK/big" "$MNT/big" || fail "the big file differs"
+	check_files "after the online grow"
+	umount_fg
+	"$FSCK_MENDFS" -n "$DEV" >"$WORK/fsck" 2>&1 || fail "fsck -n after the online grow: $(cat "$WORK/fsck")"
+	mount_fg
+	cmp "$WORK/big" "$MNT/big" || fail "the big file differs after a remount"
+	check_files "after a remount"
+	umount_fg
 	;;
 *)
 	fail "unknown test $name"
