@@ -131,7 +131,11 @@ static inline void bb_summary_bit(struct blk_badblocks *bb, uint64_t c, bool set
 		atomic_fetch_and_explicit(&bb->summary[c / 64], ~bit, memory_order_release);
 }
 
-/* Chunks [*c0, *c1] of [sector, end), clipped to the summary. */
+/*
+ * Chunks [*c0, *c1] of [sector, end), clipped to the summary: its last chunk
+ * stands for everything past the size it was made for (a device that grew
+ * while open, blk_dev_resize).
+ */
 static inline void bb_summary_span(const struct blk_badblocks *bb, uint64_t sector, uint64_t end,
                                    uint64_t *c0, uint64_t *c1)
 {
@@ -139,6 +143,8 @@ static inline void bb_summary_span(const struct blk_badblocks *bb, uint64_t sect
 	*c1 = (end - 1) >> bb->summary_shift;
 	if (*c1 >= bb->summary_chunks)
 		*c1 = bb->summary_chunks - 1;
+	if (*c0 > *c1)
+		*c0 = *c1;
 }
 
 /* Before [sector, end) goes in (bb->lock held for writing). */
@@ -164,6 +170,9 @@ static void __bb_summary_refresh(struct blk_badblocks *bb, uint64_t sector, uint
 	bb_summary_span(bb, sector, end, &c0, &c1);
 	for (c = c0; c <= c1; c++) {
 		uint64_t cs = c << bb->summary_shift, ce = cs + (1ull << bb->summary_shift);
+
+		if (c == bb->summary_chunks - 1)
+			ce = UINT64_MAX; /* the last chunk: to the end */
 		uint32_t i = __bb_first_end_after(bb, n, cs);
 
 		if (i == n || bb->ranges[i].sector >= ce)

@@ -315,6 +315,12 @@ struct blk_backend_ops {
 	void *(*direct_access)(struct blk_dev *dev, uint64_t pos, size_t len);
 	int (*register_buffer)(struct blk_dev *dev, void *addr, size_t len);
 	int (*flush_sync)(struct blk_dev *dev);
+	/*
+	 * Re-read the size of the underlying file or device (it grew) and make
+	 * the new range addressable without moving anything already in use:
+	 * the new byte size in *@size.  NULL: the size is fixed while open.
+	 */
+	int (*resize)(struct blk_dev *dev, uint64_t *size, char *err, size_t errlen);
 };
 
 extern const struct blk_backend_ops blk_null_ops;

@@ -164,6 +164,41 @@ void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info)
 	info->read_only = dev->read_only;
 }
 
+int blk_dev_resize(struct blk_dev *dev, uint64_t *old_size, uint64_t *new_size, char *err,
+                   size_t errlen)
+{
+	uint64_t size = dev->size;
+	int ret;
+
+	*old_size = *new_size = dev->size;
+	if (dev->read_only) {
+		blk_err(err, errlen, "%s: opened read-only: it cannot grow", dev->path);
+		return -EROFS;
+	}
+	if (!dev->ops->resize) {
+		blk_err(err, errlen, "%s: the %s backend cannot change its size while open",
+		        dev->path ? dev->path : "device", dev->ops->name);
+		return -EOPNOTSUPP;
+	}
+	ret = dev->ops->resize(dev, &size, err, errlen);
+	if (ret)
+		return ret;
+	if (size < dev->size) {
+		blk_err(err, errlen, "%s: the device shrank (%llu bytes, was %llu)", dev->path,
+		        (unsigned long long)size, (unsigned long long)dev->size);
+		return -EFBIG;
+	}
+	/*
+	 * Published after the backend can serve the new range.  The poison
+	 * summary needs no change: its last chunk stands for everything past
+	 * the size it was made for.
+	 */
+	__atomic_store_n(&dev->nr_sectors, size >> BLK_SECTOR_SHIFT, __ATOMIC_RELEASE);
+	__atomic_store_n(&dev->size, size, __ATOMIC_RELEASE);
+	*new_size = size;
+	return 0;
+}
+
 /* --- open and close --------------------------------------------------------- */
 
 static const struct blk_backend_ops *blk_pick_backend(const struct blk_dev_config *cfg,

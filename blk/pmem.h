@@ -14,6 +14,9 @@
 #define PMEM_CHUNK_SHIFT 16 /* dirty tracking unit on page-granular mappings: 64 KiB */
 #define PMEM_MIN_SIZE    4096u
 #define PMEM_MAX_RETRY   8 /* a fault that keeps changing its mind is treated as poison */
+/* Address space reserved for online growth: 16 times the size, at most 1 TiB more. */
+#define PMEM_RSV_FACTOR    16u
+#define PMEM_RSV_MAX_EXTRA (1ull << 40)
 
 struct pmem_dev {
 	char *addr;      /* the mapping */
@@ -25,6 +28,19 @@ struct pmem_dev {
 	bool ro;
 	struct pmem2_source *src;
 	struct pmem2_map *map;
+	/*
+	 * Online growth (blk_dev_resize) of a writable image file: the mapping
+	 * lies at the start of an address-space reservation of rsv_size bytes
+	 * (the rest PROT_NONE), and each growth maps the file's new tail right
+	 * after it, so pd->addr never moves and lock-free readers keep their
+	 * pointers.  The per-chunk and per-page arrays below are sized for the
+	 * whole reservation.  NULL, 0: no reservation (devdax, read-only, or
+	 * none could be had): the size is fixed.
+	 */
+	struct pmem2_vm_reservation *rsv;
+	size_t rsv_size;
+	struct pmem2_map **tails; /* the growths' mappings, in order */
+	unsigned nr_tails;
 	pmem2_memcpy_fn memcpy_fn;
 	pmem2_memset_fn memset_fn;
 	pmem2_drain_fn drain_fn;

@@ -3,7 +3,9 @@
  * The pmem backend's set-up and poison handling on the mapping: clearing
  * poison on a devdax device, making poisoned pages of an image inaccessible
  * (PROT_NONE) so that a stray load faults, direct access, open (map the
- * device or image with libpmem2) and close, and the ops table.  Calls pmem.c
+ * device or image with libpmem2, an image inside an address space
+ * reservation), growth while open (the new tail mapped into the
+ * reservation), close, and the ops table.  Calls pmem.c
  * (the I/O path), guard.c, status.c.
  */
 #include <errno.h>
@@ -182,8 +184,13 @@ static void *pmem_direct_access(struct blk_dev *dev, uint64_t pos, size_t len)
 
 static void pmem_free(struct pmem_dev *pd)
 {
+	while (pd->nr_tails)
+		pmem2_map_delete(&pd->tails[--pd->nr_tails]);
+	free(pd->tails);
 	if (pd->map)
 		pmem2_map_delete(&pd->map);
+	if (pd->rsv)
+		pmem2_vm_reservation_delete(&pd->rsv);
 	if (pd->src)
 		pmem2_source_delete(&pd->src);
 	if (pd->fd >= 0)
@@ -201,13 +208,141 @@ static int pmem_err(char *err, size_t errlen, const char *path, int ret, const c
 	return -blk_pmem_errno(ret);
 }
 
+/*
+ * Reserve address space for online growth and point @pcfg's mapping at its
+ * start.  Best effort: without a reservation the device keeps its size.
+ */
+static void pmem_reserve(struct pmem_dev *pd, struct pmem2_config *pcfg, size_t size)
+{
+	size_t align = 0, extra, len;
+
+	if (pmem2_source_alignment(pd->src, &align) || !align || (align & (align - 1)))
+		return;
+	extra = size > PMEM_RSV_MAX_EXTRA / (PMEM_RSV_FACTOR - 1) ? PMEM_RSV_MAX_EXTRA
+	                                                          : size * (PMEM_RSV_FACTOR - 1);
+	len = (size + extra + align - 1) & ~(align - 1);
+	if (pmem2_vm_reservation_new(&pd->rsv, NULL, len)) {
+		pd->rsv = NULL;
+		return;
+	}
+	if (pmem2_config_set_vm_reservation(pcfg, pd->rsv, 0)) {
+		pmem2_vm_reservation_delete(&pd->rsv);
+		return;
+	}
+	pd->rsv_size = len;
+}
+
+/*
+ * The file grew: map its new tail into the reservation, right after what is
+ * mapped, so the mapping's address stays.  Writers of the filesystem are
+ * frozen by the caller; readers of the old range are unaffected, and no one
+ * addresses the new range before the new size is published.  The bytes are
+ * returned in *@size.
+ */
+static int pmem_resize(struct blk_dev *dev, uint64_t *size, char *err, size_t errlen)
+{
+	struct pmem_dev *pd = dev->drv;
+	struct pmem2_config *pcfg = NULL;
+	struct pmem2_map *m = NULL, **tails;
+	size_t align = 0, mapped;
+	struct stat st;
+	int ret;
+
+	*size = dev->size;
+	if (pd->devdax) {
+		blk_err(err, errlen,
+		        "%s: a devdax device's size is fixed while it is open: grow it unmounted",
+		        dev->path);
+		return -EOPNOTSUPP;
+	}
+	if (pd->ro) {
+		blk_err(err, errlen, "%s: opened read-only: it cannot grow", dev->path);
+		return -EROFS;
+	}
+	if (fstat(pd->fd, &st) < 0) {
+		ret = -errno;
+		blk_err(err, errlen, "%s: cannot stat: %s", dev->path, strerror(-ret));
+		return ret;
+	}
+	if ((uint64_t)st.st_size < pd->map_size) {
+		blk_err(err, errlen, "%s: the file shrank (%llu bytes, %zu mapped)", dev->path,
+		        (unsigned long long)st.st_size, pd->map_size);
+		return -EFBIG;
+	}
+	/* what is mapped ends at a multiple of the alignment: the first mapping and each tail */
+	mapped = pmem2_map_get_size(pd->nr_tails ? pd->tails[pd->nr_tails - 1] : pd->map);
+	mapped += (size_t)((char *)pmem2_map_get_address(pd->nr_tails ? pd->tails[pd->nr_tails - 1]
+	                                                              : pd->map) -
+	                   pd->addr);
+	if ((uint64_t)st.st_size <= mapped) {
+		/* nothing new to map (a rounded-up last page may hold the new bytes) */
+		__atomic_store_n(&pd->map_size, (size_t)st.st_size, __ATOMIC_RELEASE);
+		*size = (uint64_t)st.st_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
+		return 0;
+	}
+	if (!pd->rsv) {
+		blk_err(err, errlen,
+		        "%s: no address space was reserved to grow this mapping while it is "
+		        "open: grow it unmounted",
+		        dev->path);
+		return -EOPNOTSUPP;
+	}
+	if ((uint64_t)st.st_size > pd->rsv_size) {
+		blk_err(err, errlen,
+		        "%s: grew to %llu bytes, past the %zu bytes reserved for growth while it "
+		        "is open (16 times its size at open, at most 1 TiB more): grow it "
+		        "unmounted",
+		        dev->path, (unsigned long long)st.st_size, pd->rsv_size);
+		return -EFBIG;
+	}
+	if (pmem2_source_alignment(pd->src, &align) || !align)
+		align = (size_t)1 << pd->page_shift;
+	tails = realloc(pd->tails, sizeof(*tails) * (pd->nr_tails + 1));
+	if (!tails) {
+		blk_err(err, errlen, "%s: out of memory", dev->path);
+		return -ENOMEM;
+	}
+	pd->tails = tails;
+	ret = pmem2_config_new(&pcfg);
+	if (!ret)
+		ret = pmem2_config_set_required_store_granularity(pcfg, PMEM2_GRANULARITY_PAGE);
+	if (!ret)
+		ret = pmem2_config_set_offset(pcfg, mapped);
+	if (!ret)
+		ret = pmem2_config_set_length(pcfg, (((size_t)st.st_size - mapped) + align - 1) &
+		                                            ~(align - 1));
+	if (!ret)
+		ret = pmem2_config_set_vm_reservation(pcfg, pd->rsv, mapped);
+	if (!ret)
+		ret = pmem2_map_new(&m, pcfg, pd->src);
+	if (pcfg)
+		pmem2_config_delete(&pcfg);
+	if (ret)
+		return pmem_err(err, errlen, dev->path, ret, "cannot map the grown tail");
+	if ((char *)pmem2_map_get_address(m) != pd->addr + mapped ||
+	    pmem2_map_get_store_granularity(m) != pmem2_map_get_store_granularity(pd->map)) {
+		pmem2_map_delete(&m);
+		blk_err(err, errlen, "%s: the grown tail did not map after the rest", dev->path);
+		return -EIO;
+	}
+	pd->tails[pd->nr_tails++] = m;
+	if (pd->page_gran)
+		__atomic_store_n(&pd->nr_dirty_words,
+		                 (((((size_t)st.st_size - 1) >> PMEM_CHUNK_SHIFT) + 1) + 63) / 64,
+		                 __ATOMIC_RELEASE);
+	pd->nr_pages = (((size_t)st.st_size - 1) >> pd->page_shift) + 1;
+	__atomic_store_n(&pd->map_size, (size_t)st.st_size, __ATOMIC_RELEASE);
+	*size = (uint64_t)st.st_size & ~(uint64_t)(BLK_SECTOR_SIZE - 1);
+	return 0;
+}
+
 static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char *err,
                      size_t errlen)
 {
 	struct pmem_dev *pd;
 	struct pmem2_config *pcfg = NULL;
 	struct stat st;
-	size_t size;
+	size_t size, span;
 	long pagesz = sysconf(_SC_PAGESIZE);
 	int ret;
 
@@ -283,8 +418,23 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 		ret = pmem_err(err, errlen, cfg->path, ret, "cannot configure the mapping");
 		goto out_free;
 	}
+	/* room to grow online: an image file opened for writing (not devdax) */
+	if (!ret && !pd->devdax && !pd->ro)
+		pmem_reserve(pd, pcfg, size);
 	ret = pmem2_map_new(&pd->map, pcfg, pd->src);
 	pmem2_config_delete(&pcfg);
+	if (ret && pd->rsv) {
+		/* mapping into the reservation failed: map as before, the size then fixed */
+		pmem2_vm_reservation_delete(&pd->rsv);
+		pd->rsv_size = 0;
+		ret = pmem2_config_new(&pcfg);
+		if (!ret)
+			ret = pmem2_config_set_required_store_granularity(pcfg,
+			                                                  PMEM2_GRANULARITY_PAGE);
+		if (!ret)
+			ret = pmem2_map_new(&pd->map, pcfg, pd->src);
+		pmem2_config_delete(&pcfg);
+	}
 	if (ret) {
 		ret = pmem_err(err, errlen, cfg->path, ret, "cannot map");
 		goto out_free;
@@ -298,18 +448,21 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 	pd->memset_fn = pmem2_get_memset_fn(pd->map);
 	pd->drain_fn = pmem2_get_drain_fn(pd->map);
 
+	span = pd->rsv_size > pd->map_size ? pd->rsv_size : pd->map_size;
 	if (pd->page_gran) {
-		size_t chunks = ((pd->map_size - 1) >> PMEM_CHUNK_SHIFT) + 1;
+		size_t chunks = ((span - 1) >> PMEM_CHUNK_SHIFT) + 1;
 
-		pd->nr_dirty_words = (chunks + 63) / 64;
-		pd->dirty = calloc(pd->nr_dirty_words, sizeof(*pd->dirty));
+		/* allocated for the reservation, scanned up to the mapped size */
+		pd->dirty = calloc((chunks + 63) / 64, sizeof(*pd->dirty));
 		/* same unit as the dirty bitmap; no memory given up if it fails */
 		if (!pd->devdax && !pd->ro)
-			pd->populated = calloc(pd->nr_dirty_words, sizeof(*pd->populated));
+			pd->populated = calloc((chunks + 63) / 64, sizeof(*pd->populated));
+		pd->nr_dirty_words = ((((pd->map_size - 1) >> PMEM_CHUNK_SHIFT) + 1) + 63) / 64;
 	}
 	pd->nr_pages = ((pd->map_size - 1) >> pd->page_shift) + 1;
 	if (pd->emulate)
-		pd->prot = calloc((pd->nr_pages + 63) / 64, sizeof(*pd->prot));
+		pd->prot =
+		        calloc((((span - 1) >> pd->page_shift) + 1 + 63) / 64, sizeof(*pd->prot));
 	if ((pd->page_gran && !pd->dirty) || (pd->emulate && !pd->prot)) {
 		blk_err(err, errlen, "%s: out of memory", cfg->path);
 		ret = -ENOMEM;
@@ -374,4 +527,5 @@ const struct blk_backend_ops blk_pmem_ops = {
         .poison_changed = pmem_poison_changed,
         .direct_access = pmem_direct_access,
         .flush_sync = blk_pmem_flush_sync,
+        .resize = pmem_resize,
 };

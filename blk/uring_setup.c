@@ -445,6 +445,25 @@ static void uring_close(struct blk_dev *dev)
 	dev->drv = NULL;
 }
 
+/* The file or block device grew: its new size, whole logical blocks. */
+static int uring_resize(struct blk_dev *dev, uint64_t *size, char *err, size_t errlen)
+{
+	struct uring_dev *ud = dev->drv;
+	uint64_t raw;
+	struct stat st;
+	int ret;
+
+	if (ud->is_bdev ? ioctl(ud->fd, BLKGETSIZE64, &raw) < 0 : fstat(ud->fd, &st) < 0) {
+		ret = -errno;
+		blk_err(err, errlen, "%s: cannot read the size: %s", dev->path, strerror(-ret));
+		return ret;
+	}
+	if (!ud->is_bdev)
+		raw = (uint64_t)st.st_size;
+	*size = raw & ~(uint64_t)(ud->lbs - 1);
+	return 0;
+}
+
 const struct blk_backend_ops blk_uring_ops = {
         .name = "uring",
         .concurrent = false, /* one SQ ring per queue: the core serialises with sq_lock */
@@ -462,4 +481,5 @@ const struct blk_backend_ops blk_uring_ops = {
         .direct_access = NULL, /* no mapping: FUSE reads copy */
         .register_buffer = uring_register_buffer,
         .flush_sync = blk_uring_flush_sync,
+        .resize = uring_resize,
 };

@@ -106,6 +106,81 @@ int mfs_alloc_init(struct mfs *fs)
 	return 0;
 }
 
+/*
+ * Online growth: no handle is open (the journal is held), so nothing
+ * allocates or frees; alloc_lock keeps statfs and the counters' readers
+ * consistent.  The meta bitmap moved: every block of it is read again from
+ * its new place when next needed (the caller dropped the cached copies).
+ * The data zone grew: new groups start unloaded (read from the new data
+ * bitmap when needed); if the old last group is loaded, the free run past
+ * the old end up to that group's end joins the free extent index now, less
+ * its poisoned blocks, as a load would have done.
+ */
+int mfs_alloc_grow(struct mfs *fs, const struct mfs_superblock *nsb)
+{
+	struct mfs_alloc *a = A(fs);
+	uint64_t old_len = sb64(fs->sb.data_len), new_len = sb64(nsb->data_len);
+	uint64_t data_start = sb64(fs->sb.data_start);
+	uint64_t ngroups = (new_len + MFS_BITMAP_BITS - 1) / MFS_BITMAP_BITS;
+	uint64_t last = old_len ? (old_len - 1) / MFS_BITMAP_BITS : 0, tail_end;
+	struct mfs_brange *pz = NULL;
+	unsigned npz = 0;
+	uint8_t *gl;
+	int ret = 0;
+
+	tail_end = (last + 1) * MFS_BITMAP_BITS < new_len ? (last + 1) * MFS_BITMAP_BITS : new_len;
+	if (tail_end > old_len) {
+		ret = mfs_alloc_poisoned(fs, data_start + old_len, tail_end - old_len, &pz, &npz);
+		if (ret)
+			return ret;
+	}
+	gl = calloc(ngroups ? ngroups : 1, 1);
+	if (!gl) {
+		free(pz);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&fs->alloc_lock);
+	memcpy(gl, a->gloaded, a->ngroups);
+	if (old_len && tail_end > old_len && a->gloaded[last] == G_LOADED) {
+		uint64_t pos = data_start + old_len;
+
+		for (unsigned i = 0; i <= npz && !ret; i++) {
+			uint64_t end = i < npz ? pz[i].start : data_start + tail_end;
+
+			if (end > pos)
+				ret = mfs_fx_add(a, pos, end - pos);
+			if (i < npz)
+				pos = pz[i].start + pz[i].len;
+		}
+	}
+	if (ret) {
+		pthread_mutex_unlock(&fs->alloc_lock);
+		free(gl);
+		free(pz);
+		return ret;
+	}
+	free(a->gloaded);
+	a->gloaded = gl;
+	a->ngroups = ngroups;
+	a->meta.disk = sb64(nsb->meta_bitmap_start);
+	a->meta.zone_twin = fs->dup ? sb64(nsb->meta_twin) : 0;
+	memset(a->meta.loaded, G_UNLOADED, a->meta.blocks);
+	fs->sb.nr_blocks = nsb->nr_blocks;
+	fs->sb.journal_twin = nsb->journal_twin;
+	fs->sb.meta_twin = nsb->meta_twin;
+	fs->sb.meta_bitmap_start = nsb->meta_bitmap_start;
+	fs->sb.data_bitmap_start = nsb->data_bitmap_start;
+	fs->sb.data_bitmap_blocks = nsb->data_bitmap_blocks;
+	fs->sb.free_blocks = nsb->free_blocks;
+	fs->sb.free_meta = nsb->free_meta;
+	fs->sb.write_time_ns = nsb->write_time_ns;
+	/* last: a reader that sees the longer zone sees the rest */
+	__atomic_store_n(&fs->sb.data_len, nsb->data_len, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fs->alloc_lock);
+	free(pz);
+	return 0;
+}
+
 void mfs_alloc_destroy(struct mfs *fs)
 {
 	struct mfs_alloc *a = A(fs);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mendfs/blk.h"
 #include "mfs.h"
@@ -37,7 +38,25 @@ struct grow {
 	uint8_t *data_bm; /* the new data bitmap blocks */
 	char *err;
 	size_t errlen;
+	/* the plan (grow_place, grow_bitmaps) */
+	struct mfs_layout nl;
+	uint64_t mb, db; /* the new bitmaps' first blocks, meta zone relative */
+	uint64_t nfree_data, nfree_meta;
+	/* MENDFS_DEBUG_GROW_EXIT_AFTER=N: the process ends after its Nth write (crash tests) */
+	unsigned long writes, exit_after;
 };
+
+/* Every write of a growth goes through here, so a test can stop the process after any. */
+static int gwrite(struct grow *g, uint64_t sector, const void *buf, uint32_t len)
+{
+	int ret = blk_write(g->dev, sector, buf, len, 0);
+
+	if (g->exit_after && ++g->writes >= g->exit_after) {
+		blk_flush(g->dev); /* what a power cut would keep at most: the page cache's */
+		_exit(137);
+	}
+	return ret;
+}
 
 static void *balloc(uint64_t blocks)
 {
@@ -118,10 +137,10 @@ static uint64_t find_run(struct grow *g, uint64_t len, uint64_t avoid, uint64_t 
 /* Write @n blocks at primary @blk and, with twins, at @twin. */
 static int write_both(struct grow *g, uint64_t blk, uint64_t twin, const void *buf, uint64_t n)
 {
-	int ret = blk_write(g->dev, blk * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE), 0);
+	int ret = gwrite(g, blk * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE));
 
 	if (!ret && twin)
-		ret = blk_write(g->dev, twin * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE), 0);
+		ret = gwrite(g, twin * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE));
 	if (ret)
 		blk_err(g->err, g->errlen, "writing block %llu: %s", (unsigned long long)blk,
 		        strerror(-ret));
@@ -147,7 +166,7 @@ static int copy_journal(struct grow *g, uint64_t new_twin, uint8_t *buf)
 			        strerror(-ret));
 			return ret;
 		}
-		ret = blk_write(g->dev, (new_twin + k) * SPB, buf, bytes, 0);
+		ret = gwrite(g, (new_twin + k) * SPB, buf, bytes);
 		if (ret) {
 			blk_err(g->err, g->errlen, "writing the journal twin: %s", strerror(-ret));
 			return ret;
@@ -184,8 +203,7 @@ static int copy_meta(struct grow *g, uint64_t new_twin, uint64_t mb, uint64_t db
 			if (ret)
 				return ret;
 		}
-		ret = blk_write(g->dev, (new_twin + i) * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE),
-		                0);
+		ret = gwrite(g, (new_twin + i) * SPB, buf, (uint32_t)(n * MFS_BLOCK_SIZE));
 		if (ret) {
 			blk_err(g->err, g->errlen, "writing the metadata twin: %s", strerror(-ret));
 			return ret;
@@ -266,16 +284,214 @@ static int build_data_bitmap(struct grow *g, const struct mfs_layout *nl, uint64
 	return 0;
 }
 
+/*
+ * The new layout: the tail placed by mkfs's code, the rest kept; refused if
+ * the device grew too little or poison lies under the new tail.
+ */
+static int grow_place(struct grow *g, uint64_t dev_blocks)
+{
+	const struct mfs_superblock *sb = g->sb;
+	struct mfs_layout *nl = &g->nl;
+	uint64_t twins, from;
+	int ret;
+
+	/* the data zone grows up to the new tail: the journal and meta zone must precede it */
+	if (sb->journal_start + sb->journal_len > sb->data_start ||
+	    sb->meta_start + sb->meta_len > sb->data_start) {
+		blk_err(g->err, g->errlen,
+		        "the journal or metadata zone lies after the data zone (not mkfs.mendfs's "
+		        "layout): this filesystem cannot be grown");
+		return -EINVAL;
+	}
+	memset(nl, 0, sizeof(*nl));
+	nl->dup = g->dup;
+	nl->journal_start = sb->journal_start;
+	nl->journal_len = sb->journal_len;
+	nl->meta_start = sb->meta_start;
+	nl->meta_len = sb->meta_len;
+	nl->data_start = sb->data_start;
+	nl->meta_bitmap_blocks = sb->meta_bitmap_blocks;
+	twins = g->dup ? sb->journal_len + sb->meta_len : 0;
+	ret = mfs_layout_place_tail(nl, dev_blocks);
+	if (!ret && g->dup && nl->journal_twin < sb->nr_blocks)
+		ret = -ENOSPC;
+	if (ret || sb->data_start + sb->data_len > nl->data_start + nl->data_len) {
+		blk_err(g->err, g->errlen,
+		        "the device grew by %llu blocks, too little: growing needs at least %llu "
+		        "more blocks (%llu MiB), the journal and metadata twins and the backup "
+		        "superblock moving past the old end",
+		        (unsigned long long)(dev_blocks - sb->nr_blocks),
+		        (unsigned long long)(twins + 1),
+		        (unsigned long long)((twins + 1) * MFS_BLOCK_SIZE >> 20));
+		return -ENOSPC;
+	}
+	from = g->dup ? nl->journal_twin : dev_blocks - 1;
+	if (poisoned(g->dev, from, dev_blocks - from)) {
+		blk_err(g->err, g->errlen,
+		        "poisoned sectors lie under the new twin areas or backup superblock "
+		        "(blocks %llu-%llu): clear the poison first",
+		        (unsigned long long)from, (unsigned long long)(dev_blocks - 1));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The new bitmaps, in free meta zone blocks of the old meta bitmap, and the free counts. */
+static int grow_bitmaps(struct grow *g)
+{
+	const struct mfs_superblock *sb = g->sb;
+	struct mfs_layout *nl = &g->nl;
+	int ret;
+
+	g->meta_bm = balloc(sb->meta_bitmap_blocks);
+	g->data_bm = balloc(nl->data_bitmap_blocks);
+	if (!g->meta_bm || !g->data_bm)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < sb->meta_bitmap_blocks; k++) {
+		ret = read_meta(g, sb->meta_bitmap_start + k, MFS_T_BITMAP,
+		                g->meta_bm + k * MFS_BLOCK_SIZE);
+		if (ret)
+			return ret;
+	}
+	g->mb = find_run(g, nl->meta_bitmap_blocks, 0, 0);
+	g->db = g->mb == UINT64_MAX
+	                ? g->mb
+	                : find_run(g, nl->data_bitmap_blocks, g->mb, nl->meta_bitmap_blocks);
+	if (g->db == UINT64_MAX) {
+		blk_err(g->err, g->errlen,
+		        "the metadata zone has no free run of %llu and %llu blocks for the new "
+		        "bitmaps",
+		        (unsigned long long)nl->meta_bitmap_blocks,
+		        (unsigned long long)nl->data_bitmap_blocks);
+		return -ENOSPC;
+	}
+	nl->meta_bitmap_start = sb->meta_start + g->mb;
+	nl->data_bitmap_start = sb->meta_start + g->db;
+	ret = build_data_bitmap(g, nl, &g->nfree_data);
+	if (ret)
+		return ret;
+
+	/* the new meta bitmap: the old bitmaps' blocks free, the new ones used */
+	for (uint64_t k = 0; k < sb->meta_bitmap_blocks; k++)
+		bit_put(g->meta_bm, sb->meta_bitmap_start - sb->meta_start + k, false);
+	for (uint64_t k = 0; k < sb->data_bitmap_blocks; k++)
+		bit_put(g->meta_bm, sb->data_bitmap_start - sb->meta_start + k, false);
+	for (uint64_t k = 0; k < nl->meta_bitmap_blocks; k++)
+		bit_put(g->meta_bm, g->mb + k, true);
+	for (uint64_t k = 0; k < nl->data_bitmap_blocks; k++)
+		bit_put(g->meta_bm, g->db + k, true);
+	g->nfree_meta = 0;
+	for (uint64_t i = 0; i < sb->meta_len; i++)
+		g->nfree_meta += !bit(g->meta_bm, i);
+	return 0;
+}
+
+/* 1. The new structures, where the old filesystem does not look, flushed. */
+static int grow_write_new(struct grow *g, uint8_t *buf)
+{
+	const struct mfs_superblock *sb = g->sb;
+	const struct mfs_layout *nl = &g->nl;
+	int ret = 0;
+
+	if (g->dup) {
+		ret = copy_journal(g, nl->journal_twin, buf);
+		if (!ret)
+			ret = copy_meta(g, nl->meta_twin, g->mb, g->db, nl, buf);
+		if (ret)
+			return ret;
+	}
+	for (uint64_t k = 0; k < nl->meta_bitmap_blocks; k++) {
+		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)(g->meta_bm + k * MFS_BLOCK_SIZE);
+
+		h->blocknr = nl->meta_bitmap_start + k;
+		mfs_block_seal(h, sb->csum_seed);
+	}
+	for (uint64_t k = 0; k < nl->data_bitmap_blocks; k++)
+		mfs_block_seal(g->data_bm + k * MFS_BLOCK_SIZE, sb->csum_seed);
+	ret = write_both(g, nl->meta_bitmap_start, g->dup ? nl->meta_twin + g->mb : 0, g->meta_bm,
+	                 nl->meta_bitmap_blocks);
+	for (uint64_t k = 0; !ret && k < nl->data_bitmap_blocks; k += CHUNK) {
+		uint64_t n =
+		        nl->data_bitmap_blocks - k > CHUNK ? CHUNK : nl->data_bitmap_blocks - k;
+
+		ret = write_both(g, nl->data_bitmap_start + k,
+		                 g->dup ? nl->meta_twin + g->db + k : 0,
+		                 g->data_bm + k * MFS_BLOCK_SIZE, n);
+	}
+	if (!ret)
+		ret = blk_flush(g->dev);
+	if (ret && (ret != -EIO || !g->err || !g->err[0]))
+		blk_err(g->err, g->errlen, "writing the new areas: %s", strerror(-ret));
+	return ret;
+}
+
+/*
+ * 2. The commit: @nsb (a copy of the old superblock, its counters set by
+ * the caller) gets the new layout and is written, the backup at the new end
+ * first (a reader of the grown device sees it there, newer), then the primary.
+ */
+static int grow_commit(struct grow *g, struct mfs_superblock *nsb)
+{
+	const struct mfs_layout *nl = &g->nl;
+	int ret;
+
+	nsb->nr_blocks = nl->nr_blocks;
+	nsb->journal_twin = nl->journal_twin;
+	nsb->meta_twin = nl->meta_twin;
+	nsb->data_len = nl->data_len;
+	nsb->meta_bitmap_start = nl->meta_bitmap_start;
+	nsb->data_bitmap_start = nl->data_bitmap_start;
+	nsb->data_bitmap_blocks = nl->data_bitmap_blocks;
+	nsb->write_time_ns = mfs_now_ns();
+	if (nsb->write_time_ns <= g->sb->write_time_ns)
+		nsb->write_time_ns = g->sb->write_time_ns + 1;
+	mfs_block_seal(nsb, nsb->csum_seed);
+	ret = gwrite(g, (nl->nr_blocks - 1) * SPB, nsb, MFS_BLOCK_SIZE);
+	if (!ret)
+		ret = blk_flush(g->dev);
+	if (!ret)
+		ret = gwrite(g, 0, nsb, MFS_BLOCK_SIZE);
+	if (!ret)
+		ret = blk_flush(g->dev);
+	if (ret)
+		blk_err(g->err, g->errlen, "writing the superblock: %s", strerror(-ret));
+	return ret;
+}
+
+static void grow_info(const struct grow *g, const struct mfs_superblock *nsb,
+                      struct mfs_grow_info *info)
+{
+	info->old_blocks = g->sb->nr_blocks;
+	info->new_blocks = g->nl.nr_blocks;
+	info->old_data_len = g->sb->data_len;
+	info->new_data_len = g->nl.data_len;
+	info->free_blocks = nsb->free_blocks;
+	info->meta_bitmap_start = g->nl.meta_bitmap_start;
+	info->data_bitmap_start = g->nl.data_bitmap_start;
+	info->data_bitmap_blocks = g->nl.data_bitmap_blocks;
+}
+
+static void grow_init(struct grow *g, struct blk_dev *dev, char *err, size_t errlen)
+{
+	const char *e = getenv("MENDFS_DEBUG_GROW_EXIT_AFTER");
+
+	memset(g, 0, sizeof(*g));
+	g->dev = dev;
+	g->err = err;
+	g->errlen = errlen;
+	g->exit_after = e ? strtoul(e, NULL, 10) : 0;
+}
+
 int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t errlen)
 {
-	struct grow g = {.dev = dev, .err = err, .errlen = errlen};
+	struct grow g;
 	struct mfs_superblock *sb = balloc(1), *nsb = balloc(1);
 	struct blk_dev_info di;
-	struct mfs_layout nl;
-	uint64_t dev_blocks, mb, db, nfree_data, nfree_meta = 0, twins;
+	uint64_t dev_blocks;
 	uint8_t *buf = balloc(CHUNK);
 	int ret;
 
+	grow_init(&g, dev, err, errlen);
 	memset(info, 0, sizeof(*info));
 	if (!sb || !nsb || !buf) {
 		ret = -ENOMEM;
@@ -288,51 +504,9 @@ int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t 
 	if (ret)
 		goto out;
 	g.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
-
-	/* the data zone grows up to the new tail: the journal and meta zone must precede it */
-	if (sb->journal_start + sb->journal_len > sb->data_start ||
-	    sb->meta_start + sb->meta_len > sb->data_start) {
-		blk_err(err, errlen,
-		        "the journal or metadata zone lies after the data zone (not mkfs.mendfs's "
-		        "layout): this filesystem cannot be grown");
-		ret = -EINVAL;
+	ret = grow_place(&g, dev_blocks);
+	if (ret)
 		goto out;
-	}
-	/* the new layout: the tail placed by mkfs's code, the rest kept */
-	memset(&nl, 0, sizeof(nl));
-	nl.dup = g.dup;
-	nl.journal_start = sb->journal_start;
-	nl.journal_len = sb->journal_len;
-	nl.meta_start = sb->meta_start;
-	nl.meta_len = sb->meta_len;
-	nl.data_start = sb->data_start;
-	nl.meta_bitmap_blocks = sb->meta_bitmap_blocks;
-	twins = g.dup ? sb->journal_len + sb->meta_len : 0;
-	ret = mfs_layout_place_tail(&nl, dev_blocks);
-	if (!ret && g.dup && nl.journal_twin < sb->nr_blocks)
-		ret = -ENOSPC;
-	if (ret || sb->data_start + sb->data_len > nl.data_start + nl.data_len) {
-		blk_err(err, errlen,
-		        "the device grew by %llu blocks, too little: growing needs at least %llu "
-		        "more blocks (%llu MiB), the journal and metadata twins and the backup "
-		        "superblock moving past the old end",
-		        (unsigned long long)(dev_blocks - sb->nr_blocks),
-		        (unsigned long long)(twins + 1),
-		        (unsigned long long)((twins + 1) * MFS_BLOCK_SIZE >> 20));
-		ret = -ENOSPC;
-		goto out;
-	}
-	if (poisoned(dev, g.dup ? nl.journal_twin : dev_blocks - 1,
-	             dev_blocks - (g.dup ? nl.journal_twin : dev_blocks - 1))) {
-		blk_err(err, errlen,
-		        "poisoned sectors lie under the new twin areas or backup superblock "
-		        "(blocks %llu-%llu): clear the poison first",
-		        (unsigned long long)(g.dup ? nl.journal_twin : dev_blocks - 1),
-		        (unsigned long long)(dev_blocks - 1));
-		ret = -EIO;
-		goto out;
-	}
-
 	if (!(sb->state & MFS_STATE_CLEAN)) {
 		/*
 		 * Crashed or killed while mounted: its journal is replayed now, as a
@@ -345,116 +519,115 @@ int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t 
 			goto out;
 		ret = 0;
 	}
-	/* the old meta bitmap; room for the new bitmaps in its free blocks */
-	g.meta_bm = balloc(sb->meta_bitmap_blocks);
-	g.data_bm = balloc(nl.data_bitmap_blocks);
-	if (!g.meta_bm || !g.data_bm) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	for (uint64_t k = 0; k < sb->meta_bitmap_blocks; k++) {
-		ret = read_meta(&g, sb->meta_bitmap_start + k, MFS_T_BITMAP,
-		                g.meta_bm + k * MFS_BLOCK_SIZE);
-		if (ret)
-			goto out;
-	}
-	mb = find_run(&g, nl.meta_bitmap_blocks, 0, 0);
-	db = mb == UINT64_MAX ? mb : find_run(&g, nl.data_bitmap_blocks, mb, nl.meta_bitmap_blocks);
-	if (db == UINT64_MAX) {
-		blk_err(err, errlen,
-		        "the metadata zone has no free run of %llu and %llu blocks for the new "
-		        "bitmaps",
-		        (unsigned long long)nl.meta_bitmap_blocks,
-		        (unsigned long long)nl.data_bitmap_blocks);
-		ret = -ENOSPC;
-		goto out;
-	}
-	nl.meta_bitmap_start = sb->meta_start + mb;
-	nl.data_bitmap_start = sb->meta_start + db;
-	ret = build_data_bitmap(&g, &nl, &nfree_data);
+	ret = grow_bitmaps(&g);
+	if (!ret)
+		ret = grow_write_new(&g, buf);
 	if (ret)
 		goto out;
-
-	/* the new meta bitmap: the old bitmaps' blocks free, the new ones used */
-	for (uint64_t k = 0; k < sb->meta_bitmap_blocks; k++)
-		bit_put(g.meta_bm, sb->meta_bitmap_start - sb->meta_start + k, false);
-	for (uint64_t k = 0; k < sb->data_bitmap_blocks; k++)
-		bit_put(g.meta_bm, sb->data_bitmap_start - sb->meta_start + k, false);
-	for (uint64_t k = 0; k < nl.meta_bitmap_blocks; k++)
-		bit_put(g.meta_bm, mb + k, true);
-	for (uint64_t k = 0; k < nl.data_bitmap_blocks; k++)
-		bit_put(g.meta_bm, db + k, true);
-	for (uint64_t i = 0; i < sb->meta_len; i++)
-		nfree_meta += !bit(g.meta_bm, i);
-
-	/* 1. new structures, where the old filesystem does not look */
-	if (g.dup) {
-		ret = copy_journal(&g, nl.journal_twin, buf);
-		if (!ret)
-			ret = copy_meta(&g, nl.meta_twin, mb, db, &nl, buf);
-		if (ret)
-			goto out;
-	}
-	for (uint64_t k = 0; k < nl.meta_bitmap_blocks; k++) {
-		struct mfs_meta_hdr *h = (struct mfs_meta_hdr *)(g.meta_bm + k * MFS_BLOCK_SIZE);
-
-		h->blocknr = nl.meta_bitmap_start + k;
-		mfs_block_seal(h, sb->csum_seed);
-	}
-	for (uint64_t k = 0; k < nl.data_bitmap_blocks; k++)
-		mfs_block_seal(g.data_bm + k * MFS_BLOCK_SIZE, sb->csum_seed);
-	ret = write_both(&g, nl.meta_bitmap_start, g.dup ? nl.meta_twin + mb : 0, g.meta_bm,
-	                 nl.meta_bitmap_blocks);
-	for (uint64_t k = 0; !ret && k < nl.data_bitmap_blocks; k += CHUNK) {
-		uint64_t n = nl.data_bitmap_blocks - k > CHUNK ? CHUNK : nl.data_bitmap_blocks - k;
-
-		ret = write_both(&g, nl.data_bitmap_start + k, g.dup ? nl.meta_twin + db + k : 0,
-		                 g.data_bm + k * MFS_BLOCK_SIZE, n);
-	}
-	if (!ret)
-		ret = blk_flush(dev);
-	if (ret) {
-		if (ret != -EIO || !err || !err[0])
-			blk_err(err, errlen, "writing the new areas: %s", strerror(-ret));
-		goto out;
-	}
-
-	/* 2. the commit: the backup at the new end (a reader sees it, newer), then the primary */
 	memcpy(nsb, sb, MFS_BLOCK_SIZE);
-	nsb->nr_blocks = nl.nr_blocks;
-	nsb->journal_twin = nl.journal_twin;
-	nsb->meta_twin = nl.meta_twin;
-	nsb->data_len = nl.data_len;
-	nsb->meta_bitmap_start = nl.meta_bitmap_start;
-	nsb->data_bitmap_start = nl.data_bitmap_start;
-	nsb->data_bitmap_blocks = nl.data_bitmap_blocks;
-	nsb->free_blocks = nfree_data;
-	nsb->free_meta = nfree_meta;
-	nsb->write_time_ns = mfs_now_ns();
-	if (nsb->write_time_ns <= sb->write_time_ns)
-		nsb->write_time_ns = sb->write_time_ns + 1;
-	mfs_block_seal(nsb, nsb->csum_seed);
-	ret = blk_write(dev, (nl.nr_blocks - 1) * SPB, nsb, MFS_BLOCK_SIZE, 0);
+	nsb->free_blocks = g.nfree_data;
+	nsb->free_meta = g.nfree_meta;
+	ret = grow_commit(&g, nsb);
 	if (!ret)
-		ret = blk_flush(dev);
-	if (!ret)
-		ret = blk_write(dev, 0, nsb, MFS_BLOCK_SIZE, 0);
-	if (!ret)
-		ret = blk_flush(dev);
-	if (ret) {
-		blk_err(err, errlen, "writing the superblock: %s", strerror(-ret));
-		goto out;
-	}
-	info->old_blocks = sb->nr_blocks;
-	info->new_blocks = nl.nr_blocks;
-	info->old_data_len = sb->data_len;
-	info->new_data_len = nl.data_len;
-	info->free_blocks = nfree_data;
-	info->meta_bitmap_start = nl.meta_bitmap_start;
-	info->data_bitmap_start = nl.data_bitmap_start;
-	info->data_bitmap_blocks = nl.data_bitmap_blocks;
+		grow_info(&g, nsb, info);
 out:
 	if (ret == -ENOMEM)
+		blk_err(err, errlen, "out of memory");
+	free(g.meta_bm);
+	free(g.data_bm);
+	free(buf);
+	free(sb);
+	free(nsb);
+	return ret;
+}
+
+int mfs_grow_online(struct mfs *fs, struct mfs_grow_info *info, char *err, size_t errlen)
+{
+	struct grow g;
+	struct mfs_superblock *sb = NULL, *nsb = NULL;
+	uint64_t old_size, new_size, dev_blocks;
+	uint8_t *buf = NULL;
+	int ret;
+
+	grow_init(&g, fs->dev, err, errlen);
+	memset(info, 0, sizeof(*info));
+	if (fs->read_only) {
+		blk_err(err, errlen, "the filesystem is mounted read-only");
+		return -EROFS;
+	}
+	sb = balloc(1);
+	nsb = balloc(1);
+	buf = balloc(CHUNK);
+	if (!sb || !nsb || !buf) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	/*
+	 * No transaction from here to release, and what was committed is in
+	 * place; the hold also keeps a second growth out (-EBUSY) before the
+	 * engine is asked for the new size.
+	 */
+	ret = mfs_journal_hold(fs);
+	if (ret) {
+		if (ret == -EBUSY)
+			blk_err(err, errlen, "another growth is running, or changes kept coming");
+		else
+			blk_err(err, errlen, "cannot hold the journal: %s", strerror(-ret));
+		goto out_free;
+	}
+	ret = blk_dev_resize(fs->dev, &old_size, &new_size, err, errlen);
+	if (ret)
+		goto out_release;
+	dev_blocks = new_size / MFS_BLOCK_SIZE;
+	if (dev_blocks <= fs->sb.nr_blocks) {
+		blk_err(err, errlen,
+		        "the filesystem already fills the device (%llu blocks): the device did "
+		        "not grow, nothing to do",
+		        (unsigned long long)fs->sb.nr_blocks);
+		ret = -EEXIST;
+		goto out_release;
+	}
+	memcpy(sb, &fs->sb, MFS_BLOCK_SIZE);
+	g.sb = sb;
+	g.dup = fs->dup;
+	ret = grow_place(&g, dev_blocks);
+	if (!ret)
+		ret = grow_bitmaps(&g);
+	if (!ret)
+		ret = grow_write_new(&g, buf);
+	if (ret)
+		goto out_release;
+	/* the counters the allocator keeps, with the new blocks free */
+	memcpy(nsb, sb, MFS_BLOCK_SIZE);
+	nsb->free_blocks = sb->free_blocks + (g.nl.data_len - sb->data_len);
+	nsb->free_meta = g.nfree_meta;
+	ret = grow_commit(&g, nsb);
+	if (ret)
+		goto out_release;
+	/* the device holds the new filesystem: the cache must not hold old bitmap copies */
+	for (uint64_t k = 0; k < sb->meta_bitmap_blocks; k++) {
+		mfs_meta_forget(fs, sb->meta_bitmap_start + k);
+		mfs_meta_forget(fs, g.nl.meta_bitmap_start + k);
+	}
+	for (uint64_t k = 0; k < sb->data_bitmap_blocks; k++)
+		mfs_meta_forget(fs, sb->data_bitmap_start + k);
+	for (uint64_t k = 0; k < g.nl.data_bitmap_blocks; k++)
+		mfs_meta_forget(fs, g.nl.data_bitmap_start + k);
+	ret = mfs_alloc_grow(fs, nsb);
+	if (ret) {
+		/* the device is grown, memory is not: nothing more may be written */
+		mfs_fs_error(fs, ret, "online growth");
+		blk_err(err, errlen,
+		        "grown on the device, but the allocator could not follow (%s): the "
+		        "filesystem is read-only now; unmount and mount it again",
+		        strerror(-ret));
+		goto out_release;
+	}
+	grow_info(&g, nsb, info);
+out_release:
+	mfs_journal_release(fs);
+out_free:
+	if (ret == -ENOMEM && err && !err[0])
 		blk_err(err, errlen, "out of memory");
 	free(g.meta_bm);
 	free(g.data_bm);

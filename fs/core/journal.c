@@ -139,6 +139,9 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->txn_lock);
+	/* online growth: wait, unless this thread holds a handle already (it must finish) */
+	while (fs->grow_hold && mfs_txn_depth == 0)
+		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
 	if (mfs_fs_errno(fs) || fs->read_only) {
 		ret = -EROFS; /* after an error (fserror.c), or remounted read-only meanwhile */
 		goto out;
@@ -734,6 +737,70 @@ int mfs_journal_freeze(struct mfs *fs)
 int mfs_journal_thaw(struct mfs *fs)
 {
 	return journal_set_state(fs, false);
+}
+
+/* --- online growth --------------------------------------------------------------- */
+
+static void hold_clear(struct mfs *fs)
+{
+	pthread_mutex_lock(&fs->txn_lock);
+	fs->grow_hold = false;
+	pthread_cond_broadcast(&fs->txn_cond);
+	pthread_mutex_unlock(&fs->txn_lock);
+}
+
+/*
+ * The flag first, so that no new transaction starts (a handle already open
+ * finishes: the commit waits for it), then the commit of what runs; a
+ * thread inside a handle may still begin a nested one, hence the check and
+ * the retry.  Returns with commit_mutex held: no commit and no checkpoint
+ * runs until mfs_journal_release.
+ */
+int mfs_journal_hold(struct mfs *fs)
+{
+	struct mfs_journal *j = J(fs);
+	int ret, tries;
+
+	pthread_mutex_lock(&fs->txn_lock);
+	ret = fs->grow_hold ? -EBUSY : fs->read_only || mfs_fs_errno(fs) ? -EROFS : 0;
+	if (!ret)
+		fs->grow_hold = true;
+	pthread_mutex_unlock(&fs->txn_lock);
+	if (ret)
+		return ret;
+	for (tries = 0;; tries++) {
+		ret = mfs_txn_commit(fs);
+		if (ret)
+			break;
+		pthread_mutex_lock(&j->commit_mutex);
+		pthread_mutex_lock(&fs->txn_lock);
+		if (mfs_fs_errno(fs) || fs->read_only) {
+			ret = -EROFS;
+		} else if (!fs->running) {
+			ret = __checkpoint(fs);
+			if (ret)
+				mfs_fs_error(fs, ret, "checkpoint before growth");
+			pthread_mutex_unlock(&fs->txn_lock);
+			if (!ret)
+				return 0;
+			pthread_mutex_unlock(&j->commit_mutex);
+			break;
+		} else if (tries >= 8) {
+			ret = -EBUSY;
+		}
+		pthread_mutex_unlock(&fs->txn_lock);
+		pthread_mutex_unlock(&j->commit_mutex);
+		if (ret)
+			break;
+	}
+	hold_clear(fs);
+	return ret;
+}
+
+void mfs_journal_release(struct mfs *fs)
+{
+	hold_clear(fs);
+	pthread_mutex_unlock(&J(fs)->commit_mutex);
 }
 
 /* --- setup ------------------------------------------------------------------------ */

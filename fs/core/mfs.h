@@ -115,6 +115,7 @@ struct mfs {
 	pthread_mutex_t txn_lock;
 	pthread_cond_t txn_cond;
 	struct mfs_txn *running; /* the transaction new handles join */
+	bool grow_hold;          /* txn_lock: online growth holds new handles (mfs_journal_hold) */
 	uint64_t next_txid;
 	uint64_t jhead; /* next free block offset in the journal */
 	uint64_t jtail; /* oldest block offset still needed by replay */
@@ -329,6 +330,15 @@ int mfs_checkpoint(struct mfs *fs);
  */
 int mfs_journal_freeze(struct mfs *fs);
 int mfs_journal_thaw(struct mfs *fs);
+/*
+ * Online growth (grow.c): hold makes every new handle outside a handle wait
+ * (it does not fail), commits what runs, checkpoints, and returns with no
+ * transaction running and the commit mutex held, so nothing changes the
+ * metadata until release.  0, -EROFS (read-only or after an error), -EBUSY
+ * (another hold, or a transaction kept coming back) or a checkpoint error.
+ */
+int mfs_journal_hold(struct mfs *fs);
+void mfs_journal_release(struct mfs *fs);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);
@@ -379,6 +389,13 @@ int mfs_roots_load(struct mfs *fs);
 
 int mfs_alloc_init(struct mfs *fs);
 void mfs_alloc_destroy(struct mfs *fs);
+/*
+ * Online growth (grow.c, under mfs_journal_hold): the on-disk superblock is
+ * now @nsb (same zones, longer data zone, bitmaps and twins moved); the
+ * allocator takes its bitmaps' new places and the new data blocks, and the
+ * new layout and counters are copied into fs->sb.  0 or -ENOMEM.
+ */
+int mfs_alloc_grow(struct mfs *fs, const struct mfs_superblock *nsb);
 /* Up to @want contiguous data blocks near @goal; *got may be less.  -ENOSPC when none. */
 int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t want,
                    uint64_t *start, uint64_t *got);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Offline growth of a filesystem to its grown device (`mendctl grow`,
- * docs/FORMAT.md §2.3).  Calls the block engine, the superblock code and
- * the layout arithmetic (mfs_layout.h) only: the filesystem is not mounted.
+ * Growth of a filesystem to its grown device (`mendctl grow`,
+ * docs/FORMAT.md §2.3), offline (the block engine, the superblock code and
+ * the layout arithmetic, mfs_layout.h) or online (also the journal's hold
+ * and the allocator's mfs_alloc_grow).
  */
 #ifndef MENDFS_MFS_GROW_H
 #define MENDFS_MFS_GROW_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 struct blk_dev;
+struct mfs;
 
 struct mfs_grow_info {
 	uint64_t old_blocks, new_blocks;     /* filesystem size before and after */
@@ -42,5 +44,25 @@ struct mfs_grow_info {
  * flush, primary, flush): any crash leaves the old or the new filesystem.
  */
 int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t errlen);
+
+/*
+ * Online growth of the mounted @fs to its grown device: the engine re-reads
+ * the device's size (blk_dev_resize), the journal is held (no transaction
+ * runs, writers wait: mfs_journal_hold), the same writes as mfs_grow are
+ * made in the same order, and the allocator takes the new layout
+ * (mfs_alloc_grow) before the hold ends.  Returns 0, or with @err saying why:
+ *   -EROFS       mounted read-only (or read-only after an error);
+ *   -EEXIST      the device did not grow;
+ *   -EOPNOTSUPP  the device cannot change its size while open (devdax,
+ *                a pmem image with no room reserved): grow it unmounted;
+ *   -EFBIG       the device grew past what its mapping can follow, or shrank;
+ *   -ENOSPC, -EINVAL, -EIO, -EUCLEAN as mfs_grow;
+ *   -EBUSY       another growth runs, or transactions kept coming.
+ * A failure after the superblock commit (out of memory in the allocator)
+ * leaves the grown filesystem on the device and this mount read-only.
+ * MENDFS_DEBUG_GROW_EXIT_AFTER=N in the environment ends the process after
+ * the Nth write of a growth (either kind), for crash tests.
+ */
+int mfs_grow_online(struct mfs *fs, struct mfs_grow_info *info, char *err, size_t errlen);
 
 #endif

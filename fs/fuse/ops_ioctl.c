@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -17,6 +18,7 @@
 #include "ioctl_scrub.h"
 #include "events.h"
 #include "mendfs/ioctl.h"
+#include "mfs_grow.h"
 #include "mfs_recovery.h"
 #include "ops.h"
 
@@ -323,9 +325,55 @@ static int ioc_remount(const struct ioc_call *c, void *arg)
 	return ret;
 }
 
+/*
+ * A scrub step and an online growth exclude each other: a step reads the
+ * bitmaps' places and the metadata twins' from the superblock, which a
+ * growth moves (one daemon, one filesystem: a static lock).
+ */
+static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* mendctl grow MOUNTPOINT: the core grows the filesystem online (mfs_grow_online). */
+static int ioc_grow(const struct ioc_call *c, void *arg)
+{
+	struct mendfs_ioc_grow *a = arg;
+	struct mfs_grow_info g;
+	struct mfsd *d = c->d;
+	char err[512] = "";
+	int ret;
+
+	if (fuse_req_ctx(c->req)->uid != 0)
+		return -EPERM;
+	if (!ioc_valid(a->version, a->flags, a->reserved))
+		return -EINVAL;
+	if (d->read_only)
+		return -EROFS;
+	pthread_mutex_lock(&maint_lock);
+	ret = mfs_grow_online(d->fs, &g, err, sizeof(err));
+	pthread_mutex_unlock(&maint_lock);
+	if (ret) {
+		mfsd_log(ret == -EEXIST ? LOG_NOTICE : LOG_ERR, "grow: %s",
+		         err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	mfsd_log(LOG_INFO, "grown online from %llu to %llu blocks; %llu data blocks free",
+	         (unsigned long long)g.old_blocks, (unsigned long long)g.new_blocks,
+	         (unsigned long long)g.free_blocks);
+	a->old_blocks = g.old_blocks;
+	a->new_blocks = g.new_blocks;
+	a->old_data_blocks = g.old_data_len;
+	a->data_blocks = g.new_data_len;
+	a->free_blocks = g.free_blocks;
+	return 0;
+}
+
 static int ioc_scrub(const struct ioc_call *c, void *arg)
 {
-	return mfsd_ioc_scrub(c->d, c->req, arg);
+	int ret;
+
+	pthread_mutex_lock(&maint_lock);
+	ret = mfsd_ioc_scrub(c->d, c->req, arg);
+	pthread_mutex_unlock(&maint_lock);
+	return ret;
 }
 
 /* Damage events (events.c): may wait up to MENDFS_EV_WAIT_MAX for one. */
@@ -354,6 +402,7 @@ static const struct {
         {MENDFS_IOC_REMOUNT, ioc_remount},
         {MENDFS_IOC_SCRUB, ioc_scrub},
         {MENDFS_IOC_EVENTS, ioc_events},
+        {MENDFS_IOC_GROW, ioc_grow},
 };
 
 void mfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,

@@ -12,15 +12,19 @@
  * and the engine.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "mendfs/blk.h"
+#include "mendfs/ioctl.h"
 #include "mfs.h"
 #include "mfs_devlock.h"
 #include "mfs_grow.h"
@@ -277,14 +281,77 @@ int mendctl_grow(const char *device, struct mfs_grow_info *info, char *err, size
 	return ret;
 }
 
-struct json_object *mendctl_grow_json(const char *device, const struct mfs_grow_info *g)
+/* What each refusal of MENDFS_IOC_GROW means (ioctl_mendfs(2)); the daemon's log has more. */
+static const char *grow_why(int err)
+{
+	switch (err) {
+	case EPERM:
+		return "only root can grow a mounted filesystem";
+	case EROFS:
+		return "the filesystem is mounted read-only (or read-only after an error)";
+	case EEXIST:
+		return "the device did not grow: nothing to do";
+	case EOPNOTSUPP:
+		return "the device cannot change its size while mounted (devdax, or no room "
+		       "reserved in the daemon's mapping): unmount it and run mendctl grow DEVICE";
+	case EFBIG:
+		return "the device grew past the room reserved at mount (16 times its size then, "
+		       "at most 1 TiB more), or shrank: unmount it and run mendctl grow DEVICE";
+	case ENOSPC:
+		return "the device grew too little for the journal and metadata twins to move, "
+		       "or the metadata zone has no room for the new bitmaps (the daemon's log "
+		       "says which)";
+	case EBUSY:
+		return "another growth is running, or changes kept coming: try again";
+	case EUCLEAN:
+		return "a metadata block is damaged in every copy: unmount and run fsck.mendfs";
+	default:
+		return NULL;
+	}
+}
+
+int mendctl_grow_online(const char *mnt, struct mfs_grow_info *info, char *err, size_t errlen)
+{
+	struct mendfs_ioc_grow a = {.version = MENDFS_IOC_VERSION};
+	const char *why;
+	int fd, ret;
+
+	memset(info, 0, sizeof(*info));
+	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = errno;
+		snprintf(err, errlen, "open %s: %s", mnt, strerror(ret));
+		return -ret;
+	}
+	ret = ioctl(fd, MENDFS_IOC_GROW, &a) < 0 ? errno : 0;
+	close(fd);
+	if (ret == ENOTTY || ret == EINVAL) {
+		snprintf(err, errlen, "%s: not the mount point of a mendfs filesystem", mnt);
+		return -ENOTTY;
+	}
+	if (ret) {
+		why = grow_why(ret);
+		snprintf(err, errlen, "%s: %s%s", mnt, why ? why : strerror(ret),
+		         why ? "" : " (the daemon's log says why)");
+		return -ret;
+	}
+	info->old_blocks = a.old_blocks;
+	info->new_blocks = a.new_blocks;
+	info->old_data_len = a.old_data_blocks;
+	info->new_data_len = a.data_blocks;
+	info->free_blocks = a.free_blocks;
+	return 0;
+}
+
+struct json_object *mendctl_grow_json(const char *key, const char *what,
+                                      const struct mfs_grow_info *g)
 {
 	struct json_object *o = json_object_new_object();
 	int r = 0;
 
 	if (!o)
 		return NULL;
-	r |= mfs_json_add_name(o, "device", device);
+	r |= mfs_json_add_name(o, key, what);
 	r |= mfs_json_add_u64(o, "old_blocks", g->old_blocks);
 	r |= mfs_json_add_u64(o, "new_blocks", g->new_blocks);
 	r |= mfs_json_add_u64(o, "old_data_blocks", g->old_data_len);
@@ -298,11 +365,11 @@ struct json_object *mendctl_grow_json(const char *device, const struct mfs_grow_
 	return o;
 }
 
-void mendctl_grow_print(FILE *f, const char *device, const struct mfs_grow_info *g)
+void mendctl_grow_print(FILE *f, const char *what, const struct mfs_grow_info *g)
 {
 	fprintf(f,
 	        "%s: grown from %" PRIu64 " to %" PRIu64 " blocks of %u bytes; data blocks %" PRIu64
 	        " -> %" PRIu64 ", %" PRIu64 " free\n",
-	        device, g->old_blocks, g->new_blocks, MFS_BLOCK_SIZE, g->old_data_len,
+	        what, g->old_blocks, g->new_blocks, MFS_BLOCK_SIZE, g->old_data_len,
 	        g->new_data_len, g->free_blocks);
 }

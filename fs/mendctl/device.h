@@ -42,8 +42,16 @@ void mendctl_dev_close(struct mendctl_dev *d);
  * to the device's size (mfs_grow, its errors).  @err says why not.
  */
 int mendctl_grow(const char *device, struct mfs_grow_info *info, char *err, size_t errlen);
-void mendctl_grow_print(FILE *f, const char *device, const struct mfs_grow_info *g);
-struct json_object *mendctl_grow_json(const char *device, const struct mfs_grow_info *g);
+/*
+ * grow MOUNTPOINT: MENDFS_IOC_GROW through the mounted filesystem's
+ * directory @mnt (the daemon grows it online).  0, or -errno with @err
+ * saying why (-ENOTTY: not a mendfs).
+ */
+int mendctl_grow_online(const char *mnt, struct mfs_grow_info *info, char *err, size_t errlen);
+/* @what is the device or the mount point, named @key ("device", "mountpoint") in JSON. */
+void mendctl_grow_print(FILE *f, const char *what, const struct mfs_grow_info *g);
+struct json_object *mendctl_grow_json(const char *key, const char *what,
+                                      const struct mfs_grow_info *g);
 
 /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (36 characters and a NUL). */
 void mendctl_uuid_format(const uint8_t u[16], char out[37]);

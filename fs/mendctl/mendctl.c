@@ -52,7 +52,7 @@ static void print_usage(FILE *f)
 	           "       mendctl [--json] show DEVICE\n"
 	           "       mendctl [--json] label DEVICE [NEW-LABEL]\n"
 	           "       mendctl [--json] uuid DEVICE [NEW-UUID|random]\n"
-	           "       mendctl [--json] grow DEVICE\n"
+	           "       mendctl [--json] grow DEVICE|MOUNTPOINT\n"
 	           "       mendctl [--json] events MOUNTPOINT [--from SEQ] [--no-follow]\n"
 	           "       mendctl -V|--version|-h|--help\n");
 }
@@ -815,17 +815,23 @@ static int cmd_label_uuid(bool uuid, const char *device, const char *set)
 	return 0;
 }
 
-/* grow DEVICE: grow the filesystem of an unmounted device to the device's size. */
-static int cmd_grow(const char *device)
+/*
+ * grow DEVICE: grow the filesystem of an unmounted device to the device's
+ * size; grow MOUNTPOINT (a directory): ask the daemon to grow it online.
+ */
+static int cmd_grow(const char *arg)
 {
 	struct mfs_grow_info g;
+	struct stat st;
 	char err[1024];
+	bool online = stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
 
-	if (mendctl_grow(device, &g, err, sizeof(err)))
+	if (online ? mendctl_grow_online(arg, &g, err, sizeof(err))
+	           : mendctl_grow(arg, &g, err, sizeof(err)))
 		return fail_msg(1, "%s", err);
 	if (json)
-		return put_result(mendctl_grow_json(device, &g));
-	mendctl_grow_print(stdout, device, &g);
+		return put_result(mendctl_grow_json(online ? "mountpoint" : "device", arg, &g));
+	mendctl_grow_print(stdout, arg, &g);
 	return 0;
 }
 
@@ -846,7 +852,7 @@ int main(int argc, char **argv)
 	        {"show", 1, "DEVICE", false},
 	        {"label", 1, "DEVICE [NEW-LABEL]", true},
 	        {"uuid", 1, "DEVICE [NEW-UUID|random]", true},
-	        {"grow", 1, "DEVICE", false},
+	        {"grow", 1, "DEVICE|MOUNTPOINT", false},
 	        {"events", 1, "MOUNTPOINT [--from SEQ] [--no-follow]", false},
 	};
 	const char *from = NULL; /* events only: --from SEQ */

@@ -214,6 +214,22 @@ struct blk_dev_info {
 	bool read_only;
 };
 void blk_dev_get_info(const struct blk_dev *dev, struct blk_dev_info *info);
+/*
+ * The file or block device under @dev grew: re-read its size and make the
+ * new range addressable (online growth).  Nothing already addressed moves:
+ * pointers from blk_direct_access() stay valid, and I/O may go on while it
+ * runs, but nothing may address the new range before it returns.  The
+ * sizes in bytes before and after in *@old_size and *@new_size (equal when
+ * it did not grow).  Returns 0, or with @err saying why:
+ *   -EOPNOTSUPP  the backend cannot change its size while open (null,
+ *                devdax, or a pmem image with no address space reserved);
+ *   -EFBIG       the device shrank, or grew past the pmem reservation
+ *                (16 times its size at open, at most 1 TiB more);
+ *   -EROFS       opened read-only;
+ *   other -errno from stat or the mapping.
+ */
+int blk_dev_resize(struct blk_dev *dev, uint64_t *old_size, uint64_t *new_size, char *err,
+                   size_t errlen);
 
 /*
  * Submit @bio.  Never fails synchronously: every error ends the bio with a

@@ -199,6 +199,32 @@ struct mendfs_ioc_remount {
 #define MENDFS_IOC_QUEUE_STATS    _IOWR(MENDFS_IOC_MAGIC, 8, struct mendfs_ioc_queue_stats)
 #define MENDFS_IOC_REMOUNT        _IOWR(MENDFS_IOC_MAGIC, 9, struct mendfs_ioc_remount)
 
+/*
+ * Online growth (`mendctl grow MOUNTPOINT`): grow the mounted filesystem to
+ * the whole of its grown device, as `mendctl grow DEVICE` does unmounted.
+ * Writers wait (they do not fail) while it runs.  Root only (EPERM);
+ * through any open file or directory of the mount.  Errors: EROFS (mounted
+ * read-only, or read-only after an error), EEXIST (the device did not
+ * grow), EOPNOTSUPP (the device cannot change its size while mounted: a
+ * devdax device, or an image the daemon mapped with no room to grow),
+ * EFBIG (the device grew past the room reserved at mount, 16 times its size
+ * then and at most 1 TiB more, or shrank), ENOSPC (it grew too little for
+ * the journal and metadata twins to move, or the metadata zone has no room
+ * for the new bitmaps), EBUSY (another growth runs, or transactions kept
+ * coming), EIO, EUCLEAN; the daemon's log says why.
+ */
+struct mendfs_ioc_grow {
+	uint32_t version;         /* in */
+	uint32_t flags;           /* in: 0 */
+	uint64_t old_blocks;      /* out: filesystem blocks (4096 bytes) before */
+	uint64_t new_blocks;      /* out: and after */
+	uint64_t old_data_blocks; /* out: data zone blocks before */
+	uint64_t data_blocks;     /* out: and after */
+	uint64_t free_blocks;     /* out: free data blocks after */
+	uint64_t reserved[4];     /* in: 0 */
+};
+#define MENDFS_IOC_GROW _IOWR(MENDFS_IOC_MAGIC, 12, struct mendfs_ioc_grow)
+
 #ifndef __cplusplus
 /* The ABI: these sizes are part of the ioctl numbers. */
 _Static_assert(sizeof(struct mendfs_ioc_recovery_read) == 12616, "ABI");
@@ -211,6 +237,7 @@ _Static_assert(sizeof(struct mendfs_ioc_recovery_write) == 12352, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_queue_stat) == 112, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_queue_stats) == 7224, "ABI");
 _Static_assert(sizeof(struct mendfs_ioc_remount) == 48, "ABI");
+_Static_assert(sizeof(struct mendfs_ioc_grow) == 80, "ABI");
 #endif
 
 /*

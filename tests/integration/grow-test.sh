@@ -16,12 +16,30 @@
 #            the others are intact, fsck -n is clean.
 #   loop4k   the same growth on a loop device with 4 KiB logical blocks
 #            (losetup -b 4096): its backing file grown, `losetup -c`, grow.
+#   online   `mendctl grow MOUNTPOINT` (MENDFS_IOC_GROW): refused (exit 1,
+#            with its message) when the device did not grow or grew too
+#            little, as a user other than root, on a read-only mount and
+#            past the daemon's reserved mapping (16 times the size at mount);
+#            grown from 64 MiB to 256 MiB while a writer runs (it sees no
+#            error), df shows the new size at once, a file 16 MiB larger
+#            than the old free space is written, the old files are intact;
+#            after umount fsck -n is clean, and a remount reads it all back.
+#   online-kill  the daemon ends (_exit, as kill -9) after its Nth write of an
+#            online growth (MENDFS_DEBUG_GROW_EXIT_AFTER=N), for N = 1, 2, ...
+#            until a growth completes, each from the same image: each time
+#            fsck -n accepts the image at the new size (clean, or with only
+#            the new superblock's backup copy written: F0001) or, cut back,
+#            at the old size; a mount of it reads the files back, and fsck -n
+#            is clean after its umount at that size.
+#   online-loop  online growth of a loop device (uring backend): its backing
+#            file grown, `losetup -c`, `mendctl grow MOUNTPOINT`, more than the
+#            old free space written, fsck -n clean, read back after a remount.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no loop device);
 # with MENDFS_TEST_STRICT=1 a skip fails.
 set -u
 . "$(dirname "$0")/lib.sh"
 
-name=${1:?usage: grow-test.sh image|loop4k}
+name=${1:?usage: grow-test.sh image|loop4k|online|online-kill|online-loop}
 need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS
 need_root_fuse
 work_init grow
@@ -96,6 +114,17 @@ refused() {
 	[ $st = 1 ] || fail "$what: exit $st, not 1: $out"
 	grep -q "$pat" <<<"$out" || fail "$what: message: $out"
 	[ "$(sha256sum <"$IMG")" = "$sum" ] || fail "$what: the image was written"
+	echo "refused ($what): $out"
+}
+
+# online_refused WHAT PATTERN ARGS...: mendctl ARGS exits 1 with PATTERN on stderr
+online_refused() {
+	local what=$1 pat=$2 out st
+	shift 2
+	out=$(mendctl "$@" 2>&1)
+	st=$?
+	[ $st = 1 ] || fail "$what: exit $st, not 1: $out"
+	grep -q "$pat" <<<"$out" || fail "$what: message: $out"
 	echo "refused ($what): $out"
 }
 
@@ -189,6 +218,157 @@ loop4k)
 	out=$(mendctl grow "$DEV") || fail "grow $DEV: $out"
 	echo "$out"
 	grown "$DEV" "$free0"
+	;;
+online)
+	mkfs_mendfs "$IMG" 64M
+	chmod 755 "$WORK" # the unprivileged user's refusal goes through the mount
+	mount_fg allow_other
+	fill
+	step="online refusals"
+	online_refused "did not grow" "did not grow" grow "$MNT"
+	truncate -s $((64 + 2))M "$IMG"
+	online_refused "grew too little" "grew too little" grow "$MNT"
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$MENDCTL" grow "$MNT" 2>&1)
+	st=$?
+	[ $st = 1 ] || fail "grow as an unprivileged user: exit $st: $out"
+	grep -q "only root" <<<"$out" || fail "grow as an unprivileged user: $out"
+	echo "refused (not root): $out"
+	out=$(mendctl grow "$WORK" 2>&1)
+	[ $? = 1 ] && grep -q "not the mount point of a mendfs" <<<"$out" ||
+		fail "grow of a directory not on mendfs: $out"
+	echo "refused (not mendfs): $out"
+	step="online grow under a writer"
+	old=$(($(stat -f -c %f "$MNT") * 4096))
+	truncate -s 256M "$IMG"
+	(
+		mkdir "$MNT/w" || exit 1
+		for i in $(seq 1 100); do
+			head -c 64K /dev/urandom >"$MNT/w/$i" || exit 1
+			echo "line $i" >>"$MNT/w/log" || exit 1
+			sleep 0.02
+		done
+	) &
+	writer=$!
+	sleep 0.3
+	kill -0 "$writer" 2>/dev/null || fail "the writer ended before the grow began"
+	js=$(mendctl --json grow "$MNT") || fail "online grow: $js"
+	echo "$js"
+	total=$(stat -f -c %b "$MNT")
+	[ "$total" = "$(field data_blocks <<<"$js")" ] ||
+		fail "df: $total blocks right after the grow, the grow says $(field data_blocks <<<"$js")"
+	[ "$(field new_blocks <<<"$js")" = 65536 ] && [ "$(field old_blocks <<<"$js")" = 16384 ] &&
+		[ "$(field mountpoint <<<"$js")" = "$MNT" ] || fail "grow --json: $js"
+	wait "$writer" || fail "the writer failed during the online grow"
+	[ "$(wc -l <"$MNT/w/log")" = 100 ] || fail "the writer's log has $(wc -l <"$MNT/w/log") lines"
+	(($(stat -f -c %f "$MNT") * 4096 > old + (16 << 20))) ||
+		fail "df: $(stat -f -c %f "$MNT") free blocks after the grow, old free $old bytes"
+	df -B1 "$MNT" | tail -1
+	head -c $((old + (16 << 20))) /dev/urandom >"$WORK/big" || fail "random data"
+	cp "$WORK/big" "$MNT/big" || fail "writing $((old + (16 << 20))) bytes after the online grow"
+	sync
+	cmp "$WORK/big" "$MNT/big" || fail "the big file differs"
+	check_files "after the online grow"
+	(cd "$MNT" && sha256sum big w/*) >>"$WORK/sums"
+	umount_fg
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n after the online grow: $(cat "$WORK/fsck")"
+	mount_fg
+	check_files "after a remount"
+	rm -f "$MNT/big" "$WORK/big"
+	umount_fg
+	step="read-only mount"
+	mount_fg ro
+	truncate -s 300M "$IMG"
+	online_refused "read-only" "read-only" grow "$MNT"
+	umount_fg
+	truncate -s 256M "$IMG"
+	step="past the reservation"
+	mount_fg
+	truncate -s $((256 * 16 + 64))M "$IMG"
+	online_refused "past the reservation" "room reserved at mount" grow "$MNT"
+	truncate -s 256M "$IMG"
+	umount_fg
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n at the end: $(cat "$WORK/fsck")"
+	;;
+online-kill)
+	mkfs_mendfs "$IMG" 64M
+	mount_fg
+	fill
+	umount_fg
+	cp "$IMG" "$WORK/orig" || fail "copy"
+	for ((n = 1; n <= 400; n++)); do
+		step="killed after write $n"
+		cp "$WORK/orig" "$IMG" || fail "copy"
+		MENDFS_DEBUG_GROW_EXIT_AFTER=$n mount_fg
+		truncate -s 128M "$IMG"
+		out=$(mendctl grow "$MNT" 2>&1)
+		if [ $? = 0 ]; then
+			echo "grow completed with the exit set at write $n: $out"
+			umount_fg
+			break
+		fi
+		wait_gone "$DPID" 10 || fail "the daemon did not end after write $n ($out)"
+		reap "$DPID" 2>/dev/null
+		umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" || fail "removing the dead mount"
+		# at the new size: clean, or the new superblock in its backup copy only (F0001)
+		"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1
+		st=$?
+		if [ $st = 0 ]; then
+			size=new
+		elif [ $st = 4 ] && [ "$(grep -c '^F[0-9]' "$WORK/fsck")" = 1 ] &&
+			grep -q '^F0001:.*backup copy is valid' "$WORK/fsck"; then
+			size="new (backup superblock only)"
+		else
+			truncate -s 64M "$IMG"
+			"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 ||
+				fail "killed after write $n: neither the new nor the old filesystem: $(cat "$WORK/fsck")"
+			size=old
+		fi
+		echo "killed after write $n: the $size filesystem"
+		mount_fg
+		check_files "killed after write $n"
+		umount_fg
+		"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 ||
+			fail "killed after write $n, mounted: fsck -n: $(cat "$WORK/fsck")"
+		[ "$size" = old ] && [ "$(mendctl --json show "$IMG" | field blocks)" != 16384 ] &&
+			fail "killed after write $n: not the old size"
+		[ "$size" != old ] && [ "$(mendctl --json show "$IMG" | field blocks)" != 32768 ] &&
+			fail "killed after write $n: not the new size"
+	done
+	[ $n -gt 3 ] || fail "the growth completed after $n writes: the kill points were not reached"
+	[ "$size" != old ] || fail "no kill point left the new filesystem"
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || fail "fsck -n at the end: $(cat "$WORK/fsck")"
+	[ "$(mendctl --json show "$IMG" | field blocks)" = 32768 ] || fail "not grown at the end"
+	;;
+online-loop)
+	truncate -s 64M "$IMG"
+	LOOP=$(losetup -f --show "$IMG" 2>"$WORK/losetup.log") ||
+		skip "losetup: $(cat "$WORK/losetup.log")"
+	DEV=$LOOP
+	mkfs_mendfs "$DEV"
+	mount_fg
+	fill
+	step="online grow of a loop device"
+	old=$(($(stat -f -c %f "$MNT") * 4096))
+	online_refused "did not grow" "did not grow" grow "$MNT"
+	truncate -s 256M "$IMG"
+	losetup -c "$DEV" || fail "losetup -c"
+	[ "$(blockdev --getsize64 "$DEV")" = $((256 << 20)) ] || fail "$DEV did not grow"
+	out=$(mendctl grow "$MNT") || fail "grow $MNT: $out"
+	echo "$out"
+	grep -q "from 16384 to 65536 blocks" <<<"$out" || fail "grow: $out"
+	(($(stat -f -c %f "$MNT") * 4096 > old + (16 << 20))) ||
+		fail "df: $(stat -f -c %f "$MNT") free blocks after the grow, old free $old bytes"
+	head -c $((old + (16 << 20))) /dev/urandom >"$WORK/big" || fail "random data"
+	cp "$WORK/big" "$MNT/big" || fail "writing $((old + (16 << 20))) bytes after the online grow"
+	sync
+	cmp "$WORK/big" "$MNT/big" || fail "the big file differs"
+	check_files "after the online grow"
+	umount_fg
+	"$FSCK_MENDFS" -n "$DEV" >"$WORK/fsck" 2>&1 || fail "fsck -n after the online grow: $(cat "$WORK/fsck")"
+	mount_fg
+	cmp "$WORK/big" "$MNT/big" || fail "the big file differs after a remount"
+	check_files "after a remount"
+	umount_fg
 	;;
 *)
 	fail "unknown test $name"

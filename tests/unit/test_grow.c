@@ -3,14 +3,22 @@
  * mfs_grow (fs/core/grow.c) on images made by the built mkfs.mendfs: the
  * grown layout (the tail placed as mkfs places it, the bitmaps covering the
  * new data zone, fsck.mendfs -n clean), a filesystem without metadata_dup,
- * and each refusal with its documented error and nothing written.
+ * and each refusal with its documented error and nothing written.  Online
+ * (mfs_grow_online on a filesystem mounted in this process): the new size in
+ * statfs at once, more than the old free space written, the old file intact,
+ * fsck.mendfs -n clean after the unmount; the refusals (did not grow,
+ * read-only); the journal hold makes a change wait, not fail.
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -18,6 +26,7 @@
 #include "mfs.h"
 #include "mfs_grow.h"
 #include "mfs_layout.h"
+#include "mfs_ops.h"
 #include "mkfs_run.h"
 
 #define MIB (1ull << 20)
@@ -247,6 +256,127 @@ START_TEST(test_grow_meta_full)
 }
 END_TEST
 
+/* --- online --------------------------------------------------------------------- */
+
+static struct mfs *mount_img(bool ro)
+{
+	struct mfs_mount_opts o = {.read_only = ro};
+	struct mfs *fs = NULL;
+	char err[512] = "";
+
+	ck_assert_msg(mfs_mount(img, &o, &fs, err, sizeof(err)) == 0, "mount: %s", err);
+	return fs;
+}
+
+static uint64_t new_file(struct mfs *fs, const char *name)
+{
+	struct mfs_new_inode ni = {.mode = S_IFREG | 0644};
+	struct stat st;
+
+	ck_assert_int_eq(mfs_create(fs, MFS_ROOT_INO, name, &ni, &st), 0);
+	return st.st_ino;
+}
+
+static void pattern(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(seed * 151 + i * 13 + (i >> 12));
+}
+
+START_TEST(test_grow_online)
+{
+	static unsigned char buf[MIB], back[MIB];
+	struct mfs_grow_info info;
+	struct statvfs st;
+	uint64_t a, b, chunks;
+	struct mfs *fs;
+	char err[512] = "";
+
+	fs = mount_img(false);
+	a = new_file(fs, "a");
+	pattern(buf, MIB, 1);
+	ck_assert_int_eq(mfs_write(fs, a, buf, MIB, 0), (ssize_t)MIB);
+	ck_assert_int_eq(mfs_grow_online(fs, &info, err, sizeof(err)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err, "did not grow"));
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	chunks = st.f_bavail * st.f_frsize / MIB + 8; /* 8 MiB more than was free */
+
+	set_size(96 * MIB);
+	err[0] = '\0';
+	ck_assert_msg(mfs_grow_online(fs, &info, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(info.old_blocks, 32 * MIB / MFS_BLOCK_SIZE);
+	ck_assert_uint_eq(info.new_blocks, 96 * MIB / MFS_BLOCK_SIZE);
+	ck_assert_uint_gt(info.new_data_len, info.old_data_len + 64 * MIB / MFS_BLOCK_SIZE - 1);
+	ck_assert_int_eq(mfs_statfs(fs, &st), 0);
+	ck_assert_uint_eq(st.f_blocks, info.new_data_len);
+	ck_assert_uint_ge(st.f_bfree * st.f_frsize, (chunks + 8) * MIB);
+	b = new_file(fs, "b");
+	for (uint64_t i = 0; i < chunks; i++) {
+		pattern(buf, MIB, (unsigned)i + 2);
+		ck_assert_int_eq(mfs_write(fs, b, buf, MIB, (off_t)(i * MIB)), (ssize_t)MIB);
+	}
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+	fsck_clean();
+
+	fs = mount_img(false);
+	pattern(buf, MIB, 1);
+	ck_assert_int_eq(mfs_read(fs, a, back, MIB, 0), (ssize_t)MIB);
+	ck_assert(memcmp(buf, back, MIB) == 0);
+	pattern(buf, MIB, (unsigned)chunks + 1);
+	ck_assert_int_eq(mfs_read(fs, b, back, MIB, (off_t)((chunks - 1) * MIB)), (ssize_t)MIB);
+	ck_assert(memcmp(buf, back, MIB) == 0);
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
+START_TEST(test_grow_online_read_only)
+{
+	struct mfs_grow_info info;
+	struct mfs *fs = mount_img(true);
+	char err[512] = "";
+
+	set_size(96 * MIB);
+	ck_assert_int_eq(mfs_grow_online(fs, &info, err, sizeof(err)), -EROFS);
+	ck_assert_ptr_nonnull(strstr(err, "read-only"));
+	ck_assert_int_eq(mfs_unmount(fs), 0);
+}
+END_TEST
+
+struct creator {
+	struct mfs *fs;
+	int ret;
+	atomic_bool done;
+};
+
+static void *create_one(void *p)
+{
+	struct creator *c = p;
+	struct mfs_new_inode ni = {.mode = S_IFREG | 0644};
+	struct stat st;
+
+	c->ret = mfs_create(c->fs, MFS_ROOT_INO, "held", &ni, &st);
+	atomic_store(&c->done, true);
+	return NULL;
+}
+
+START_TEST(test_grow_hold_waits)
+{
+	struct creator c = {.fs = mount_img(false)};
+	pthread_t t;
+
+	ck_assert_int_eq(mfs_journal_hold(c.fs), 0);
+	ck_assert_int_eq(mfs_journal_hold(c.fs), -EBUSY); /* one at a time */
+	ck_assert_int_eq(pthread_create(&t, NULL, create_one, &c), 0);
+	usleep(200 * 1000);
+	ck_assert_msg(!atomic_load(&c.done), "a change ran (ret %d) while the journal was held",
+	              c.ret);
+	mfs_journal_release(c.fs);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(c.ret, 0); /* it waited, it did not fail */
+	ck_assert_int_eq(mfs_unmount(c.fs), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("grow");
@@ -259,6 +389,9 @@ int main(void)
 	tcase_add_test(tc, test_grow_no_dup);
 	tcase_add_test(tc, test_grow_refused);
 	tcase_add_test(tc, test_grow_meta_full);
+	tcase_add_test(tc, test_grow_online);
+	tcase_add_test(tc, test_grow_online_read_only);
+	tcase_add_test(tc, test_grow_hold_waits);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
