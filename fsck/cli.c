@@ -107,13 +107,16 @@ static int round_alloc(struct fsck_ctx *ctx)
 	ctx->meta_owner = calloc(sb->meta_len ? sb->meta_len : 1, sizeof(*ctx->meta_owner));
 	if (!ctx->ino || !ctx->meta_owner || fsck_data_claims_init(ctx))
 		return -ENOMEM;
-	/* the fixed part of the meta zone: bitmaps and inode table */
+	/* the fixed part of the meta zone: bitmaps, inode table (pass 1), data checksum table */
 	for (uint64_t b = 0; b < sb->meta_bitmap_blocks; b++)
 		ctx->meta_owner[sb->meta_bitmap_start - sb->meta_start + b] = OWN_FIXED;
 	for (uint64_t b = 0; b < sb->inode_bitmap_blocks; b++)
 		ctx->meta_owner[sb->inode_bitmap_start - sb->meta_start + b] = OWN_FIXED;
 	for (uint64_t b = 0; b < sb->data_bitmap_blocks; b++)
 		ctx->meta_owner[sb->data_bitmap_start - sb->meta_start + b] = OWN_FIXED;
+	if (sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM) /* the data checksum table */
+		for (uint64_t b = 0; b < sb->csum_table_blocks; b++)
+			ctx->meta_owner[sb->csum_table_start - sb->meta_start + b] = OWN_FIXED;
 	return 0;
 }
 

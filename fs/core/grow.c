@@ -288,6 +288,14 @@ int mfs_grow(struct blk_dev *dev, struct mfs_grow_info *info, char *err, size_t 
 	if (ret)
 		goto out;
 	g.dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
+	if (sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM) {
+		/* the table covers data_len blocks and sits in the fixed meta zone */
+		blk_err(err, errlen,
+		        "this filesystem has data checksums (data_csum): growing it is not "
+		        "supported (its checksum table cannot grow)");
+		ret = -EOPNOTSUPP;
+		goto out;
+	}
 
 	/* the data zone grows up to the new tail: the journal and meta zone must precede it */
 	if (sb->journal_start + sb->journal_len > sb->data_start ||
