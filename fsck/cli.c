@@ -67,6 +67,8 @@ static void round_reset(struct fsck_ctx *ctx)
 	free(ctx->quar_zero);
 	free(ctx->zero);
 	free(ctx->damage);
+	free(ctx->csum_tbuf);
+	ctx->csum_tbuf = NULL;
 	for (size_t i = 0; i < ctx->nmeta_damage; i++)
 		free(ctx->meta_damage[i]);
 	free(ctx->meta_damage);
@@ -88,6 +90,8 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->nquar_add = ctx->cap_quar_add = ctx->nquar_rel = ctx->cap_quar_rel = 0;
 	ctx->nquar_zero = ctx->cap_quar_zero = 0;
 	ctx->nzero = ctx->cap_zero = ctx->ndamage = ctx->cap_damage = 0;
+	ctx->ncsum_damage = 0;
+	ctx->csum_tblk = 0;
 	ctx->meta_damage = ctx->free_damage = NULL;
 	ctx->nmeta_damage = ctx->cap_meta_damage = ctx->nfree_damage = ctx->cap_free_damage = 0;
 	ctx->lpf = 0;
