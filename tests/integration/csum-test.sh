@@ -8,7 +8,7 @@
 #   - a plain read fails with EIO at that sector's page, a recovery read
 #     (MENDFS_IOC_RECOVERY_READ) and `mendctl recover` return every other
 #     byte and zero-fill exactly that 512-byte sector;
-#   - `mendctl badranges` (text and --json) lists exactly it;
+#   - `mendctl badranges` (text and --json) and `mendctl scrub` list exactly it;
 #   - fsck.mendfs -n names the file and the byte range (text and --json)
 #     and exits 4;
 #   - a partial write into the damaged sector fails (EIO), a whole-sector
@@ -85,6 +85,11 @@ umount_fg
 flip $((S + 5 * 8 + 3))
 mount_fg
 damaged "$MNT/f" 22016 22016 512
+# the online scrub's report (BADRANGES of every file) names it too
+rc=0
+out=$(mendctl scrub --json "$MNT" 2>&1) || rc=$?
+[ $rc = 4 ] || fail "mendctl scrub: exit $rc, expected 4: $out"
+grep -q '"offset":22016,"length":512' <<<"$out" || fail "scrub report: $out"
 umount_fg
 rc=0
 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || rc=$?
