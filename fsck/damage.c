@@ -5,7 +5,8 @@
  * never by reading poisoned media.
  *
  *  - file data: the exact byte ranges of the file (clipped to its size),
- *    named by path from the root or <inode N> (F0601; only --zero-damaged
+ *    with data_csum also its sectors failing their checksum (the data is
+ *    read for that: csum_extent; poisoned sectors never are), named by path from the root or <inode N> (F0601; only --zero-damaged
  *    with -y changes them: zero-init in place, poison cleared, the loss
  *    recorded in the file's trusted.mendfs.lost xattr);
  *  - metadata: the structure and whether its twin is intact (the lines come
