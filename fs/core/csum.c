@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* the hash compiled here, with our flags: vectorised (SSE2) */
 #include <xxhash.h>
 
 #include "csum.h"
