@@ -42,7 +42,7 @@ first_sector() {
 flip() {
 	local at=$(($1 * 512 + 100)) b
 	b=$(dd if="$IMG" bs=1 skip=$at count=1 status=none | od -An -tu1 | tr -d ' ')
-	printf "\\$(printf %03o $((255 - b)))" |
+	printf "%b" "\\$(printf %03o $((255 - b)))" |
 		dd of="$IMG" bs=1 seek=$at conv=notrunc status=none || fail "dd at $at"
 }
 
