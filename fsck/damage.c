@@ -6,8 +6,8 @@
  *
  *  - file data: the exact byte ranges of the file (clipped to its size),
  *    with data_csum also its sectors failing their checksum (the data is
- *    read for that: csum_extent; poisoned sectors never are), named by path from the root or <inode N> (F0601; only --zero-damaged
- *    with -y changes them: zero-init in place, poison cleared, the loss
+ *    read for that: csum_extent; poisoned sectors never are), named by path from the root or <inode
+ * N> (F0601; only --zero-damaged with -y changes them: zero-init in place, poison cleared, the loss
  *    recorded in the file's trusted.mendfs.lost xattr);
  *  - metadata: the structure and whether its twin is intact (the lines come
  *    from fsck_meta_read, which also repairs from the twin); a block of an
@@ -37,8 +37,8 @@ static void csum_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint6
 {
 	_Alignas(MFS_BLOCK_SIZE) uint8_t blk[MFS_BLOCK_SIZE];
 
-	if (!ctx->csum_tbuf && posix_memalign((void **)&ctx->csum_tbuf, MFS_BLOCK_SIZE,
-	                                      MFS_BLOCK_SIZE))
+	if (!ctx->csum_tbuf &&
+	    posix_memalign((void **)&ctx->csum_tbuf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
 		return;
 	for (uint64_t k = 0; k < len && (lblk + k) * MFS_BLOCK_SIZE < size; k++) {
 		uint64_t b = pblk + k, i = b - ctx->sb.data_start;

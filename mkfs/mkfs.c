@@ -39,7 +39,7 @@
 #define PROG "mkfs.mendfs"
 #define USAGE                                                                                      \
 	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] [-O FEATURE[,...]]\n"   \
-	"                   DEVICE [SIZE]\n"                                                 \
+	"                   DEVICE [SIZE]\n"                                                       \
 	"       mkfs.mendfs -V|--version|--help\n"
 
 #define MKFS_MIN_SIZE     MFS_LAYOUT_MIN_BYTES /* smallest device accepted */

@@ -14,8 +14,8 @@
 #include "csum.h"
 #include "fio.h"
 
-#define SPB MFS_SECTORS_PER_BLOCK
-#define SS  BLK_SECTOR_SIZE
+#define SPB     MFS_SECTORS_PER_BLOCK
+#define SS      BLK_SECTOR_SIZE
 #define RUN_MAX 256u /* blocks read and checked in one batch (1 MiB) */
 
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector)
@@ -133,8 +133,11 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
 		for (uint64_t i = 0; i < n * SPB; i++)
-			if (mfs_csum_sector(fs, data + i * SS) != v[i])
+			if (mfs_csum_sector(fs, data + i * SS) != v[i]) {
+				mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
+				               pblk * SPB + i, 1, 0);
 				return -EIO;
+			}
 		pblk += n;
 		data += n * MFS_BLOCK_SIZE;
 		nblk -= n;
@@ -210,8 +213,7 @@ int mfs_csum_refresh(struct mfs *fs, uint64_t pblk, unsigned s, unsigned nsect)
 	return txn_put(txn, own, ret);
 }
 
-int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from,
-                           unsigned to)
+int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from, unsigned to)
 {
 	unsigned s0 = from / SS, s1 = (to + SS - 1) / SS;
 	int mask, ret;
@@ -314,6 +316,10 @@ static int read_check(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned bio_
 	mask = mfs_csum_bad_mask(fs, pblk, blk);
 	if (mask > 0 && rec)
 		mask &= ~poisoned_mask(rec, first, pblk);
+	/* a damage event per sector (the ring posts each sector once per mount) */
+	for (unsigned s = 0; mask > 0 && s < SPB; s++)
+		if (mask & (1 << s))
+			mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT, pblk * SPB + s, 1, 0);
 	return mask;
 }
 
@@ -346,7 +352,7 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 			}
 			if (!(bio_flags & BLK_BIO_RECOVERY) && from == bstart &&
 			    to == bstart + MFS_BLOCK_SIZE) {
-				/* whole blocks of a plain read: one batch into the caller's buffer */
+				/* whole blocks of a plain read: one batch, into the buffer */
 				uint64_t run = 1;
 				struct fio io;
 

@@ -53,8 +53,7 @@ int mfs_csum_refresh(struct mfs *fs, uint64_t pblk, unsigned s, unsigned nsect);
  * are in @blk, by sectors: -EIO if a damaged sector is covered only in part;
  * the checksums of the sectors written are stored.  0 or -errno.
  */
-int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from,
-                           unsigned to);
+int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from, unsigned to);
 
 /*
  * Bitmask (bit i: sector i) of the sectors of block @pblk whose contents

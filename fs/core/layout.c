@@ -42,8 +42,8 @@ int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len
 	return mfs_layout_compute_ex(nr_blocks, inodes, journal_len, false, l);
 }
 
-int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
-                          bool data_csum, struct mfs_layout *l)
+int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
+                          struct mfs_layout *l)
 {
 	uint64_t n = nr_blocks, want_meta, tree_room, bound;
 	int ret;

@@ -31,7 +31,7 @@ struct mfs_layout {
 	uint64_t inode_table_start, inode_table_blocks;
 	uint64_t nr_inodes;
 	uint64_t csum_table_start, csum_table_blocks; /* data_csum only, else 0 */
-	uint64_t meta_fixed; /* bitmaps + inode table (+ csum table): blocks used in the meta zone */
+	uint64_t meta_fixed; /* bitmaps, inode table, csum table: blocks used in the meta zone */
 };
 
 /* Bitmap blocks for @items bits (FORMAT.md §5). */
@@ -49,8 +49,8 @@ int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len
  * when @data_csum: the meta zone has room for it, and it follows the inode
  * table (csum_table_start, csum_table_blocks, counted in meta_fixed).
  */
-int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
-                          bool data_csum, struct mfs_layout *l);
+int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
+                          struct mfs_layout *l);
 
 /*
  * The tail of the layout for a device of @nr_blocks, given l->dup,

@@ -155,9 +155,9 @@ out:
  * checked; damaged (poisoned or failing their checksum) sectors are added.
  * Returns 0, 1 (out full: *next set) or -errno.
  */
-static int csum_badranges(struct mfs *fs, uint64_t lblk, uint64_t pblk, uint64_t n,
-                          uint64_t start, uint64_t size, struct mfs_frange *out, unsigned max,
-                          unsigned *nr, uint64_t *next)
+static int csum_badranges(struct mfs *fs, uint64_t lblk, uint64_t pblk, uint64_t n, uint64_t start,
+                          uint64_t size, struct mfs_frange *out, unsigned max, unsigned *nr,
+                          uint64_t *next)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		int mask = mfs_csum_block_damage(fs, pblk + i);
@@ -167,8 +167,8 @@ static int csum_badranges(struct mfs *fs, uint64_t lblk, uint64_t pblk, uint64_t
 		for (unsigned s = 0; s < SPB && mask; s++) {
 			uint64_t zo, zl;
 
-			if (!(mask & (1 << s)) ||
-			    !sect_to_file(lblk, pblk, (pblk + i) * SPB + s, 1, start, size, &zo, &zl))
+			if (!(mask & (1 << s)) || !sect_to_file(lblk, pblk, (pblk + i) * SPB + s, 1,
+			                                        start, size, &zo, &zl))
 				continue;
 			if (!range_add(out, max, nr, zo, zl)) {
 				*next = zo;

@@ -181,8 +181,8 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	if (csum) {
 		in[nin++] = (struct sb_zone){"data checksum table", sb->csum_table_start,
 		                             sb->csum_table_blocks};
-		if (sb->csum_table_blocks < (sb->data_len + MFS_CSUM_BLOCKS_PER_TBLOCK - 1) /
-		                                    MFS_CSUM_BLOCKS_PER_TBLOCK) {
+		if (sb->csum_table_blocks <
+		    (sb->data_len + MFS_CSUM_BLOCKS_PER_TBLOCK - 1) / MFS_CSUM_BLOCKS_PER_TBLOCK) {
 			blk_err(err, errlen,
 			        "data checksum table of %llu blocks cannot cover %llu data blocks",
 			        (unsigned long long)sb->csum_table_blocks,

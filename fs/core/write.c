@@ -225,9 +225,9 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 					                 (unsigned)(to - bstart));
 			} else if (!ret && fs->data_csum) {
 				/* data_csum: a damaged sector in the block goes like poison */
-				ret = mfs_csum_edge_write(fs, txn, pb, edge[nedge].b,
-				                          (unsigned)(from - bstart),
-				                          (unsigned)(to - bstart), src + (from - pos));
+				ret = mfs_csum_edge_write(
+				        fs, txn, pb, edge[nedge].b, (unsigned)(from - bstart),
+				        (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = ret == 1;
 				ret = ret == 1 ? 0 : ret;
 			}

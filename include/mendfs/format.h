@@ -54,7 +54,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define MFS_FEATURE_RO_COMPAT_METADATA_DUP (1u << 0) /* every metadata block has a twin */
 /* a checksum per 512-byte data sector, in the data checksum table (MFS_T_DATA_CSUM blocks) */
 #define MFS_FEATURE_RO_COMPAT_DATA_CSUM (1u << 1)
-#define MFS_FEATURE_RO_COMPAT_SUPP \
+#define MFS_FEATURE_RO_COMPAT_SUPP                                                                 \
 	(MFS_FEATURE_RO_COMPAT_METADATA_DUP | MFS_FEATURE_RO_COMPAT_DATA_CSUM)
 /* xattr values too large for a tree leaf are in MFS_T_XATTR_VALUE blocks */
 #define MFS_FEATURE_INCOMPAT_XATTR_BLOCKS (1u << 0)

@@ -638,7 +638,8 @@ static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const s
 			for (m = e->mod0; m < e->mod0 + nm && !written; m++)
 				written = s0 < mf->mods[m].hi && mf->mods[m].lo < s1;
 			if (!written)
-				return fail("file ino %" PRIu64 " fsync'ed at op %u (log %zu): byte %zu "
+				return fail("file ino %" PRIu64
+				            " fsync'ed at op %u (log %zu): byte %zu "
 				            "fails its data checksum but no change since wrote it",
 				            mf->ino, e->op, e->F, j);
 			ok[j] = true;

@@ -453,7 +453,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--ops") && i + 1 < argc) {
 			P.ops = (unsigned)strtoul(argv[++i], NULL, 0);
 		} else {
-			die("usage: crash_test [--long] [--data-csum] [--strict] [--seed N] [--ops N]");
+			die("usage: crash_test [--long] [--data-csum] [--strict] [--seed N] [--ops "
+			    "N]");
 		}
 	}
 	if (!P.seed)

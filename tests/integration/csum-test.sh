@@ -9,6 +9,8 @@
 #     (MENDFS_IOC_RECOVERY_READ) and `mendctl recover` return every other
 #     byte and zero-fill exactly that 512-byte sector;
 #   - `mendctl badranges` (text and --json) and `mendctl scrub` list exactly it;
+#   - one damage event (kind data_csum, `mendctl events`) names it, and the
+#     daemon logs it;
 #   - fsck.mendfs -n names the file and the byte range (text and --json)
 #     and exits 4;
 #   - a partial write into the damaged sector fails (EIO), a whole-sector
@@ -90,6 +92,13 @@ rc=0
 out=$(mendctl scrub --json "$MNT" 2>&1) || rc=$?
 [ $rc = 4 ] || fail "mendctl scrub: exit $rc, expected 4: $out"
 grep -q '"offset":22016,"length":512' <<<"$out" || fail "scrub report: $out"
+# exactly one damage event for the sector, however often it was read, naming the file
+out=$(mendctl events --json --no-follow "$MNT") || fail "mendctl events"
+[ "$(grep -c '"kind":"data_csum"' <<<"$out")" = 1 ] || fail "events: $out"
+grep '"kind":"data_csum"' <<<"$out" | grep -q '"cause":"corrupt".*"sector":'$((S + 43))',"count":1.*"path":"/f","offset":22016,"length":512' ||
+	fail "the data_csum event: $out"
+grep -q "damage #[0-9]*: data checksum (corrupt) on .*: /f (inode [0-9]*) bytes 22016-22527" "$LOG" ||
+	fail "the daemon did not log the event: $(cat "$LOG")"
 umount_fg
 rc=0
 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || rc=$?

@@ -95,7 +95,8 @@ START_TEST(test_layout)
 	ck_assert_uint_eq(MFS_CSUM_BLOCKS_PER_TBLOCK, 126);
 	ck_assert_uint_eq(sb->csum_table_start, sb->inode_table_start + sb->inode_table_blocks);
 	ck_assert_uint_eq(sb->csum_table_blocks, (sb->data_len + 125) / 126);
-	ck_assert_uint_le(sb->csum_table_start + sb->csum_table_blocks, sb->meta_start + sb->meta_len);
+	ck_assert_uint_le(sb->csum_table_start + sb->csum_table_blocks,
+	                  sb->meta_start + sb->meta_len);
 	/* direct reads would hand out unchecked data */
 	ck_assert(!fs->direct_reads);
 }
@@ -121,9 +122,9 @@ START_TEST(test_table_writes)
 	ck_assert_int_eq(truncate_to(ino, 15 * BS + 100), 0);
 	ck_assert_int_eq(truncate_to(ino, NBLK * BS), 0);
 	memset(ref + 15 * BS + 100, 0, BS - 100);
-	ck_assert_int_eq(mfs_fallocate(fs, ino, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-	                               BS + 10, 2 * BS),
-	                 0);
+	ck_assert_int_eq(
+	        mfs_fallocate(fs, ino, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, BS + 10, 2 * BS),
+	        0);
 	memset(ref + BS + 10, 0, 2 * BS);
 	check_read(ino, ref, NBLK * BS, 0);
 	ck_assert_int_eq(mfs_txn_commit(fs), 0);
