@@ -67,6 +67,8 @@ static void round_reset(struct fsck_ctx *ctx)
 	free(ctx->quar_zero);
 	free(ctx->zero);
 	free(ctx->damage);
+	free(ctx->csum_tbuf);
+	ctx->csum_tbuf = NULL;
 	for (size_t i = 0; i < ctx->nmeta_damage; i++)
 		free(ctx->meta_damage[i]);
 	free(ctx->meta_damage);
@@ -88,6 +90,8 @@ static void round_reset(struct fsck_ctx *ctx)
 	ctx->nquar_add = ctx->cap_quar_add = ctx->nquar_rel = ctx->cap_quar_rel = 0;
 	ctx->nquar_zero = ctx->cap_quar_zero = 0;
 	ctx->nzero = ctx->cap_zero = ctx->ndamage = ctx->cap_damage = 0;
+	ctx->ncsum_damage = 0;
+	ctx->csum_tblk = 0;
 	ctx->meta_damage = ctx->free_damage = NULL;
 	ctx->nmeta_damage = ctx->cap_meta_damage = ctx->nfree_damage = ctx->cap_free_damage = 0;
 	ctx->lpf = 0;
@@ -107,13 +111,16 @@ static int round_alloc(struct fsck_ctx *ctx)
 	ctx->meta_owner = calloc(sb->meta_len ? sb->meta_len : 1, sizeof(*ctx->meta_owner));
 	if (!ctx->ino || !ctx->meta_owner || fsck_data_claims_init(ctx))
 		return -ENOMEM;
-	/* the fixed part of the meta zone: bitmaps and inode table */
+	/* the fixed part of the meta zone: bitmaps, inode table (pass 1), data checksum table */
 	for (uint64_t b = 0; b < sb->meta_bitmap_blocks; b++)
 		ctx->meta_owner[sb->meta_bitmap_start - sb->meta_start + b] = OWN_FIXED;
 	for (uint64_t b = 0; b < sb->inode_bitmap_blocks; b++)
 		ctx->meta_owner[sb->inode_bitmap_start - sb->meta_start + b] = OWN_FIXED;
 	for (uint64_t b = 0; b < sb->data_bitmap_blocks; b++)
 		ctx->meta_owner[sb->data_bitmap_start - sb->meta_start + b] = OWN_FIXED;
+	if (sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM) /* the data checksum table */
+		for (uint64_t b = 0; b < sb->csum_table_blocks; b++)
+			ctx->meta_owner[sb->csum_table_start - sb->meta_start + b] = OWN_FIXED;
 	return 0;
 }
 

@@ -5,8 +5,9 @@
  * never by reading poisoned media.
  *
  *  - file data: the exact byte ranges of the file (clipped to its size),
- *    named by path from the root or <inode N> (F0601; only --zero-damaged
- *    with -y changes them: zero-init in place, poison cleared, the loss
+ *    with data_csum also its sectors failing their checksum (the data is
+ *    read for that: csum_extent; poisoned sectors never are), named by path from the root or <inode
+ * N> (F0601; only --zero-damaged with -y changes them: zero-init in place, poison cleared, the loss
  *    recorded in the file's trusted.mendfs.lost xattr);
  *  - metadata: the structure and whether its twin is intact (the lines come
  *    from fsck_meta_read, which also repairs from the twin); a block of an
@@ -20,15 +21,71 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "fsck.h"
 #include "mfs_json.h"
+
+/*
+ * data_csum: the sectors of the extent's blocks (inside the file's size) that
+ * fail their checksum, read from the media (poisoned sectors are left to the
+ * poison table), as damaged ranges.  A table block that cannot be read is
+ * reported by fsck_meta_read; its blocks are not checked.
+ */
+static void csum_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
+                        uint64_t pblk, uint64_t len)
+{
+	_Alignas(MFS_BLOCK_SIZE) uint8_t blk[MFS_BLOCK_SIZE];
+
+	if (!ctx->csum_tbuf &&
+	    posix_memalign((void **)&ctx->csum_tbuf, MFS_BLOCK_SIZE, MFS_BLOCK_SIZE))
+		return;
+	for (uint64_t k = 0; k < len && (lblk + k) * MFS_BLOCK_SIZE < size; k++) {
+		uint64_t b = pblk + k, i = b - ctx->sb.data_start;
+		uint64_t tblk = ctx->sb.csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK;
+		const uint32_t *v;
+
+		if (b < ctx->sb.data_start || i >= ctx->sb.data_len)
+			return;
+		if (ctx->csum_tblk != tblk) {
+			ctx->csum_tblk = 0;
+			if (fsck_meta_read(ctx, tblk, MFS_T_DATA_CSUM, ctx->csum_tbuf,
+			                   "data checksum table"))
+				continue;
+			ctx->csum_tblk = tblk;
+		}
+		v = (const uint32_t *)(ctx->csum_tbuf + sizeof(struct mfs_meta_hdr) +
+		                       (i % MFS_CSUM_BLOCKS_PER_TBLOCK) * MFS_CSUM_ENTRY_SIZE);
+		if (blk_read(ctx->dev, b * SPB, blk, MFS_BLOCK_SIZE, BLK_BIO_RECOVERY))
+			continue;
+		for (unsigned s = 0; s < SPB; s++) {
+			struct fsck_range r = {.ino = ino};
+			unsigned p = fsck_poison_after(ctx, b * SPB + s);
+
+			if ((uint32_t)XXH3_64bits_withSeed(blk + s * BLK_SECTOR_SIZE,
+			                                   BLK_SECTOR_SIZE, ctx->seed) == v[s])
+				continue;
+			if (p < ctx->npoison && ctx->poison[p].sector <= b * SPB + s)
+				continue; /* poisoned: reported from the table */
+			r.off = (lblk + k) * MFS_BLOCK_SIZE + s * BLK_SECTOR_SIZE;
+			if (r.off >= size)
+				break;
+			r.len = size - r.off < BLK_SECTOR_SIZE ? size - r.off : BLK_SECTOR_SIZE;
+			if (VEC_PUSH(ctx->damage, ctx->ndamage, ctx->cap_damage, r))
+				return;
+			ctx->ncsum_damage++;
+		}
+	}
+}
 
 void fsck_damage_extent(struct fsck_ctx *ctx, uint64_t ino, uint64_t size, uint64_t lblk,
                         uint64_t pblk, uint64_t len)
 {
 	uint64_t s = pblk * SPB, e = (pblk + len) * SPB;
 	unsigned lo;
+
+	if (ctx->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM)
+		csum_extent(ctx, ino, size, lblk, pblk, len);
 
 	for (lo = fsck_poison_after(ctx, s); lo < ctx->npoison && ctx->poison[lo].sector < e;
 	     lo++) {
@@ -285,9 +342,10 @@ int fsck_damage_scan(struct fsck_ctx *ctx, bool replay_pending)
 		if (fsck_fix_problem(
 		            ctx, PR_DAMAGED_DATA,
 		            "%s (inode %llu): %zu damaged range%s, %llu bytes of file data on "
-		            "poisoned media",
+		            "poisoned media%s",
 		            path ? path : "?", (unsigned long long)ino, j - i,
-		            j - i == 1 ? "" : "s", (unsigned long long)bytes)) {
+		            j - i == 1 ? "" : "s", (unsigned long long)bytes,
+		            ctx->ncsum_damage ? " or failing its data checksum" : "")) {
 			for (size_t k = i; k < j; k++) {
 				struct fsck_range z = ctx->damage[k];
 
@@ -312,8 +370,12 @@ void fsck_damage_report(struct fsck_ctx *ctx, FILE *out)
 
 	if (!ctx->ndamage && !ctx->nmeta_damage && !ctx->nfree_damage)
 		return;
-	fprintf(out, "Damage report (%u poisoned range%s):\n", ctx->npoison,
+	fprintf(out, "Damage report (%u poisoned range%s", ctx->npoison,
 	        ctx->npoison == 1 ? "" : "s");
+	if (ctx->ncsum_damage)
+		fprintf(out, ", %zu sector%s failing the data checksum", ctx->ncsum_damage,
+		        ctx->ncsum_damage == 1 ? "" : "s");
+	fputs("):\n", out);
 	for (i = 0; i < ctx->ndamage; i++) {
 		const struct fsck_range *r = &ctx->damage[i];
 		char *path = fsck_path_shown(ctx, r->ino);

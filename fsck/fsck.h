@@ -281,6 +281,9 @@ struct fsck_ctx {
 	/* damage report (last round) */
 	struct fsck_range *damage; /* file ranges, sorted by ino, offset */
 	size_t ndamage, cap_damage;
+	size_t ncsum_damage; /* data_csum: sectors of file data failing their checksum */
+	uint64_t csum_tblk;  /* data_csum: the table block in csum_tbuf (0: none) */
+	uint8_t *csum_tbuf;
 	char **meta_damage; /* lines */
 	size_t nmeta_damage, cap_meta_damage;
 	struct fsck_range *xdamage; /* lines of xattr value blocks: ino, off = line index */

@@ -133,7 +133,8 @@ static int ext_accept(struct fsck_ctx *ctx, struct ext_state *st, const struct m
 	st->blocks += e->len;
 	st->next_lblk = e->lblk + e->len;
 	st->first = false;
-	if (!(e->flags & MFS_EXT_UNWRITTEN) && ctx->npoison)
+	if (!(e->flags & MFS_EXT_UNWRITTEN) &&
+	    (ctx->npoison || (ctx->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM)))
 		fsck_damage_extent(ctx, st->ino, st->size, e->lblk, e->pblk, e->len);
 	return ENT_OK;
 }

@@ -38,7 +38,8 @@
 
 #define PROG "mkfs.mendfs"
 #define USAGE                                                                                      \
-	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] DEVICE [SIZE]\n"        \
+	"usage: mkfs.mendfs [-f|-F] [-q] [-L LABEL] [-N INODES] [-J JSIZE] [-O FEATURE[,...]]\n"   \
+	"                   DEVICE [SIZE]\n"                                                       \
 	"       mkfs.mendfs -V|--version|--help\n"
 
 #define MKFS_MIN_SIZE     MFS_LAYOUT_MIN_BYTES /* smallest device accepted */
@@ -53,6 +54,7 @@ struct mkfs_opts {
 	const char *label;
 	uint64_t inodes;      /* 0: default */
 	uint64_t journal_len; /* blocks, 0: default */
+	bool data_csum;       /* -O data_csum */
 	const char *device;
 	uint64_t size; /* 0: not given */
 };
@@ -135,7 +137,7 @@ static int parse_size(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 {
-	static const char optstring[] = "+fFqL:N:J:hV";
+	static const char optstring[] = "+fFqL:N:J:O:hV";
 	static const struct option lopts[] = {
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -191,6 +193,27 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 				return -EINVAL;
 			}
 			o->journal_len = bytes / MFS_BLOCK_SIZE;
+			break;
+		}
+		case 'O': {
+			char *list = strdup(optarg), *save = NULL, *f;
+
+			if (!list) {
+				fail("out of memory");
+				return -ENOMEM;
+			}
+			for (f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+				if (!strcmp(f, "data_csum")) {
+					o->data_csum = true;
+				} else if (!strcmp(f, "^data_csum")) {
+					o->data_csum = false;
+				} else {
+					fail("unknown feature '%s' (known: data_csum)", f);
+					free(list);
+					return -EINVAL;
+				}
+			}
+			free(list);
 			break;
 		}
 		case 'h':
@@ -521,7 +544,8 @@ static void fill_super(struct mfs_superblock *sb, const struct mfs_layout *l,
 	sb->version = htole32(MFS_FORMAT_VERSION);
 	sb->block_size = htole32(MFS_BLOCK_SIZE);
 	sb->feature_compat = htole32(0);
-	sb->feature_ro_compat = htole32(MFS_FEATURE_RO_COMPAT_METADATA_DUP);
+	sb->feature_ro_compat = htole32(MFS_FEATURE_RO_COMPAT_METADATA_DUP |
+	                                (o->data_csum ? MFS_FEATURE_RO_COMPAT_DATA_CSUM : 0));
 	sb->feature_incompat = htole32(MFS_FEATURE_INCOMPAT_XATTR_BLOCKS);
 	sb->state = htole32(MFS_STATE_CLEAN);
 	memcpy(sb->uuid, rnd, 16);
@@ -557,6 +581,32 @@ static void fill_super(struct mfs_superblock *sb, const struct mfs_layout *l,
 	sb->mkfs_time_ns = (int64_t)htole64((uint64_t)now);
 	sb->write_time_ns = (int64_t)htole64((uint64_t)now);
 	sb->dir_hash_seed = htole64(rnd[3]);
+	sb->csum_table_start = htole64(l->csum_table_start);
+	sb->csum_table_blocks = htole64(l->csum_table_blocks);
+}
+
+/* The data checksum table (data_csum): type-9 blocks, every entry 0 (no block written yet). */
+static int write_csum_table(struct blk_dev *dev, const struct mfs_layout *l, uint64_t seed,
+                            uint8_t *buf)
+{
+	for (uint64_t k = 0; k < l->csum_table_blocks;) {
+		uint64_t n = l->csum_table_blocks - k > MKFS_CHUNK ? MKFS_CHUNK
+		                                                   : l->csum_table_blocks - k;
+
+		memset(buf, 0, (size_t)n * MFS_BLOCK_SIZE);
+		for (uint64_t j = 0; j < n; j++) {
+			uint8_t *b = buf + j * MFS_BLOCK_SIZE;
+
+			hdr_init(b, MFS_T_DATA_CSUM, l->csum_table_start + k + j, 0);
+			mfs_block_seal(b, seed);
+		}
+		if (write_both(dev, l->csum_table_start + k,
+		               l->meta_twin + (l->csum_table_start + k - l->meta_start), buf, n))
+			return -EIO;
+		k += n;
+		progress(n);
+	}
+	return 0;
 }
 
 static int get_random(void *buf, size_t len)
@@ -619,6 +669,9 @@ static void print_summary(const struct mkfs_opts *o, const struct blk_dev_info *
 	       u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
 	       u[13], u[14], u[15]);
 	printf("label:        %s\n", o->label ? o->label : "");
+	if (l->csum_table_blocks)
+		printf("data_csum:    checksum table of %" PRIu64 " blocks at %" PRIu64 "\n",
+		       l->csum_table_blocks, l->csum_table_start);
 }
 
 /*
@@ -684,7 +737,8 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		ret = -ENOSPC;
 		goto out;
 	}
-	ret = mfs_layout_compute(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len, &l);
+	ret = mfs_layout_compute_ex(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len,
+	                            o->data_csum, &l);
 	if (ret) {
 		fail("%" PRIu64 " inodes do not fit on a device of %" PRIu64
 		     " bytes; use a smaller -N",
@@ -746,7 +800,7 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	if (!o->quiet && info.size >= MKFS_PROGRESS_MIN)
 		mfs_progress_init(&g_bar, STDOUT_FILENO, o->device);
 	g_bar_total = 2 * l.journal_len + l.meta_bitmap_blocks + l.inode_bitmap_blocks +
-	              l.data_bitmap_blocks + l.inode_table_blocks + 1;
+	              l.data_bitmap_blocks + l.inode_table_blocks + l.csum_table_blocks + 1;
 	ret = zero_area(dev, l.journal_start, l.journal_len);
 	progress(l.journal_len);
 	if (!ret)
@@ -765,6 +819,8 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 	progress(l.meta_bitmap_blocks + l.inode_bitmap_blocks + l.data_bitmap_blocks);
 	if (!ret)
 		ret = write_inode_table(dev, &l, seed, buf, now, rnd[4]);
+	if (!ret)
+		ret = write_csum_table(dev, &l, seed, buf);
 	if (ret)
 		goto out;
 	ret = flush(dev);

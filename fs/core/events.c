@@ -47,23 +47,31 @@ static uint64_t __events_oldest(const struct mfs_events *ev)
 	return ev->next_seq > MFS_EVENTS_RING + 1 ? ev->next_seq - MFS_EVENTS_RING : 1;
 }
 
-/* Was @block's loss posted already?  Remembers it if not (lock held). */
-static bool events_lost_seen(struct mfs_events *ev, uint64_t block)
+/*
+ * Was the loss of metadata block @key (MFS_EV_META_LOST), or the checksum
+ * failure of data sector @key (MFS_EV_DATA_CSUM), posted already?  Both are
+ * met again by every read until repaired: one event each per mount.
+ * Remembers it if not (lock held).
+ */
+static bool events_seen(struct mfs_events *ev, enum mfs_event_kind kind, uint64_t key)
 {
-	unsigned i;
+	bool lost = kind == MFS_EV_META_LOST;
+	uint64_t *seen = lost ? ev->lost_blocks : ev->csum_sectors;
+	unsigned i, *nr = lost ? &ev->nr_lost_blocks : &ev->nr_csum_sectors;
 
-	for (i = 0; i < ev->nr_lost_blocks; i++)
-		if (ev->lost_blocks[i] == block)
+	for (i = 0; i < *nr; i++)
+		if (seen[i] == key)
 			return true;
-	if (ev->nr_lost_blocks < sizeof(ev->lost_blocks) / sizeof(ev->lost_blocks[0])) {
-		ev->lost_blocks[ev->nr_lost_blocks++] = block;
+	if (*nr < sizeof(ev->lost_blocks) / sizeof(ev->lost_blocks[0])) {
+		seen[(*nr)++] = key;
 		return false;
 	}
-	/* more lost blocks than remembered: once while the ring holds its event */
+	/* more than remembered: once while the ring holds its event */
 	if (ev->ring)
 		for (uint64_t s = __events_oldest(ev); s < ev->next_seq; s++)
-			if (ev->ring[s % MFS_EVENTS_RING].kind == MFS_EV_META_LOST &&
-			    ev->ring[s % MFS_EVENTS_RING].block == block)
+			if (ev->ring[s % MFS_EVENTS_RING].kind == kind &&
+			    (lost ? ev->ring[s % MFS_EVENTS_RING].block
+			          : ev->ring[s % MFS_EVENTS_RING].sector) == key)
 				return true;
 	return false;
 }
@@ -79,7 +87,8 @@ void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cau
 	clock_gettime(CLOCK_REALTIME, &ts);
 	pthread_mutex_lock(&ev->lock);
 	/* a lost block fails every read of it: one event for it per mount */
-	if (kind == MFS_EV_META_LOST && events_lost_seen(ev, block)) {
+	if ((kind == MFS_EV_META_LOST && events_seen(ev, kind, block)) ||
+	    (kind == MFS_EV_DATA_CSUM && events_seen(ev, kind, sector))) {
 		pthread_mutex_unlock(&ev->lock);
 		return;
 	}
@@ -225,6 +234,8 @@ const char *mfs_event_kind_name(uint32_t kind)
 		return "metadata_healed";
 	case MFS_EV_META_LOST:
 		return "metadata_lost";
+	case MFS_EV_DATA_CSUM:
+		return "data_csum";
 	}
 	return "unknown";
 }

@@ -27,7 +27,7 @@
 
 static bool wants_owner(const struct mfs_event *e)
 {
-	return e->kind == MFS_EV_POISON && !e->ino;
+	return (e->kind == MFS_EV_POISON || e->kind == MFS_EV_DATA_CSUM) && !e->ino;
 }
 
 /* Match one extent of @ino against the pending events; returns how many it named. */

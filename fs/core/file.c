@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "atime.h"
+#include "csum.h"
 #include "fio.h"
 
 /* --- truncate ------------------------------------------------------------------------------ */
@@ -190,6 +191,12 @@ static int zero_blocks(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint6
 		n = count < last - lblk ? count : last - lblk;
 		if (pblk && !unwritten)
 			fio_submit(&io, BLK_OP_WRITE_ZEROES, pblk, NULL, n, 0, NULL);
+		if (pblk && !unwritten && fs->data_csum) {
+			ret = mfs_csum_zeroed(fs, pblk * MFS_SECTORS_PER_BLOCK,
+			                      n * MFS_SECTORS_PER_BLOCK);
+			if (ret)
+				break;
+		}
 		lblk += n;
 	}
 	err = fio_done(&io);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "csum.h"
 #include "fio.h"
 
 /*
@@ -33,6 +34,8 @@ static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned 
 	if (from >= to)
 		return 0;
 	ret = blk_read(fs->dev, sec, buf, BS, 0);
+	if (!ret && fs->data_csum) /* by sectors, checked, checksums stored */
+		return mfs_csum_zero_in_block(fs, pblk, buf, from, to);
 	if (!ret) {
 		memset(buf + from, 0, to - from);
 		ret = blk_write(fs->dev, sec, buf, BS, 0);
@@ -59,6 +62,11 @@ static int zero_in_block(struct mfs *fs, uint64_t pblk, unsigned from, unsigned 
 			memset(buf + (zf - u), 0, zt - zf);
 			ret = blk_write(fs->dev, us, buf, g, 0);
 		}
+	}
+	if (!ret && fs->data_csum) { /* the units written, as they now are */
+		unsigned s0 = from / g * g / BLK_SECTOR_SIZE;
+
+		ret = mfs_csum_refresh(fs, pblk, s0, (to + g - 1) / g * g / BLK_SECTOR_SIZE - s0);
 	}
 	return ret;
 }

@@ -295,6 +295,13 @@ static int grow_place(struct grow *g, uint64_t dev_blocks)
 	uint64_t twins, from;
 	int ret;
 
+	if (sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM) {
+		/* the table covers data_len blocks and sits in the fixed meta zone */
+		blk_err(g->err, g->errlen,
+		        "this filesystem has data checksums (data_csum): growing it is not "
+		        "supported (its checksum table cannot grow)");
+		return -EOPNOTSUPP;
+	}
 	/* the data zone grows up to the new tail: the journal and meta zone must precede it */
 	if (sb->journal_start + sb->journal_len > sb->data_start ||
 	    sb->meta_start + sb->meta_len > sb->data_start) {

@@ -39,6 +39,12 @@ int mfs_layout_place_tail(struct mfs_layout *l, uint64_t n)
 int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
                        struct mfs_layout *l)
 {
+	return mfs_layout_compute_ex(nr_blocks, inodes, journal_len, false, l);
+}
+
+int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
+                          struct mfs_layout *l)
+{
 	uint64_t n = nr_blocks, want_meta, tree_room, bound;
 	int ret;
 
@@ -66,6 +72,8 @@ int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len
 	bound = mfs_bitmap_blocks(n);
 	tree_room = div_up(l->nr_inodes, 16) + 64;
 	want_meta = l->inode_table_blocks + l->inode_bitmap_blocks + 2 * bound + tree_room;
+	if (data_csum) /* the table: bounded by one entry per device block */
+		want_meta += div_up(n, MFS_CSUM_BLOCKS_PER_TBLOCK);
 	l->meta_len = n / 16 > want_meta ? n / 16 : want_meta;
 
 	l->journal_start = 1;
@@ -82,6 +90,11 @@ int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len
 	l->inode_table_start = l->data_bitmap_start + l->data_bitmap_blocks;
 	l->meta_fixed = l->meta_bitmap_blocks + l->inode_bitmap_blocks + l->data_bitmap_blocks +
 	                l->inode_table_blocks;
+	if (data_csum) {
+		l->csum_table_start = l->inode_table_start + l->inode_table_blocks;
+		l->csum_table_blocks = div_up(l->data_len, MFS_CSUM_BLOCKS_PER_TBLOCK);
+		l->meta_fixed += l->csum_table_blocks;
+	}
 	return 0;
 }
 

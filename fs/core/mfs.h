@@ -103,6 +103,7 @@ struct mfs {
 	_Atomic int error; /* -EIO after an I/O error: read-only, journal aborted (fserror.c) */
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
+	bool data_csum;    /* data_csum: data sectors checked against the table (csum.c) */
 
 	/* buffer cache (meta.c) */
 	pthread_mutex_t cache_lock;

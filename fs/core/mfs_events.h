@@ -32,6 +32,7 @@ enum mfs_event_kind {
 	MFS_EV_POISON = 1,      /* sectors entered the poison table */
 	MFS_EV_META_HEALED = 2, /* a metadata copy was bad, rewritten from its twin */
 	MFS_EV_META_LOST = 3,   /* both copies of a metadata block were bad */
+	MFS_EV_DATA_CSUM = 4,   /* data sectors failed their checksum (data_csum; cause corrupt) */
 };
 
 enum mfs_event_cause {
@@ -65,6 +66,9 @@ struct mfs_events {
 	/* lock: blocks with a metadata_lost event (one each per mount, the first 64) */
 	uint64_t lost_blocks[64];
 	unsigned nr_lost_blocks;
+	/* lock: sectors with a data_csum event (one each per mount, the first 64) */
+	uint64_t csum_sectors[64];
+	unsigned nr_csum_sectors;
 	pthread_mutex_t resolve_lock; /* one resolver at a time; before lock */
 	/*
 	 * The owner lookup (mfs_events_resolve, set by mount.c): a hook, as it

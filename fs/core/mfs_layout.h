@@ -30,7 +30,8 @@ struct mfs_layout {
 	uint64_t data_bitmap_start, data_bitmap_blocks;
 	uint64_t inode_table_start, inode_table_blocks;
 	uint64_t nr_inodes;
-	uint64_t meta_fixed; /* bitmaps + inode table: blocks used in the meta zone */
+	uint64_t csum_table_start, csum_table_blocks; /* data_csum only, else 0 */
+	uint64_t meta_fixed; /* bitmaps, inode table, csum table: blocks used in the meta zone */
 };
 
 /* Bitmap blocks for @items bits (FORMAT.md §5). */
@@ -43,6 +44,13 @@ uint64_t mfs_bitmap_blocks(uint64_t items);
  */
 int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
                        struct mfs_layout *l);
+/*
+ * The same, with the data checksum table (feature data_csum, FORMAT.md §15)
+ * when @data_csum: the meta zone has room for it, and it follows the inode
+ * table (csum_table_start, csum_table_blocks, counted in meta_fixed).
+ */
+int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
+                          struct mfs_layout *l);
 
 /*
  * The tail of the layout for a device of @nr_blocks, given l->dup,

@@ -172,6 +172,10 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		/* the kernel may copy replies straight from a page-cache mapping (see blk.h) */
 		blk_dev_get_info(fs->dev, &info);
 		fs->direct_reads = info.direct_access && info.direct_page_cache;
+		fs->data_csum = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM;
+		/* data handed out by address would bypass the checksum check */
+		if (fs->data_csum)
+			fs->direct_reads = false;
 	}
 
 	/* a read-only mount never writes: it refuses a journal that needs replaying */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "csum.h"
 #include "fio.h"
 #include "mfs_recovery.h"
 
@@ -37,6 +38,8 @@ ssize_t mfs_file_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 
 	if (!len)
 		return 0;
+	if (fs->data_csum) /* checked reads (csum.c) */
+		return mfs_csum_read_blocks(fs, ip, buf, len, off, bio_flags, rec);
 	fio_init(&io, fs);
 	for (lblk = first; lblk < last && !ret;) {
 		uint64_t pblk, count, n, i;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "csum.h"
 #include "mfs_int.h"
 #include "mfs_recovery.h"
 
@@ -149,6 +150,35 @@ out:
 	return ret;
 }
 
+/*
+ * mfs_badranges for data_csum: every block of the run is read and its sectors
+ * checked; damaged (poisoned or failing their checksum) sectors are added.
+ * Returns 0, 1 (out full: *next set) or -errno.
+ */
+static int csum_badranges(struct mfs *fs, uint64_t lblk, uint64_t pblk, uint64_t n, uint64_t start,
+                          uint64_t size, struct mfs_frange *out, unsigned max, unsigned *nr,
+                          uint64_t *next)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		int mask = mfs_csum_block_damage(fs, pblk + i);
+
+		if (mask < 0)
+			return mask;
+		for (unsigned s = 0; s < SPB && mask; s++) {
+			uint64_t zo, zl;
+
+			if (!(mask & (1 << s)) || !sect_to_file(lblk, pblk, (pblk + i) * SPB + s, 1,
+			                                        start, size, &zo, &zl))
+				continue;
+			if (!range_add(out, max, nr, zo, zl)) {
+				*next = zo;
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
 int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frange *out,
                   unsigned max, unsigned *nr, uint64_t *next, bool *last)
 {
@@ -175,6 +205,15 @@ int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frang
 			goto out;
 		n = count < nblk - lblk ? count : nblk - lblk;
 		if (!pblk || unwritten) {
+			lblk += n;
+			continue;
+		}
+		if (fs->data_csum) {
+			ret = csum_badranges(fs, lblk, pblk, n, start, size, out, max, nr, next);
+			if (ret) {
+				ret = ret > 0 ? 0 : ret;
+				goto out;
+			}
 			lblk += n;
 			continue;
 		}
@@ -381,7 +420,11 @@ int mfs_zeroinit(struct mfs *fs, uint64_t ino, uint64_t off, uint64_t len)
 			break;
 		to = (lblk + count) * BS < end ? (lblk + count) * BS : end;
 		if (pblk && !unwritten) {
-			ret = zero_dev_range(fs, pblk * BS + (pos - lblk * BS), to - pos, g);
+			uint64_t at = pblk * BS + (pos - lblk * BS);
+
+			ret = zero_dev_range(fs, at, to - pos, g);
+			if (!ret && fs->data_csum)
+				ret = mfs_csum_zeroed(fs, at / 512, (to - pos + 511) / 512);
 			if (ret)
 				break;
 		}
@@ -409,6 +452,18 @@ static int zero_poisoned_unit(struct mfs *fs, struct mfs_ino *ip, uint64_t pos, 
 	if (ret || !pblk || unwritten)
 		return ret;
 	sector = pblk * SPB + (pos - lblk * BS) / g * (g / 512);
+	if (fs->data_csum) {
+		/* damaged: poisoned or failing its checksum (csum.c) */
+		int mask = mfs_csum_block_damage(fs, sector / SPB);
+		unsigned s = (unsigned)(sector % SPB), m = ((1u << (g / 512)) - 1) << s;
+
+		if (mask < 0)
+			return mask;
+		if (!(mask & (int)m))
+			return 0;
+		ret = zero_sectors(fs, sector, g / 512);
+		return ret ? ret : mfs_csum_zeroed(fs, sector, g / 512);
+	}
 	if (!blk_poison_lookup(fs->dev, sector, g / 512, &r, 1, NULL))
 		return 0;
 	return zero_sectors(fs, sector, g / 512);

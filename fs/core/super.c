@@ -101,8 +101,9 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
                        char *err, size_t errlen)
 {
 	bool dup = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
-	struct sb_zone z[5], in[4];
-	unsigned nz = 0, i, j;
+	bool csum = sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM;
+	struct sb_zone z[5], in[5];
+	unsigned nz = 0, nin = 4, i, j;
 	uint32_t unknown;
 
 	if (sb->magic != MFS_SB_MAGIC) {
@@ -177,7 +178,19 @@ static int sb_validate(const struct mfs_superblock *sb, uint64_t dev_blocks, boo
 	in[1] = (struct sb_zone){"inode bitmap", sb->inode_bitmap_start, sb->inode_bitmap_blocks};
 	in[2] = (struct sb_zone){"metadata bitmap", sb->meta_bitmap_start, sb->meta_bitmap_blocks};
 	in[3] = (struct sb_zone){"data bitmap", sb->data_bitmap_start, sb->data_bitmap_blocks};
-	for (i = 0; i < 4; i++) {
+	if (csum) {
+		in[nin++] = (struct sb_zone){"data checksum table", sb->csum_table_start,
+		                             sb->csum_table_blocks};
+		if (sb->csum_table_blocks <
+		    (sb->data_len + MFS_CSUM_BLOCKS_PER_TBLOCK - 1) / MFS_CSUM_BLOCKS_PER_TBLOCK) {
+			blk_err(err, errlen,
+			        "data checksum table of %llu blocks cannot cover %llu data blocks",
+			        (unsigned long long)sb->csum_table_blocks,
+			        (unsigned long long)sb->data_len);
+			return -EINVAL;
+		}
+	}
+	for (i = 0; i < nin; i++) {
 		if (!in[i].len || !range_in(in[i].start, in[i].len, sb->meta_start,
 		                            sb->meta_start + sb->meta_len)) {
 			blk_err(err, errlen, "%s [%llu, +%llu) is not inside the metadata zone",

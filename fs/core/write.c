@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "atime.h"
+#include "csum.h"
 #include "fio.h"
 
 /* --- write ----------------------------------------------------------------------------- */
@@ -91,6 +92,19 @@ static int write_sectors(struct mfs *fs, uint64_t pblk, uint8_t *buf, unsigned f
 	return blk_write(fs->dev, sec + u0 * (g / BLK_SECTOR_SIZE), buf + u0 * g, (u1 - u0) * g, 0);
 }
 
+/*
+ * data_csum: store the checksums of the units of poison write_sectors() wrote
+ * for bytes [from, to) of block @pblk, from the bounce block @buf.
+ */
+static int csum_units(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const uint8_t *buf,
+                      unsigned from, unsigned to)
+{
+	unsigned g = poison_unit(fs), s0 = from / g * g / BLK_SECTOR_SIZE;
+	unsigned s1 = (to + g - 1) / g * g / BLK_SECTOR_SIZE;
+
+	return mfs_csum_set_sectors(fs, txn, pblk, s0, s1 - s0, buf + s0 * BLK_SECTOR_SIZE);
+}
+
 /* Why write_chunk() stopped a write: an error, or MFS_SPACE_DATA / MFS_SPACE_META (ENOSPC). */
 #define WSTOP_ERROR 0x100u
 
@@ -113,7 +127,7 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	struct mfs_txn *txn;
 	struct fio io;
 	ssize_t ret;
-	int err;
+	int err, cerr = 0;
 
 	if (b1 - b0 > CHUNK_BLOCKS) {
 		b1 = b0 + CHUNK_BLOCKS;
@@ -207,6 +221,17 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				                    (unsigned)(from - bstart),
 				                    (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = true;
+				if (!ret && fs->data_csum) /* data_csum: the units written */
+					ret = csum_units(fs, txn, pb, edge[nedge].b,
+					                 (unsigned)(from - bstart),
+					                 (unsigned)(to - bstart));
+			} else if (!ret && fs->data_csum) {
+				/* data_csum: a damaged sector in the block goes like poison */
+				ret = mfs_csum_edge_write(
+				        fs, txn, pb, edge[nedge].b, (unsigned)(from - bstart),
+				        (unsigned)(to - bstart), src + (from - pos));
+				edge_done[nedge] = ret == 1;
+				ret = ret == 1 ? 0 : ret;
 			}
 			if (ret) {
 				nedge++;
@@ -233,6 +258,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				if (!edge_done[e])
 					fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j, edge[e].b, 1,
 					           0, NULL);
+				if (!edge_done[e] && fs->data_csum && !cerr)
+					cerr = mfs_csum_set(fs, txn, seg[i].pblk + j, edge[e].b, 1);
 				j++;
 				continue;
 			}
@@ -244,10 +271,15 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 			}
 			fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j,
 			           (void *)(src + (b * BS - pos)), run, 0, NULL);
+			if (fs->data_csum && !cerr)
+				cerr = mfs_csum_set(fs, txn, seg[i].pblk + j, src + (b * BS - pos),
+				                    run);
 			j += run;
 		}
 	}
 	err = fio_done(&io);
+	if (!err)
+		err = cerr; /* data_csum: the checksums did not make it into the transaction */
 	if (err) {
 		ret = err;
 		goto fail_free;
@@ -331,7 +363,7 @@ static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t 
 
 	/* poison anywhere: the slow path, which clears it by its rules */
 	if (pos % BS || len % BS || b1 - b0 > CHUNK_BLOCKS || blk_poison_count(fs->dev) ||
-	    mfs_fs_errno(fs))
+	    mfs_fs_errno(fs) || fs->data_csum /* checksums change in a transaction */)
 		return 0;
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	now = mfs_ts_ns(&ts);

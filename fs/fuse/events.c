@@ -25,7 +25,8 @@
 #define EVLOG_BATCH 32u
 
 _Static_assert(MFS_EV_POISON == MENDFS_EV_POISON && MFS_EV_META_HEALED == MENDFS_EV_META_HEALED &&
-                       MFS_EV_META_LOST == MENDFS_EV_META_LOST,
+                       MFS_EV_META_LOST == MENDFS_EV_META_LOST &&
+                       MFS_EV_DATA_CSUM == MENDFS_EV_DATA_CSUM,
                "event kinds are the ABI's");
 _Static_assert(MFS_EVC_READ_ERROR == MENDFS_EVC_READ_ERROR && MFS_EVC_LATENT == MENDFS_EVC_LATENT &&
                        MFS_EVC_INJECTED == MENDFS_EVC_INJECTED &&
@@ -41,11 +42,12 @@ static void log_event(const char *dev, const struct mfs_event *e)
 
 	switch (e->kind) {
 	case MFS_EV_POISON:
+	case MFS_EV_DATA_CSUM:
 		if (!e->ino) {
-			mfsd_log(
-			        LOG_ERR,
-			        "damage #%llu: poison (%s) on %s sectors %llu-%llu: no file's data",
-			        seq, cause, dev, s, last);
+			mfsd_log(LOG_ERR,
+			         "damage #%llu: %s (%s) on %s sectors %llu-%llu: no file's data",
+			         seq, e->kind == MFS_EV_POISON ? "poison" : "data checksum", cause,
+			         dev, s, last);
 			break;
 		}
 		if (e->path[0])
@@ -54,8 +56,9 @@ static void log_event(const char *dev, const struct mfs_event *e)
 		else
 			snprintf(who, sizeof(who), "<inode %llu>", (unsigned long long)e->ino);
 		mfsd_log(LOG_ERR,
-		         "damage #%llu: poison (%s) on %s sectors %llu-%llu: %s bytes %llu-%llu",
-		         seq, cause, dev, s, last, who, (unsigned long long)e->offset,
+		         "damage #%llu: %s (%s) on %s sectors %llu-%llu: %s bytes %llu-%llu", seq,
+		         e->kind == MFS_EV_POISON ? "poison" : "data checksum", cause, dev, s, last,
+		         who, (unsigned long long)e->offset,
 		         (unsigned long long)(e->offset + e->length - 1));
 		break;
 	case MFS_EV_META_HEALED:

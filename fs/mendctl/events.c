@@ -37,6 +37,7 @@ static const char *kind_name(uint32_t k)
 	return k == MENDFS_EV_POISON        ? "poison"
 	       : k == MENDFS_EV_META_HEALED ? "metadata_healed"
 	       : k == MENDFS_EV_META_LOST   ? "metadata_lost"
+	       : k == MENDFS_EV_DATA_CSUM   ? "data_csum"
 	                                    : "unknown";
 }
 
@@ -93,7 +94,8 @@ static int print_json(const struct mendfs_ioc_event *e, const char *dev)
 	    (dev && mfs_json_add_name(o, "device", dev)) ||
 	    mfs_json_add_u64(o, "sector", e->sector) || mfs_json_add_u64(o, "count", e->count))
 		goto nomem;
-	if (e->kind != MENDFS_EV_POISON && mfs_json_add_u64(o, "block", e->block))
+	if (e->kind != MENDFS_EV_POISON && e->kind != MENDFS_EV_DATA_CSUM &&
+	    mfs_json_add_u64(o, "block", e->block))
 		goto nomem;
 	if (e->ino &&
 	    (mfs_json_add_u64(o, "ino", e->ino) ||
@@ -115,7 +117,7 @@ static void print_text(const struct mendfs_ioc_event *e, const char *dev)
 	fmt_time(e->time_ns, t, sizeof(t));
 	printf("%llu %s %s (%s) %s sectors %llu-%llu", (unsigned long long)e->seq, t,
 	       kind_name(e->kind), cause_name(e->cause), dev ? dev : "-", s, last);
-	if (e->kind != MENDFS_EV_POISON)
+	if (e->kind != MENDFS_EV_POISON && e->kind != MENDFS_EV_DATA_CSUM)
 		printf(" block %llu", (unsigned long long)e->block);
 	if (e->ino) {
 		if (e->path[0])

@@ -52,7 +52,10 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 /* Feature bits.  Unknown incompat: refuse to mount.  Unknown ro_compat: mount read-only. */
 #define MFS_FEATURE_COMPAT_SUPP            0u
 #define MFS_FEATURE_RO_COMPAT_METADATA_DUP (1u << 0) /* every metadata block has a twin */
-#define MFS_FEATURE_RO_COMPAT_SUPP         MFS_FEATURE_RO_COMPAT_METADATA_DUP
+/* a checksum per 512-byte data sector, in the data checksum table (MFS_T_DATA_CSUM blocks) */
+#define MFS_FEATURE_RO_COMPAT_DATA_CSUM (1u << 1)
+#define MFS_FEATURE_RO_COMPAT_SUPP                                                                 \
+	(MFS_FEATURE_RO_COMPAT_METADATA_DUP | MFS_FEATURE_RO_COMPAT_DATA_CSUM)
 /* xattr values too large for a tree leaf are in MFS_T_XATTR_VALUE blocks */
 #define MFS_FEATURE_INCOMPAT_XATTR_BLOCKS (1u << 0)
 #define MFS_FEATURE_INCOMPAT_SUPP         MFS_FEATURE_INCOMPAT_XATTR_BLOCKS
@@ -72,6 +75,7 @@ enum mfs_block_type {
 	MFS_T_JOURNAL_DESC = 6, /* journal descriptor */
 	MFS_T_JOURNAL_COMMIT = 7,
 	MFS_T_XATTR_VALUE = 8, /* a piece of an out-of-line xattr value (xattr_blocks) */
+	MFS_T_DATA_CSUM = 9,   /* a block of the data checksum table (data_csum) */
 	MFS_T_MAX
 };
 
@@ -139,9 +143,22 @@ struct mfs_superblock {
 	uint32_t mount_count;
 	uint32_t __pad2;
 	uint64_t dir_hash_seed;
-	uint8_t __reserved[4096 - 432];
+	uint64_t csum_table_start;  /* data_csum: first block of the table (meta zone), else 0 */
+	uint64_t csum_table_blocks; /* data_csum: its blocks, >= ceil(data_len / 126), else 0 */
+	uint8_t __reserved[4096 - 448];
 };
 _Static_assert(sizeof(struct mfs_superblock) == MFS_BLOCK_SIZE, "superblock is one block");
+
+/*
+ * Data checksum table (ro_compat data_csum, docs/FORMAT.md §15): blocks of
+ * type MFS_T_DATA_CSUM in the meta zone (twinned, journaled).  Data zone block
+ * data_start + i has its MFS_SECTORS_PER_BLOCK checksums in table block
+ * csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK, at byte 48 + (i %
+ * MFS_CSUM_BLOCKS_PER_TBLOCK) * MFS_CSUM_ENTRY_SIZE: one uint32 per 512-byte
+ * sector, the low 32 bits of XXH3_64bits_withSeed(sector, 512, csum_seed).
+ */
+#define MFS_CSUM_ENTRY_SIZE        (MFS_SECTORS_PER_BLOCK * 4u) /* bytes per data block */
+#define MFS_CSUM_BLOCKS_PER_TBLOCK ((MFS_BLOCK_SIZE - 48u) / MFS_CSUM_ENTRY_SIZE) /* 126 */
 
 /*
  * Allocation bitmaps: after the header, bit i (byte 48 + i / 8, bit i % 8, LSB

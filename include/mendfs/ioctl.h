@@ -306,6 +306,7 @@ _Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
 #define MENDFS_EV_POISON      1u /* sectors entered the poison table */
 #define MENDFS_EV_META_HEALED 2u /* a metadata copy was bad, rewritten from its twin */
 #define MENDFS_EV_META_LOST   3u /* both copies of a metadata block were bad */
+#define MENDFS_EV_DATA_CSUM   4u /* data_csum: a data sector failed its checksum (cause CORRUPT) */
 /* cause */
 #define MENDFS_EVC_READ_ERROR 1u /* poison: a media error or a guarded fault */
 #define MENDFS_EVC_LATENT     2u /* poison: latent poison a read touched */

@@ -36,6 +36,7 @@
 #                      hits it is marked '*' with the count it reached)
 #   --only LIST        comma-separated subset of mendfs,passthrough_ll,fuse2fs,ext4
 #   --mendfs-opts OPTS extra -o options for mendfs (e.g. writeback)
+#   --mkfs-opts OPTS   extra options for mkfs.mendfs (e.g. '-O data_csum'), split on blanks
 #   --pt-opts OPTS     extra -o options for passthrough_ll (e.g. default_permissions,
 #                      the setting mendfs always runs with; or writeback)
 #   --rounds N         run every filesystem N times (default 1), the order of the
@@ -61,6 +62,7 @@ REBUILD=1
 ROUNDS=1
 META_ONLY=0
 MENDFS_OPTS=
+MKFS_OPTS=
 PT_OPTS=
 
 usage() {
@@ -78,6 +80,7 @@ while [ $# -gt 0 ]; do
 	--meta-limit) META_LIMIT=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
 	--mendfs-opts) MENDFS_OPTS=$2; shift 2 ;;
+	--mkfs-opts) MKFS_OPTS=$2; shift 2 ;;
 	--pt-opts) PT_OPTS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--json) JSON=1; shift ;;
@@ -211,7 +214,8 @@ fs_up() {
 	: >"$WORK/daemon.log"
 	case $1 in
 	mendfs)
-		"$MKFS_MENDFS" -q "$img" "$SIZE" >"$WORK/mkfs.log" 2>&1 || return 1
+		# shellcheck disable=SC2086 # MKFS_OPTS is a list of options
+		"$MKFS_MENDFS" -q $MKFS_OPTS "$img" "$SIZE" >"$WORK/mkfs.log" 2>&1 || return 1
 		"$MENDFS" -f ${MENDFS_OPTS:+-o "$MENDFS_OPTS"} "$img" "$MNT" 2>>"$WORK/daemon.log" &
 		DPID=$!
 		;;
@@ -436,7 +440,7 @@ echo "commit:   $COMMIT (source $BSRC, build $BUILD)"
 echo "machine:  $NPROC CPUs ($CPU), kernel $KERNEL, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 echo "started:  $START, ${ELAPSED}s; load average before $LOAD0, after $LOAD1"
 echo "setup:    images ${SIZE} on /dev/shm (tmpfs); fio $(fio --version) psync, direct=0, file ${FSIZE}, <= ${RUNTIME}s per job; ${NFILES} files"
-echo "options:  mendfs -o ${MENDFS_OPTS:-(none)}; passthrough_ll -o ${PT_OPTS:-(none)}"
+echo "options:  mkfs.mendfs ${MKFS_OPTS:-(none)}; mendfs -o ${MENDFS_OPTS:-(none)}; passthrough_ll -o ${PT_OPTS:-(none)}"
 [ "$ROUNDS" -gt 1 ] && echo "rounds:   $ROUNDS, filesystems in rotating order; medians below"
 echo
 printf '| %-34s | %10s | %14s | %10s | %10s | %11s | %11s |\n' workload mendfs passthrough_ll fuse2fs ext4 "mendfs/pt" "mendfs/f2fs"

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "mfs_int.h"
+#include "mfs_recovery.h"
 
 #define IMG_SIZE  (32u << 20)
 #define NAME_MAX_ 128
@@ -40,7 +41,10 @@ struct params {
 	unsigned frag_ext;   /* extents of a fragmented file (ops 24, 25) */
 	unsigned frag_every; /* ops between two fragmented files */
 	uint64_t seed;
+	bool data_csum; /* --data-csum: mkfs -O data_csum */
 };
+/* data_csum: sectors a recovery read zero-filled in files changed since their fsync */
+extern unsigned long long csum_torn_sectors;
 extern struct params P;
 
 /*

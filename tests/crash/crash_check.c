@@ -435,6 +435,9 @@ static int check_meta_zone(struct walk *w)
 		ret = meta_mark(w, sb->data_bitmap_start, sb->data_bitmap_blocks, 0, "data bitmap");
 	if (!ret)
 		ret = meta_mark(w, sb->inode_table_start, sb->inode_table_blocks, 0, "inode table");
+	if (!ret && (sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM))
+		ret = meta_mark(w, sb->csum_table_start, sb->csum_table_blocks, 0,
+		                "data checksum table");
 	for (ino = 1; !ret && ino <= sb->nr_inodes; ino++) {
 		struct mfs_inode di;
 		struct mfs_ino *ip;
@@ -573,13 +576,17 @@ static int known_bug(const char *fmt, ...)
  * or stale bytes of an uncommitted truncate or punch.  Per byte: versions may
  * mix, as overwrites in place are not atomic.
  */
+#define ZR_MAX 64
+unsigned long long csum_torn_sectors;
+
 static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const struct event *e,
                        const uint8_t *kind, uint8_t *buf)
 {
 	static uint8_t *ok;
+	struct mfs_frange zr[ZR_MAX];
 	size_t size, j, i;
-	unsigned m, nm = 0;
-	bool size_ok;
+	unsigned m, nm = 0, nz;
+	bool size_ok, trunc = false;
 	struct stat st;
 	ssize_t n;
 	int ret;
@@ -606,10 +613,39 @@ static int check_mixed(struct mfs *fs, size_t c, const struct mfile *mf, const s
 		            "since: size %zu is none of its versions' (fsync'ed: %zu)",
 		            mf->ino, e->op, e->F, nm, size, e->snap->size);
 	n = mfs_read(fs, mf->ino, buf, size + MFS_BLOCK_SIZE, 0);
+	nz = 0;
+	if (n == -EIO && fs->data_csum) {
+		/* a sector written in place whose checksum did not commit: damage, not data */
+		n = mfs_recovery_read(fs, mf->ino, buf, size + MFS_BLOCK_SIZE, 0, zr, ZR_MAX, &nz,
+		                      &trunc);
+		if (n == (ssize_t)size && trunc)
+			return fail("file ino %" PRIu64 ": more than %u damaged ranges", mf->ino,
+			            ZR_MAX);
+	}
 	if (n != (ssize_t)size)
 		return fail("file ino %" PRIu64 ": read returned %zd, size %zu", mf->ino, n, size);
 	for (j = 0; j < size; j++)
 		ok[j] = j < e->snap->size && buf[j] == e->snap->data[j];
+	for (unsigned z = 0; z < nz; z++) {
+		/*
+		 * only in a sector a change since the fsync wrote (in part: the unit
+		 * of damage is the sector), else committed data failed its checksum
+		 */
+		for (j = zr[z].offset; j < zr[z].offset + zr[z].length && j < size; j++) {
+			size_t s0 = j / 512 * 512, s1 = s0 + 512;
+			bool written = false;
+
+			for (m = e->mod0; m < e->mod0 + nm && !written; m++)
+				written = s0 < mf->mods[m].hi && mf->mods[m].lo < s1;
+			if (!written)
+				return fail("file ino %" PRIu64
+				            " fsync'ed at op %u (log %zu): byte %zu "
+				            "fails its data checksum but no change since wrote it",
+				            mf->ino, e->op, e->F, j);
+			ok[j] = true;
+		}
+		csum_torn_sectors += zr[z].length / 512;
+	}
 	for (m = e->mod0; m < e->mod0 + nm; m++) {
 		const struct fmod *fm = &mf->mods[m];
 

@@ -73,7 +73,14 @@
  *  state (kept in memory), so a crash point costs one mount, not an image
  *  copy.
  *
- * Usage: crash_test [--long] [--strict] [--seed N] [--ops N]; CRASH_TRACE=1
+ * With --data-csum the image is made with mkfs.mendfs -O data_csum (docs/FORMAT.md
+ * §15): every read of the checks above is checked against the data checksums,
+ * so committed data must never fail its checksum (a false mismatch fails the
+ * read: -EIO), and in a file changed since its fsync a sector may fail only
+ * where a change wrote (check_mixed: the recovery read zero-fills it; every
+ * other byte must hold one of its versions).
+ *
+ * Usage: crash_test [--long] [--data-csum] [--strict] [--seed N] [--ops N]; CRASH_TRACE=1
  * prints the workload and its log.  The short run is the 'crash'
  * suite (part of the default `meson test`), the long one the 'long' suite.
  * Prints "crash points checked: N".  A failure prints the crash point, the
@@ -413,7 +420,8 @@ static void run_mkfs(const char *path)
 		self[n] = 0;
 		snprintf(mkfs, sizeof(mkfs), "%s/../../mkfs/mkfs.mendfs", dirname(self));
 	}
-	snprintf(cmd, sizeof(cmd), "'%s' -q -f '%s' %u", mkfs, path, IMG_SIZE);
+	snprintf(cmd, sizeof(cmd), "'%s' -q -f %s'%s' %u", mkfs, P.data_csum ? "-O data_csum " : "",
+	         path, IMG_SIZE);
 	if (system(cmd) != 0)
 		die("mkfs failed: %s", cmd);
 }
@@ -436,6 +444,8 @@ int main(int argc, char **argv)
 			P.max_write = 40 << 10;
 			P.frag_ext = 150;
 			P.frag_every = 300;
+		} else if (!strcmp(argv[i], "--data-csum")) {
+			P.data_csum = true;
 		} else if (!strcmp(argv[i], "--strict")) {
 			strict = true;
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
@@ -443,7 +453,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--ops") && i + 1 < argc) {
 			P.ops = (unsigned)strtoul(argv[++i], NULL, 0);
 		} else {
-			die("usage: crash_test [--long] [--strict] [--seed N] [--ops N]");
+			die("usage: crash_test [--long] [--data-csum] [--strict] [--seed N] [--ops "
+			    "N]");
 		}
 	}
 	if (!P.seed)
@@ -540,6 +551,10 @@ int main(int argc, char **argv)
 	printf("crash points whose mount finished orphans: %llu freeing an inode, %llu completing "
 	       "a truncate\n",
 	       orphan_freed_points, orphan_trunc_points);
+	if (P.data_csum)
+		printf("data_csum: %llu sectors failed their checksum where an uncommitted change "
+		       "wrote (detected, zero-filled by the recovery read), none elsewhere\n",
+		       csum_torn_sectors);
 	{
 		unsigned xs = 0, xr = 0;
 

@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-sector data checksums (csum.h, docs/FORMAT.md §15): the table in the
+ * meta zone, read and changed through the metadata buffer cache (meta.c) and
+ * the journal, and the checked read path.  Calls the block map (mfs_bmap),
+ * the journal and the block engine; called by read.c, write.c, fio.c,
+ * file.c and recovery.c only when fs->data_csum is set.
+ */
+#include <errno.h>
+#include <string.h>
+#define XXH_INLINE_ALL /* the hash compiled here, with our flags: vectorised (SSE2) */
+#include <xxhash.h>
+
+#include "csum.h"
+#include "fio.h"
+
+#define SPB     MFS_SECTORS_PER_BLOCK
+#define SS      BLK_SECTOR_SIZE
+#define RUN_MAX 256u /* blocks read and checked in one batch (1 MiB) */
+
+uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector)
+{
+	return (uint32_t)XXH3_64bits_withSeed(sector, SS, fs->seed);
+}
+
+/* Table block and entry of data zone block @pblk; -EUCLEAN if @pblk is not in the data zone. */
+static int entry_of(const struct mfs *fs, uint64_t pblk, uint64_t *tblk, unsigned *off)
+{
+	uint64_t i;
+
+	if (pblk < fs->sb.data_start || pblk - fs->sb.data_start >= fs->sb.data_len)
+		return -EUCLEAN;
+	i = pblk - fs->sb.data_start;
+	*tblk = fs->sb.csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK;
+	*off = (unsigned)(sizeof(struct mfs_meta_hdr) +
+	                  (i % MFS_CSUM_BLOCKS_PER_TBLOCK) * MFS_CSUM_ENTRY_SIZE);
+	return 0;
+}
+
+/* Store @nsect checksums from sector @s of @pblk (values in @v) in @txn. */
+static int store(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, unsigned s, unsigned nsect,
+                 const uint32_t *v)
+{
+	struct mfs_buf *b;
+	uint64_t tblk;
+	unsigned off;
+	int ret;
+
+	ret = entry_of(fs, pblk, &tblk, &off);
+	if (!ret)
+		ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memcpy(b->data + off + s * 4u, v, nsect * 4u);
+	mfs_txn_dirty(txn, b);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return 0;
+}
+
+int mfs_csum_set_sectors(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, unsigned s,
+                         unsigned nsect, const void *data)
+{
+	uint32_t v[SPB];
+
+	for (unsigned i = 0; i < nsect; i++)
+		v[i] = mfs_csum_sector(fs, (const uint8_t *)data + i * SS);
+	return store(fs, txn, pblk, s, nsect, v);
+}
+
+int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void *data,
+                 uint64_t nblk)
+{
+	const uint8_t *d = data;
+
+	/* one table block at a time: one lookup, one lock, one dirtying for up to 126 blocks */
+	while (nblk) {
+		uint64_t tblk, n;
+		struct mfs_buf *b;
+		unsigned off;
+		int ret;
+
+		ret = entry_of(fs, pblk, &tblk, &off);
+		if (!ret)
+			ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+		if (ret)
+			return ret;
+		n = (MFS_BLOCK_SIZE - off) / MFS_CSUM_ENTRY_SIZE;
+		if (n > nblk)
+			n = nblk;
+		pthread_mutex_lock(&b->lock);
+		for (uint64_t k = 0; k < n; k++) {
+			uint32_t *v = (uint32_t *)(b->data + off + k * MFS_CSUM_ENTRY_SIZE);
+
+			for (unsigned i = 0; i < SPB; i++)
+				v[i] = mfs_csum_sector(fs, d + k * MFS_BLOCK_SIZE + i * SS);
+		}
+		mfs_txn_dirty(txn, b);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		pblk += n;
+		d += n * MFS_BLOCK_SIZE;
+		nblk -= n;
+	}
+	return 0;
+}
+
+/*
+ * Do the @nblk whole blocks from @pblk, whose contents are @data, all match
+ * the table?  0 yes, -EIO no, other -errno when the table cannot be read.
+ */
+static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_t nblk)
+{
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+
+	while (nblk) {
+		uint64_t tblk, n;
+		struct mfs_buf *b;
+		unsigned off;
+		int ret;
+
+		ret = entry_of(fs, pblk, &tblk, &off);
+		if (!ret)
+			ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+		if (ret)
+			return ret;
+		n = (MFS_BLOCK_SIZE - off) / MFS_CSUM_ENTRY_SIZE;
+		if (n > nblk)
+			n = nblk;
+		pthread_mutex_lock(&b->lock);
+		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		for (uint64_t i = 0; i < n * SPB; i++)
+			if (mfs_csum_sector(fs, data + i * SS) != v[i]) {
+				mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
+				               pblk * SPB + i, 1, 0);
+				return -EIO;
+			}
+		pblk += n;
+		data += n * MFS_BLOCK_SIZE;
+		nblk -= n;
+	}
+	return 0;
+}
+
+/*
+ * The transaction to store checksums in outside the write path: the running
+ * one if this thread holds a handle (it cannot commit meanwhile), else a
+ * handle of its own (*own set: end it with mfs_txn_end).
+ */
+static int txn_get(struct mfs *fs, struct mfs_txn **txn, bool *own)
+{
+	*own = !mfs_txn_depth;
+	if (*own)
+		return mfs_txn_begin(fs, txn);
+	pthread_mutex_lock(&fs->txn_lock);
+	*txn = fs->running;
+	pthread_mutex_unlock(&fs->txn_lock);
+	return *txn ? 0 : -EIO;
+}
+
+static int txn_put(struct mfs_txn *txn, bool own, int ret)
+{
+	int err = own ? mfs_txn_end(txn) : 0;
+
+	return ret ? ret : err;
+}
+
+int mfs_csum_zeroed(struct mfs *fs, uint64_t sector, uint64_t nr)
+{
+	static const uint8_t zero[SS];
+	uint32_t v[SPB], z = mfs_csum_sector(fs, zero);
+	struct mfs_txn *txn;
+	bool own;
+	int ret;
+
+	for (unsigned i = 0; i < SPB; i++)
+		v[i] = z;
+	ret = txn_get(fs, &txn, &own);
+	if (ret)
+		return ret;
+	while (!ret && nr) {
+		uint64_t pblk = sector / SPB;
+		unsigned s = (unsigned)(sector % SPB), n = SPB - s;
+
+		if (n > nr)
+			n = (unsigned)nr;
+		ret = store(fs, txn, pblk, s, n, v);
+		sector += n;
+		nr -= n;
+	}
+	return txn_put(txn, own, ret);
+}
+
+int mfs_csum_refresh(struct mfs *fs, uint64_t pblk, unsigned s, unsigned nsect)
+{
+	struct mfs_txn *txn;
+	struct bounce bb;
+	bool own;
+	int ret;
+
+	if (!nsect)
+		return 0;
+	ret = blk_read(fs->dev, pblk * SPB + s, bb.b, nsect * SS, 0);
+	if (ret)
+		return ret;
+	ret = txn_get(fs, &txn, &own);
+	if (ret)
+		return ret;
+	ret = mfs_csum_set_sectors(fs, txn, pblk, s, nsect, bb.b);
+	return txn_put(txn, own, ret);
+}
+
+int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from, unsigned to)
+{
+	unsigned s0 = from / SS, s1 = (to + SS - 1) / SS;
+	int mask, ret;
+
+	mask = mfs_csum_bad_mask(fs, pblk, blk);
+	if (mask < 0)
+		return mask;
+	if ((from % SS && (mask & (1 << s0))) || (to % SS && (mask & (1 << (s1 - 1)))))
+		return -EIO; /* the other bytes of a damaged sector stay lost */
+	memset(blk + from, 0, to - from);
+	ret = blk_write(fs->dev, pblk * SPB + s0, blk + s0 * SS, (s1 - s0) * SS, 0);
+	if (ret)
+		return ret;
+	{
+		struct mfs_txn *txn;
+		bool own;
+
+		ret = txn_get(fs, &txn, &own);
+		if (ret)
+			return ret;
+		ret = mfs_csum_set_sectors(fs, txn, pblk, s0, s1 - s0, blk + s0 * SS);
+		return txn_put(txn, own, ret);
+	}
+}
+
+int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
+{
+	uint32_t v[SPB];
+	struct mfs_buf *b;
+	uint64_t tblk;
+	unsigned off;
+	int ret, mask = 0;
+
+	ret = entry_of(fs, pblk, &tblk, &off);
+	if (!ret)
+		ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	memcpy(v, b->data + off, sizeof(v));
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	for (unsigned i = 0; i < SPB; i++)
+		if (mfs_csum_sector(fs, (const uint8_t *)data + i * SS) != v[i])
+			mask |= 1 << i;
+	return mask;
+}
+
+/* Add device sectors [s, s + n) to @rec as the engine does for poison. */
+static void rec_add(struct blk_recovery *rec, uint64_t s, uint64_t n)
+{
+	if (!rec)
+		return;
+	rec->zeroed += n;
+	if (rec->nr && rec->ranges[rec->nr - 1].sector + rec->ranges[rec->nr - 1].nr == s) {
+		rec->ranges[rec->nr - 1].nr += n;
+		return;
+	}
+	if (rec->nr >= rec->max) {
+		rec->truncated = true;
+		return;
+	}
+	rec->ranges[rec->nr].sector = s;
+	rec->ranges[rec->nr].nr = n;
+	rec->nr++;
+}
+
+/* Sectors of block @pblk the engine zero-filled (poison) in a recovery read: a bitmask. */
+static int poisoned_mask(const struct blk_recovery *rec, unsigned from, uint64_t pblk)
+{
+	uint64_t s0 = pblk * SPB, s1 = s0 + SPB;
+	int mask = 0;
+
+	for (unsigned i = from; rec && i < rec->nr; i++) {
+		uint64_t a = rec->ranges[i].sector, e = a + rec->ranges[i].nr;
+
+		for (uint64_t s = a > s0 ? a : s0; s < e && s < s1; s++)
+			mask |= 1 << (s - s0);
+	}
+	return mask;
+}
+
+/*
+ * Read device block @pblk into @blk (one bio, @bio_flags, @rec) and check
+ * it.  Returns the bitmask of sectors failing their checksum (poisoned
+ * sectors zero-filled by a recovery read excluded) or -errno.
+ */
+static int read_check(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned bio_flags,
+                      struct blk_recovery *rec)
+{
+	unsigned first = rec ? rec->nr : 0;
+	struct fio io;
+	int ret, mask;
+
+	fio_init(&io, fs);
+	fio_submit(&io, BLK_OP_READ, pblk, blk, 1, bio_flags, rec);
+	ret = fio_done(&io);
+	if (ret)
+		return ret;
+	mask = mfs_csum_bad_mask(fs, pblk, blk);
+	if (mask > 0 && rec)
+		mask &= ~poisoned_mask(rec, first, pblk);
+	/* a damage event per sector (the ring posts each sector once per mount) */
+	for (unsigned s = 0; mask > 0 && s < SPB; s++)
+		if (mask & (1 << s))
+			mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT, pblk * SPB + s, 1, 0);
+	return mask;
+}
+
+ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
+                             uint64_t off, unsigned bio_flags, struct blk_recovery *rec)
+{
+	uint64_t end = off + len, lblk = off / MFS_BLOCK_SIZE;
+	uint64_t last = (end + MFS_BLOCK_SIZE - 1) / MFS_BLOCK_SIZE;
+	struct bounce bb;
+	uint8_t *out = buf;
+	int ret = 0;
+
+	while (lblk < last && !ret) {
+		uint64_t pblk, count, n;
+		bool unwritten;
+
+		ret = mfs_bmap(fs, ip, lblk, &pblk, &count, &unwritten);
+		if (ret)
+			break;
+		n = count < last - lblk ? count : last - lblk;
+		for (uint64_t i = 0; i < n && !ret; i++) {
+			uint64_t b = lblk + i, bstart = b * MFS_BLOCK_SIZE;
+			uint64_t from = bstart > off ? bstart : off;
+			uint64_t to = bstart + MFS_BLOCK_SIZE < end ? bstart + MFS_BLOCK_SIZE : end;
+			int mask;
+
+			if (!pblk || unwritten) {
+				memset(out + (from - off), 0, to - from);
+				continue;
+			}
+			if (!(bio_flags & BLK_BIO_RECOVERY) && from == bstart &&
+			    to == bstart + MFS_BLOCK_SIZE) {
+				/* whole blocks of a plain read: one batch, into the buffer */
+				uint64_t run = 1;
+				struct fio io;
+
+				while (i + run < n && run < RUN_MAX &&
+				       (b + run + 1) * MFS_BLOCK_SIZE <= end)
+					run++;
+				fio_init(&io, fs);
+				fio_submit(&io, BLK_OP_READ, pblk + i, out + (bstart - off), run,
+				           bio_flags, rec);
+				ret = fio_done(&io);
+				if (!ret)
+					ret = check_run(fs, pblk + i, out + (bstart - off), run);
+				i += run - 1;
+				continue;
+			}
+			mask = read_check(fs, pblk + i, bb.b, bio_flags, rec);
+			if (mask < 0) {
+				ret = mask;
+				break;
+			}
+			for (unsigned s = 0; s < SPB && mask; s++) {
+				uint64_t ss = bstart + s * SS;
+
+				if (!(mask & (1 << s)))
+					continue;
+				/* a sector outside the range asked for does not matter */
+				if (ss + SS <= from || ss >= to)
+					continue;
+				if (!(bio_flags & BLK_BIO_RECOVERY)) {
+					ret = -EIO;
+					break;
+				}
+				memset(bb.b + s * SS, 0, SS);
+				rec_add(rec, (pblk + i) * SPB + s, 1);
+			}
+			if (!ret)
+				memcpy(out + (from - off), bb.b + (from - bstart), to - from);
+		}
+		lblk += n;
+	}
+	return ret ? ret : (ssize_t)len;
+}
+
+int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk)
+{
+	struct blk_range r[SPB];
+	struct blk_recovery rec = {.ranges = r, .max = SPB};
+	struct bounce bb;
+	int mask;
+
+	mask = read_check(fs, pblk, bb.b, BLK_BIO_RECOVERY, &rec);
+	if (mask < 0)
+		return mask;
+	return mask | poisoned_mask(&rec, 0, pblk);
+}
+
+int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
+                        unsigned from, unsigned to, const void *data)
+{
+	unsigned s0 = from / SS, s1 = (to + SS - 1) / SS;
+	int mask, ret;
+
+	mask = mfs_csum_bad_mask(fs, pblk, blk);
+	if (mask <= 0)
+		return mask;
+	/* a damaged sector the write covers only in part: its other bytes are lost */
+	if ((from % SS && (mask & (1 << s0))) || (to % SS && (mask & (1 << (s1 - 1)))))
+		return -EIO;
+	memcpy(blk + from, data, to - from);
+	ret = blk_write(fs->dev, pblk * SPB + s0, blk + s0 * SS, (s1 - s0) * SS, 0);
+	if (!ret)
+		ret = mfs_csum_set_sectors(fs, txn, pblk, s0, s1 - s0, blk + s0 * SS);
+	return ret ? ret : 1;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-sector data checksums (feature data_csum, docs/FORMAT.md §15,
+ * docs/design/core.md): one 32-bit XXH3 checksum per 512-byte sector of a
+ * data zone block, in the checksum table (MFS_T_DATA_CSUM metadata blocks of
+ * the meta zone: twinned and journaled like every other metadata block).
+ *
+ * The core does the checks; the engine knows nothing of them.  Every caller
+ * tests fs->data_csum once and calls in here only when it is set, so the data
+ * path with the feature off pays one predictable branch.
+ *
+ * Writers store the checksums of what they write in the transaction that
+ * covers the write (mfs_csum_set*), before it ends.  Readers verify
+ * (mfs_csum_read_blocks, which replaces mfs_file_read_blocks' body): a sector
+ * that does not match is treated as poison: -EIO for a normal read; a
+ * recovery read zero-fills it and reports its device sectors in the
+ * struct blk_recovery as the engine does for poison.
+ */
+#ifndef MENDFS_FS_CSUM_H
+#define MENDFS_FS_CSUM_H
+
+#include "mfs_int.h"
+
+/* The checksum of one 512-byte sector as the table stores it. */
+uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
+
+/*
+ * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data
+ * zone block @pblk on, computed from @data (the bytes of those sectors).
+ * Returns 0 or -errno.
+ */
+int mfs_csum_set_sectors(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, unsigned s,
+                         unsigned nsect, const void *data);
+/* The same for @nblk whole blocks from @pblk, whose contents are @data. */
+int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void *data,
+                 uint64_t nblk);
+/*
+ * Device sectors [sector, sector + nr) of the data zone were zeroed in place
+ * (truncate, fallocate ZERO_RANGE, zero-init): store the checksum of a zero
+ * sector for them, in the running transaction if this thread holds a handle,
+ * else in a transaction of its own.  Returns 0 or -errno.
+ */
+int mfs_csum_zeroed(struct mfs *fs, uint64_t sector, uint64_t nr);
+
+/*
+ * Store the checksums of @nsect sectors from sector @s of block @pblk as they
+ * are on the device now (read back: after a write by units of poison), in
+ * the running or an own transaction like mfs_csum_zeroed.  0 or -errno.
+ */
+int mfs_csum_refresh(struct mfs *fs, uint64_t pblk, unsigned s, unsigned nsect);
+/*
+ * Zero bytes [from, to) of block @pblk, whose contents (read without error)
+ * are in @blk, by sectors: -EIO if a damaged sector is covered only in part;
+ * the checksums of the sectors written are stored.  0 or -errno.
+ */
+int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned from, unsigned to);
+
+/*
+ * Bitmask (bit i: sector i) of the sectors of block @pblk whose contents
+ * @data do not match the table.  Returns >= 0 or -errno (the table block
+ * unreadable).
+ */
+int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data);
+
+/*
+ * mfs_file_read_blocks for data_csum (same contract): reads the blocks,
+ * verifies every sector read, -EIO on a mismatch, or with BLK_BIO_RECOVERY
+ * zero-fills it and adds its sectors to @rec.
+ */
+ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size_t len,
+                             uint64_t off, unsigned bio_flags, struct blk_recovery *rec);
+
+/*
+ * Damaged sectors of data zone block @pblk, as a bitmask: poisoned (the
+ * engine's table) or failing their checksum (the block is read, poisoned
+ * sectors zero-filled).  Returns >= 0 or -errno.
+ */
+int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk);
+
+/*
+ * The partial write of bytes [from, to) of block @pblk, whose current contents
+ * (read without error) are in @blk: if a sector of the block fails its
+ * checksum, the write goes by sectors like a write over poison
+ * (docs/RECOVERY.md): -EIO if the range covers such a sector only in part
+ * (nothing written), else the sectors the range touches are written from
+ * @blk with @data copied in, and their checksums stored in @txn; returns 1
+ * (done: the caller must not write the block).  0: no sector is damaged, the
+ * caller writes the block as usual.  -errno on other errors.
+ */
+int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
+                        unsigned from, unsigned to, const void *data);
+
+#endif /* MENDFS_FS_CSUM_H */

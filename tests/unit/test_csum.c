@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the data checksums (fs/core/csum.c, feature data_csum,
+ * docs/FORMAT.md §15) on images made by the real mkfs.mendfs -O data_csum and
+ * mounted with mfs_mount: the table's place and contents after writes
+ * (whole blocks, partial blocks, zeroing in place), a sector corrupted on the
+ * device behind the filesystem's back (plain read: EIO only over it;
+ * recovery read: zeros exactly there; badranges: exactly it), a partial write
+ * into it (EIO, nothing written), an overwrite or a zero-init that clears
+ * it, persistence across a remount, and the feature off.
+ */
+#include <check.h>
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "csum.h"
+#include "file_util.h"
+#include "mfs_recovery.h"
+
+#define NBLK 16u
+
+static void setup(void)
+{
+	fixture_create("csum", "-O data_csum", "64M");
+}
+
+static void setup_off(void)
+{
+	fixture_create("csum", "", "64M");
+}
+
+/* The stored checksums of device block @pblk, read from the table. */
+static void table_entry(uint64_t pblk, uint32_t v[8])
+{
+	uint64_t i = pblk - fs->sb.data_start;
+	struct mfs_buf *b;
+
+	ck_assert_int_eq(mfs_meta_read(fs, fs->sb.csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK,
+	                               MFS_T_DATA_CSUM, &b),
+	                 0);
+	memcpy(v, b->data + 48 + (i % MFS_CSUM_BLOCKS_PER_TBLOCK) * 32, 32);
+	mfs_buf_put(b);
+}
+
+/* Every block of @ino's [0, nblk) matches its table entry, computed here independently. */
+static void check_table(uint64_t ino, unsigned nblk)
+{
+	_Alignas(4096) uint8_t blk[BS];
+
+	for (unsigned k = 0; k < nblk; k++) {
+		uint64_t pblk;
+		uint32_t v[8];
+
+		bmap(ino, k, &pblk, NULL, NULL);
+		ck_assert_uint_ne(pblk, 0);
+		ck_assert_int_eq(blk_read(fs->dev, pblk * 8, blk, BS, 0), 0);
+		table_entry(pblk, v);
+		for (unsigned s = 0; s < 8; s++)
+			ck_assert_msg((uint32_t)XXH3_64bits_withSeed(blk + s * 512, 512,
+			                                             fs->sb.csum_seed) == v[s],
+			              "block %u sector %u: stored %#x", k, s, v[s]);
+	}
+}
+
+/* Flip a byte of sector @s of file block @lblk on the device, behind the filesystem. */
+static void corrupt(uint64_t ino, uint64_t lblk, unsigned s)
+{
+	_Alignas(4096) uint8_t sec[512];
+	uint64_t pblk;
+
+	bmap(ino, lblk, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_read(fs->dev, pblk * 8 + s, sec, 512, 0), 0);
+	sec[100] ^= 0xff;
+	ck_assert_int_eq(blk_write(fs->dev, pblk * 8 + s, sec, 512, 0), 0);
+}
+
+static uint64_t make_file(const char *name, uint8_t *ref)
+{
+	uint64_t ino = fixture_file(name);
+
+	fill(ref, NBLK * BS, 7);
+	write_all(ino, ref, NBLK * BS, 0);
+	return ino;
+}
+
+START_TEST(test_layout)
+{
+	const struct mfs_superblock *sb = &fs->sb;
+
+	ck_assert(fs->data_csum);
+	ck_assert(sb->feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM);
+	ck_assert_uint_eq(MFS_CSUM_BLOCKS_PER_TBLOCK, 126);
+	ck_assert_uint_eq(sb->csum_table_start, sb->inode_table_start + sb->inode_table_blocks);
+	ck_assert_uint_eq(sb->csum_table_blocks, (sb->data_len + 125) / 126);
+	ck_assert_uint_le(sb->csum_table_start + sb->csum_table_blocks,
+	                  sb->meta_start + sb->meta_len);
+	/* direct reads would hand out unchecked data */
+	ck_assert(!fs->direct_reads);
+}
+END_TEST
+
+START_TEST(test_table_writes)
+{
+	uint8_t *ref = malloc(NBLK * BS), *buf = malloc(NBLK * BS);
+	uint64_t ino = make_file("a", ref);
+
+	check_table(ino, NBLK);
+	/* overwrites: whole blocks, a partial block, a partial sector */
+	fill(buf, NBLK * BS, 9);
+	write_all(ino, buf, 2 * BS, 3 * BS);
+	write_all(ino, buf, 1000, 5 * BS + 300);
+	write_all(ino, buf, 7, 9 * BS + 4000);
+	memcpy(ref + 3 * BS, buf, 2 * BS);
+	memcpy(ref + 5 * BS + 300, buf, 1000);
+	memcpy(ref + 9 * BS + 4000, buf, 7);
+	check_table(ino, NBLK);
+	check_read(ino, ref, NBLK * BS, 0);
+	/* zeroing in place: a shrinking then growing truncate, ZERO_RANGE, a punch's edges */
+	ck_assert_int_eq(truncate_to(ino, 15 * BS + 100), 0);
+	ck_assert_int_eq(truncate_to(ino, NBLK * BS), 0);
+	memset(ref + 15 * BS + 100, 0, BS - 100);
+	ck_assert_int_eq(
+	        mfs_fallocate(fs, ino, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, BS + 10, 2 * BS),
+	        0);
+	memset(ref + BS + 10, 0, 2 * BS);
+	check_read(ino, ref, NBLK * BS, 0);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fixture_remount();
+	check_read(ino, ref, NBLK * BS, 0);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_mismatch)
+{
+	uint8_t *ref = malloc(NBLK * BS), *buf = malloc(NBLK * BS);
+	uint64_t ino = make_file("b", ref);
+	struct mfs_frange r[8];
+	unsigned nr;
+	bool trunc, last;
+	uint64_t next;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	corrupt(ino, 5, 3); /* bytes [22016, 22528) */
+	/* a plain read fails over the sector, and only there */
+	ck_assert_int_eq(mfs_read(fs, ino, buf, NBLK * BS, 0), -EIO);
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 512, 22016), -EIO);
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 1, 22527), -EIO);
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 22016, 0), 22016);
+	ck_assert(!memcmp(buf, ref, 22016));
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 4096, 22528), 4096);
+	ck_assert(!memcmp(buf, ref + 22528, 4096));
+	/* a recovery read zero-fills exactly it */
+	ck_assert_int_eq(mfs_recovery_read(fs, ino, buf, NBLK * BS, 0, r, 8, &nr, &trunc),
+	                 (ssize_t)(NBLK * BS));
+	ck_assert_uint_eq(nr, 1);
+	ck_assert(!trunc);
+	ck_assert_uint_eq(r[0].offset, 22016);
+	ck_assert_uint_eq(r[0].length, 512);
+	memset(ref + 22016, 0, 512);
+	ck_assert(!memcmp(buf, ref, NBLK * BS));
+	fill(ref, NBLK * BS, 7);
+	/* badranges lists it */
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert(last);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 22016);
+	ck_assert_uint_eq(r[0].length, 512);
+	/* a partial write into it: EIO, nothing written; then a whole-sector one clears it */
+	ck_assert_int_eq(mfs_write(fs, ino, buf, 100, 22100), -EIO);
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 512, 22016), -EIO);
+	write_all(ino, ref + 22016, 512, 22016);
+	check_read(ino, ref, NBLK * BS, 0);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert_uint_eq(nr, 0);
+	check_table(ino, NBLK);
+	/* two sectors in one block and the last sector: zero-init clears them */
+	corrupt(ino, 1, 0);
+	corrupt(ino, 1, 7);
+	corrupt(ino, 15, 7);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert_uint_eq(nr, 3);
+	ck_assert_uint_eq(r[0].offset, 4096);
+	ck_assert_uint_eq(r[1].offset, 7680);
+	ck_assert_uint_eq(r[2].offset, 65024);
+	ck_assert_int_eq(mfs_zeroinit(fs, ino, 4096, 512), 0);
+	ck_assert_int_eq(mfs_zeroinit(fs, ino, 7680, 512), 0);
+	ck_assert_int_eq(mfs_zeroinit(fs, ino, 65024, 512), 0);
+	memset(ref + 4096, 0, 512);
+	memset(ref + 7680, 0, 512);
+	memset(ref + 65024, 0, 512);
+	check_read(ino, ref, NBLK * BS, 0);
+	check_table(ino, NBLK);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fixture_remount();
+	check_read(ino, ref, NBLK * BS, 0);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_off)
+{
+	uint8_t *ref = malloc(NBLK * BS);
+	uint64_t ino = make_file("c", ref);
+
+	ck_assert(!fs->data_csum);
+	ck_assert(!(fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM));
+	ck_assert_uint_eq(fs->sb.csum_table_start, 0);
+	ck_assert_uint_eq(fs->sb.csum_table_blocks, 0);
+	/* nothing checks: a changed sector reads as it is */
+	corrupt(ino, 5, 3);
+	ref[22016 + 100] ^= 0xff;
+	check_read(ino, ref, NBLK * BS, 0);
+	free(ref);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("csum");
+	TCase *tc = tcase_create("csum"), *off = tcase_create("off");
+
+	tcase_add_checked_fixture(tc, setup, fixture_teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_layout);
+	tcase_add_test(tc, test_table_writes);
+	tcase_add_test(tc, test_mismatch);
+	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(off, setup_off, fixture_teardown);
+	tcase_add_test(off, test_off);
+	suite_add_tcase(s, off);
+	return fixture_run(s);
+}
