@@ -5,6 +5,7 @@
  * object per line with json-c.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,4 +258,18 @@ void mfs_json_error(FILE *f, const char *msg, int exit_code, struct json_object 
 		return;
 	}
 	mfs_json_print(f, e);
+}
+
+int mfs_json_fail(bool json, int exit_code, const char *prog, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: %s\n", prog, msg);
+	if (json)
+		mfs_json_error(stdout, msg, exit_code, NULL);
+	return exit_code;
 }

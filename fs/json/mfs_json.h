@@ -67,5 +67,11 @@ int mfs_json_print(FILE *f, struct json_object *obj);
  * Out of memory, it still prints {"error": "out of memory", "exit_code": N}.
  */
 void mfs_json_error(FILE *f, const char *msg, int exit_code, struct json_object *extra);
+/*
+ * A command's error: "@prog: MESSAGE" on stderr and, when @json, the error
+ * object on stdout (mfs_json_error).  Returns @exit_code.
+ */
+int mfs_json_fail(bool json, int exit_code, const char *prog, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 
 #endif /* MENDFS_FS_MFS_JSON_H */

@@ -148,13 +148,7 @@ static void print_lost(uint64_t lost, uint64_t oldest, bool json)
 
 static int ev_fail(bool json, const char *fmt, const char *mnt, int err)
 {
-	char msg[1024];
-
-	snprintf(msg, sizeof(msg), fmt, mnt, strerror(err));
-	fprintf(stderr, "mendctl: %s\n", msg);
-	if (json)
-		mfs_json_error(stdout, msg, 1, NULL);
-	return 1;
+	return mfs_json_fail(json, 1, "mendctl", fmt, mnt, strerror(err));
 }
 
 /* Is @mnt still the mount @fd was opened on? */

@@ -59,19 +59,7 @@ static void print_usage(FILE *f)
 
 /* An error: "mendctl: MESSAGE" on stderr, with --json the error object on stdout.  Returns @code.
  */
-static int __attribute__((format(printf, 2, 3))) fail_msg(int code, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "mendctl: %s\n", msg);
-	if (json)
-		mfs_json_error(stdout, msg, code, NULL);
-	return code;
-}
+#define fail_msg(code, ...) mfs_json_fail(json, (code), "mendctl", __VA_ARGS__)
 
 /* "WHAT PATH: strerror(errno)"; returns 1. */
 static int fail(const char *what, const char *path)
