@@ -737,8 +737,8 @@ static int mkfs_run(const struct mkfs_opts *o, bool locked)
 		ret = -ENOSPC;
 		goto out;
 	}
-	ret = mfs_layout_compute_ex(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len,
-	                            o->data_csum, &l);
+	ret = mfs_layout_compute(info.size / MFS_BLOCK_SIZE, o->inodes, o->journal_len,
+	                         o->data_csum, &l);
 	if (ret) {
 		fail("%" PRIu64 " inodes do not fit on a device of %" PRIu64
 		     " bytes; use a smaller -N",

@@ -36,14 +36,8 @@ int mfs_layout_place_tail(struct mfs_layout *l, uint64_t n)
 	return 0;
 }
 
-int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
+int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
                        struct mfs_layout *l)
-{
-	return mfs_layout_compute_ex(nr_blocks, inodes, journal_len, false, l);
-}
-
-int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
-                          struct mfs_layout *l)
 {
 	uint64_t n = nr_blocks, want_meta, tree_room, bound;
 	int ret;

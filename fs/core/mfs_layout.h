@@ -39,18 +39,14 @@ uint64_t mfs_bitmap_blocks(uint64_t items);
 
 /*
  * mkfs's layout of a device of @nr_blocks (FORMAT.md §2.1), with metadata_dup;
- * @inodes and @journal_len 0 mean the defaults.  -EFBIG when the inodes do
- * not fit.
+ * @inodes and @journal_len 0 mean the defaults.  With @data_csum, the data
+ * checksum table (feature data_csum, FORMAT.md §15): the meta zone has room
+ * for it, and it follows the inode table (csum_table_start,
+ * csum_table_blocks, counted in meta_fixed).  -EFBIG when the inodes do not
+ * fit.
  */
-int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len,
+int mfs_layout_compute(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
                        struct mfs_layout *l);
-/*
- * The same, with the data checksum table (feature data_csum, FORMAT.md §15)
- * when @data_csum: the meta zone has room for it, and it follows the inode
- * table (csum_table_start, csum_table_blocks, counted in meta_fixed).
- */
-int mfs_layout_compute_ex(uint64_t nr_blocks, uint64_t inodes, uint64_t journal_len, bool data_csum,
-                          struct mfs_layout *l);
 
 /*
  * The tail of the layout for a device of @nr_blocks, given l->dup,
