@@ -23,18 +23,26 @@ uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector)
 	return (uint32_t)XXH3_64bits_withSeed(sector, SS, fs->seed);
 }
 
-/* Table block and entry of data zone block @pblk; -EUCLEAN if @pblk is not in the data zone. */
-static int entry_of(const struct mfs *fs, uint64_t pblk, uint64_t *tblk, unsigned *off)
+/*
+ * The table block holding data zone block @pblk's entry, read into *@bp
+ * (a reference the caller puts), the entry's offset in it and how many
+ * entries from it on the block holds (@room, may be NULL); -EUCLEAN if
+ * @pblk is not in the data zone.
+ */
+static int table_get(struct mfs *fs, uint64_t pblk, struct mfs_buf **bp, unsigned *off,
+                     uint64_t *room)
 {
 	uint64_t i;
 
 	if (pblk < fs->sb.data_start || pblk - fs->sb.data_start >= fs->sb.data_len)
 		return -EUCLEAN;
 	i = pblk - fs->sb.data_start;
-	*tblk = fs->sb.csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK;
 	*off = (unsigned)(sizeof(struct mfs_meta_hdr) +
 	                  (i % MFS_CSUM_BLOCKS_PER_TBLOCK) * MFS_CSUM_ENTRY_SIZE);
-	return 0;
+	if (room)
+		*room = (MFS_BLOCK_SIZE - *off) / MFS_CSUM_ENTRY_SIZE;
+	return mfs_meta_read(fs, fs->sb.csum_table_start + i / MFS_CSUM_BLOCKS_PER_TBLOCK,
+	                     MFS_T_DATA_CSUM, bp);
 }
 
 /* Store @nsect checksums from sector @s of @pblk (values in @v) in @txn. */
@@ -42,13 +50,10 @@ static int store(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, unsigned s,
                  const uint32_t *v)
 {
 	struct mfs_buf *b;
-	uint64_t tblk;
 	unsigned off;
 	int ret;
 
-	ret = entry_of(fs, pblk, &tblk, &off);
-	if (!ret)
-		ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+	ret = table_get(fs, pblk, &b, &off, NULL);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&b->lock);
@@ -76,17 +81,14 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
 
 	/* one table block at a time: one lookup, one lock, one dirtying for up to 126 blocks */
 	while (nblk) {
-		uint64_t tblk, n;
 		struct mfs_buf *b;
 		unsigned off;
+		uint64_t n;
 		int ret;
 
-		ret = entry_of(fs, pblk, &tblk, &off);
-		if (!ret)
-			ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+		ret = table_get(fs, pblk, &b, &off, &n);
 		if (ret)
 			return ret;
-		n = (MFS_BLOCK_SIZE - off) / MFS_CSUM_ENTRY_SIZE;
 		if (n > nblk)
 			n = nblk;
 		pthread_mutex_lock(&b->lock);
@@ -115,17 +117,14 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 
 	while (nblk) {
-		uint64_t tblk, n;
 		struct mfs_buf *b;
 		unsigned off;
+		uint64_t n;
 		int ret;
 
-		ret = entry_of(fs, pblk, &tblk, &off);
-		if (!ret)
-			ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+		ret = table_get(fs, pblk, &b, &off, &n);
 		if (ret)
 			return ret;
-		n = (MFS_BLOCK_SIZE - off) / MFS_CSUM_ENTRY_SIZE;
 		if (n > nblk)
 			n = nblk;
 		pthread_mutex_lock(&b->lock);
@@ -243,13 +242,10 @@ int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
 {
 	uint32_t v[SPB];
 	struct mfs_buf *b;
-	uint64_t tblk;
 	unsigned off;
 	int ret, mask = 0;
 
-	ret = entry_of(fs, pblk, &tblk, &off);
-	if (!ret)
-		ret = mfs_meta_read(fs, tblk, MFS_T_DATA_CSUM, &b);
+	ret = table_get(fs, pblk, &b, &off, NULL);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&b->lock);
