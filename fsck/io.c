@@ -53,11 +53,17 @@ int fsck_open(struct fsck_ctx *ctx, char *err, size_t errlen)
 		}
 		/* a device that cannot be opened: blk_dev_open says why */
 	} else if (ctx->read_only) {
-		pid_t holder = mfs_dev_lock_holder(ctx->device);
+		pid_t holder;
 
-		/* -n takes no lock, but would read a filesystem an exiting daemon still writes */
-		if (holder > 0)
-			mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs");
+		/*
+		 * -n takes no lock, but would read a filesystem an exiting daemon
+		 * still writes: wait for it.  Decided by probing the lock itself
+		 * (mfs_dev_wait_exiting), not by finding its holder in /proc/locks,
+		 * which names the device and inode as the kernel sees them and can
+		 * miss (a stat(2) of DEVICE may report another st_dev).
+		 */
+		mfs_dev_wait_exiting(ctx->device, MFS_DEV_EXIT_WAIT, "fsck.mendfs");
+		holder = mfs_dev_lock_holder(ctx->device);
 		/* as e2fsck: checked while the daemon writes, the report may not hold */
 		if (mfs_dev_mounted(ctx->device, holder > 0 ? holder : 0))
 			fprintf(stderr,
