@@ -247,9 +247,9 @@ int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st)
 	return 0;
 }
 
-int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st)
+int mfs_lookup_get(struct mfs *fs, uint64_t dir, const char *name, struct mfs_ino **ipp)
 {
-	struct mfs_ino *dp, *ip = NULL;
+	struct mfs_ino *dp;
 	struct dent de = {0};
 	uint64_t parent;
 	size_t len;
@@ -259,8 +259,7 @@ int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st)
 	if (ret)
 		return ret;
 	if (name && !strcmp(name, ".")) {
-		stat_ino(dp, st);
-		mfs_iput(fs, dp);
+		*ipp = dp;
 		return 0;
 	}
 	if (name && !strcmp(name, "..")) {
@@ -268,17 +267,26 @@ int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st)
 		parent = dp->di.parent;
 		pthread_rwlock_unlock(&dp->lock);
 		mfs_iput(fs, dp);
-		return mfs_getattr(fs, parent, st);
+		return mfs_iget(fs, parent, ipp);
 	}
 	ret = name_check(name, &len);
 	if (!ret)
-		ret = find_get(fs, dp, name, len, &de, &ip);
-	if (!ret) {
-		stat_ino(ip, st);
-		mfs_iput(fs, ip);
-	}
+		ret = find_get(fs, dp, name, len, &de, ipp);
 	mfs_iput(fs, dp);
 	return ret;
+}
+
+int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st)
+{
+	struct mfs_ino *ip;
+	int ret;
+
+	ret = mfs_lookup_get(fs, dir, name, &ip);
+	if (ret)
+		return ret;
+	stat_ino(ip, st);
+	mfs_iput(fs, ip);
+	return 0;
 }
 
 /* --- readdir ------------------------------------------------------------------------------ */

@@ -150,6 +150,12 @@ void mfs_inode_to_stat(const struct mfs_ino *ip, struct stat *st);
  * of the resulting inode.
  */
 int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st);
+/*
+ * As mfs_lookup, but hands over a reference to the inode found (mfs_iput it),
+ * taken while the directory still names it: a caller that goes on to pin the
+ * inode never meets a number freed and reused meanwhile.
+ */
+int mfs_lookup_get(struct mfs *fs, uint64_t dir, const char *name, struct mfs_ino **ipp);
 int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
 /* @valid: FATTR bits below; size changes truncate/extend; ctime updated. */
 #define MFS_SET_MODE      (1u << 0)

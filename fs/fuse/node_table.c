@@ -31,15 +31,21 @@ void mfsd_nodes_destroy(struct mfsd_nodes *nt)
 
 int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e)
 {
-	struct mfsd_nodes *nt = &d->nodes;
-	struct mfsd_node *n, *fresh;
-	struct mfs_ino *ip, *extra = NULL, *pin = NULL;
-	unsigned h = node_hash(ino);
+	struct mfs_ino *ip;
 	int ret;
 
 	ret = mfs_iget(d->fs, ino, &ip);
-	if (ret)
-		return ret;
+	return ret ? ret : mfsd_node_attach(d, ip, e);
+}
+
+int mfsd_node_attach(struct mfsd *d, struct mfs_ino *ip, struct fuse_entry_param *e)
+{
+	struct mfsd_nodes *nt = &d->nodes;
+	struct mfsd_node *n, *fresh;
+	struct mfs_ino *extra = NULL, *pin = NULL;
+	uint64_t ino = ip->ino;
+	unsigned h = node_hash(ino);
+
 	fresh = malloc(sizeof(*fresh));
 	if (!fresh) {
 		mfs_iput(d->fs, ip);

@@ -61,6 +61,11 @@ void mfsd_nodes_destroy(struct mfsd_nodes *nt);
  * Returns 0 or -errno.
  */
 int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e);
+/*
+ * The same for an inode the caller holds a core reference to (mfs_lookup_get):
+ * the reference is the node's, or dropped; on error too.
+ */
+int mfsd_node_attach(struct mfsd *d, struct mfs_ino *ip, struct fuse_entry_param *e);
 
 /* The kernel forgets @nlookup lookups of @ino; the last one unpins it. */
 void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup);

@@ -100,6 +100,40 @@ START_TEST(test_unlink_pinned_frees_at_once)
 }
 END_TEST
 
+/*
+ * mfs_lookup_get hands over a reference taken while the directory names the
+ * inode (the daemon's LOOKUP then pins it): an unlink between the lookup and
+ * the pin finds a user, not a free number, so a create meanwhile cannot be
+ * given the same number and the kernel never learns a name for the wrong file.
+ */
+START_TEST(test_lookup_get_holds_number)
+{
+	uint64_t ffree0 = ffree(), f, g;
+	struct mfs_ino *ip, *dot;
+
+	f = mk_data("f", 1);
+	ck_assert_int_eq(mfs_lookup_get(fs, ROOT, "f", &ip), 0);
+	ck_assert_uint_eq(ip->ino, f);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "f"), 0); /* another thread, before the pin */
+	A(fs)->ino.hint = f - 1;
+	g = mk(ROOT, "g", S_IFREG | 0644);
+	ck_assert_uint_ne(g, f);
+	ck_assert_uint_eq(ip->di.nlink, 0);
+	mfs_iput(fs, ip); /* the reply failed, or the node already pinned it */
+	ck_assert_uint_eq(ffree(), ffree0 - 1);
+	ck_assert_int_eq(mfs_lookup_get(fs, ROOT, "f", &ip), -ENOENT);
+	ck_assert_int_eq(mfs_lookup_get(fs, ROOT, "a/b", &ip), -EINVAL);
+	ck_assert_int_eq(mfs_lookup_get(fs, ROOT, ".", &dot), 0);
+	ck_assert_uint_eq(dot->ino, ROOT);
+	mfs_iput(fs, dot);
+	ck_assert_int_eq(mfs_lookup_get(fs, ROOT, "..", &dot), 0);
+	ck_assert_uint_eq(dot->ino, ROOT);
+	mfs_iput(fs, dot);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "g"), 0);
+	ck_assert_uint_eq(ffree(), ffree0);
+}
+END_TEST
+
 START_TEST(test_unlink_open_frees_at_last_user)
 {
 	uint64_t ffree0 = ffree(), bfree0 = bfree(), f;
@@ -231,6 +265,7 @@ void namei_unlink_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_unlink_pinned_frees_at_once);
 	tcase_add_test(tc, test_unlink_open_frees_at_last_user);
+	tcase_add_test(tc, test_lookup_get_holds_number);
 	tcase_add_test(tc, test_unlink_links_and_rename);
 	tcase_add_test(tc, test_unlink_races_users);
 }
