@@ -32,6 +32,7 @@ struct mfs_scrub_counts {
 	uint64_t meta_checked, meta_healed, meta_bad, meta_lost, meta_skipped;
 	uint64_t data_bytes;   /* read */
 	uint64_t poison_found; /* sectors that became poison during the reads */
+	uint64_t csum_found;   /* data_csum: file sectors failing their checksum */
 };
 
 /* Default and largest budgets of a step. */

@@ -38,9 +38,8 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	if (fuse_req_ctx(req)->uid != 0)
 		return -EPERM;
 	if (a->version != MENDFS_IOC_VERSION || (a->flags & ~MENDFS_SCRUB_RESUME) ||
-	    a->reserved[0] || a->reserved[1] || a->reserved[2] || a->reserved[3] ||
-	    a->phase > MENDFS_SCRUB_DONE || a->meta_budget > MENDFS_SCRUB_META_MAX ||
-	    a->data_budget > MENDFS_SCRUB_DATA_MAX)
+	    a->reserved[0] || a->reserved[1] || a->reserved[2] || a->phase > MENDFS_SCRUB_DONE ||
+	    a->meta_budget > MENDFS_SCRUB_META_MAX || a->data_budget > MENDFS_SCRUB_DATA_MAX)
 		return -EINVAL;
 	cur.phase = a->phase;
 	cur.pos = a->pos;
@@ -61,12 +60,12 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	pthread_mutex_lock(&saved_lock);
 	saved = cur;
 	pthread_mutex_unlock(&saved_lock);
-	if (c.meta_healed || c.meta_lost || c.poison_found)
+	if (c.meta_healed || c.meta_lost || c.poison_found || c.csum_found)
 		mfsd_log(LOG_NOTICE,
 		         "scrub: %llu metadata block(s) healed, %llu lost, %llu new poison "
-		         "sector(s)",
+		         "sector(s), %llu sector(s) failing their checksum",
 		         (unsigned long long)c.meta_healed, (unsigned long long)c.meta_lost,
-		         (unsigned long long)c.poison_found);
+		         (unsigned long long)c.poison_found, (unsigned long long)c.csum_found);
 	a->phase = cur.phase;
 	a->pos = cur.pos;
 	a->done = cur.phase == MFS_SCRUB_PHASE_DONE;
@@ -77,6 +76,7 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	a->meta_skipped = c.meta_skipped;
 	a->data_bytes = c.data_bytes;
 	a->poison_found = c.poison_found;
+	a->csum_found = c.csum_found;
 	a->meta_total = le64toh(d->fs->sb.meta_len);
 	a->data_total = le64toh(d->fs->sb.data_len);
 	return 0;

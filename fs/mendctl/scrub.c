@@ -54,7 +54,7 @@ static void on_signal(int sig)
 /* Totals of the whole run. */
 struct totals {
 	uint64_t meta_checked, meta_healed, meta_lost, meta_bad, meta_skipped;
-	uint64_t data_bytes, poison_found;
+	uint64_t data_bytes, poison_found, csum_found;
 	uint32_t phase;
 	uint64_t pos, meta_total, data_total;
 };
@@ -253,6 +253,8 @@ static int counts_json(struct json_object *o, const struct totals *t)
 		ret = mfs_json_add_u64(o, "data_bytes", t->data_bytes);
 	if (!ret)
 		ret = mfs_json_add_u64(o, "poison_found", t->poison_found);
+	if (!ret)
+		ret = mfs_json_add_u64(o, "checksum_mismatches", t->csum_found);
 	return ret;
 }
 
@@ -424,6 +426,7 @@ static int scrub(const char *mnt, double rate, bool resume)
 		t.meta_skipped += a.meta_skipped;
 		t.data_bytes += a.data_bytes;
 		t.poison_found += a.poison_found;
+		t.csum_found += a.csum_found;
 		t.phase = a.phase;
 		t.pos = a.pos;
 		t.meta_total = a.meta_total;
@@ -466,9 +469,10 @@ static int scrub(const char *mnt, double rate, bool resume)
 	} else {
 		printf("%s: %" PRIu64 " metadata blocks checked (%" PRIu64 " healed, %" PRIu64
 		       " lost, %" PRIu64 " busy), %.1f MiB of data read, %" PRIu64
-		       " new poisoned sectors, %.1f s\n",
+		       " new poisoned sectors, %" PRIu64
+		       " sectors failing their checksum, %.1f s\n",
 		       mnt, t.meta_checked, t.meta_healed, t.meta_lost, t.meta_skipped,
-		       (double)t.data_bytes / MIB, t.poison_found, now_s() - t0);
+		       (double)t.data_bytes / MIB, t.poison_found, t.csum_found, now_s() - t0);
 		report_print(&t);
 	}
 	walk_free();
