@@ -17,7 +17,8 @@
  * report, and with --json in the shape of fsck.mendfs --json.
  *
  * Exit codes: 0 nothing damaged, 1 error, 2 usage, 4 damaged files or
- * metadata left bad, 32 interrupted (resumable).
+ * metadata left bad, 16 another scrub of the filesystem is running (EBUSY
+ * from the daemon, ioctl_scrub.c), 32 interrupted (resumable).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,7 @@
 #include "scrub.h"
 
 #define EXIT_DAMAGED     4
+#define EXIT_BUSY        16 /* another process's scrub holds the cursor */
 #define EXIT_INTERRUPTED 32
 #define MIB              1048576.0
 
@@ -417,6 +419,12 @@ static int scrub(const char *mnt, double rate, bool resume)
 
 			mfs_progress_clear(&bar);
 			close(fd);
+			if (err == EBUSY)
+				return fail_msg(
+				        EXIT_BUSY,
+				        "scrub %s: another scrub of this filesystem is running "
+				        "(%s); try again when it is done",
+				        mnt, strerror(err));
 			return fail_msg(1, "scrub %s: %s", mnt, strerror(err));
 		}
 		t.meta_checked += a.meta_checked;

@@ -11,8 +11,8 @@
 # copies equal on the image, fsck clean of metadata errors), find the three
 # latent sectors, and leave the writer's data intact; on a terminal it draws
 # the progress bar (none into a pipe).  Then: --rate 2 (MB/s) over ~13 MB
-# takes >= 3 s; SIGINT stops a scrub (exit 32, where it stopped), --resume
-# reads the rest.
+# takes >= 3 s; a second scrub while one runs is refused (exit 16);
+# SIGINT stops a scrub (exit 32, where it stopped), --resume reads the rest.
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $FSCK_MENDFS, $METACHECK.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3, script or od).
 set -u
@@ -157,7 +157,18 @@ echo "unthrottled scrub: $(python3 -c "print(round($t1 - $t0, 2))") s; --rate 2:
 step="interrupt and resume"
 "$MENDCTL" scrub --json --rate 1 "$MNT" >"$WORK/int.json" &
 SPID=$!
-sleep 5 # ~2.3 MB of metadata (two copies) at 1 MB/s, then data
+sleep 2
+# one scrub at a time: a second one, fresh or --resume, is refused (exit 16)
+# and moves no cursor (checked below: interrupted + resumed == whole)
+for args in "" --resume; do
+	st=0
+	busy=$(mendctl scrub --json $args "$MNT" 2>"$WORK/busy.err") || st=$?
+	[ $st = 16 ] || fail "a second scrub ($args) beside a running one exited $st: $busy"
+	[ "$(jget "$busy" 'j["exit_code"]')" = 16 ] || fail "second scrub's JSON: $busy"
+	grep -q "another scrub of this filesystem is running" "$WORK/busy.err" ||
+		fail "second scrub's message: $(cat "$WORK/busy.err")"
+done
+sleep 3 # ~2.3 MB of metadata (two copies) at 1 MB/s, then data
 kill -INT $SPID
 st=0
 wait $SPID || st=$?
