@@ -35,7 +35,7 @@
 
 static pthread_mutex_t saved_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mfs_scrub_cursor saved = {MFS_SCRUB_PHASE_DONE, 0}; /* saved_lock */
-static pid_t owner;     /* saved_lock: the scrubbing process, 0 none */
+static pid_t owner;     /* saved_lock: the scrubbing process, 0 none, -1 unknown */
 static time_t owner_at; /* saved_lock: CLOCK_MONOTONIC seconds of its last step */
 
 #define OWNER_IDLE_S 600 /* an owner silent this long has given up */
@@ -73,7 +73,7 @@ static bool __scrub_busy(pid_t pid, time_t now)
 {
 	if (!owner || owner == pid || now - owner_at > OWNER_IDLE_S)
 		return false;
-	/* pid 0: a caller outside the daemon's pid namespace, only the idle time tells */
+	/* -1: a caller outside the daemon's pid namespace, only the idle time tells */
 	return owner < 0 || kill(owner, 0) == 0 || errno == EPERM;
 }
 
@@ -87,8 +87,8 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	struct mendfs_ioc_scrub *a = arg;
 	struct mfs_scrub_counts c;
 	struct mfs_scrub_cursor cur;
-	time_t now;
-	pid_t pid;
+	time_t now, prev_at;
+	pid_t pid, prev;
 	int ret;
 
 	if (fuse_req_ctx(req)->uid != 0)
@@ -106,6 +106,8 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 		pthread_mutex_unlock(&saved_lock);
 		return -EBUSY;
 	}
+	prev = owner;
+	prev_at = owner_at;
 	owner = pid;
 	owner_at = now;
 	if (a->flags & MENDFS_SCRUB_RESUME) {
@@ -119,6 +121,12 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	if (ret) {
 		if (ret != -EINVAL)
 			mfsd_log(LOG_ERR, "scrub: %s", strerror(-ret));
+		pthread_mutex_lock(&saved_lock);
+		if (owner == pid) { /* a failed step claims nothing */
+			owner = prev;
+			owner_at = prev_at;
+		}
+		pthread_mutex_unlock(&saved_lock);
 		return ret;
 	}
 	pthread_mutex_lock(&saved_lock);
