@@ -41,6 +41,7 @@ enum mfs_event_cause {
 	MFS_EVC_INJECTED = 3,   /* poison: online injection */
 	MFS_EVC_MEDIA = 4,      /* metadata: the bad copy sat on poison */
 	MFS_EVC_CORRUPT = 5,    /* metadata: the bad copy failed its checks */
+	MFS_EVC_BADBLOCKS = 6,  /* poison: a badblocks source listed it (a scrub's refresh) */
 };
 
 struct mfs_event {

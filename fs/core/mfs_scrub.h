@@ -33,6 +33,7 @@ struct mfs_scrub_counts {
 	uint64_t data_bytes;   /* read */
 	uint64_t poison_found; /* sectors that became poison during the reads */
 	uint64_t csum_found;   /* data_csum: file sectors failing their checksum */
+	int refresh_err;       /* the start's blk_dev_refresh_badblocks failed: -errno */
 };
 
 /* Default and largest budgets of a step. */
@@ -42,8 +43,12 @@ struct mfs_scrub_counts {
 /*
  * One step from @cur: check up to @meta_blocks metadata blocks or read up to
  * @data_bytes of data (whichever phase the cursor is in; a step ends where
- * its phase ends), then advance @cur.  Returns 0, -EINVAL for a cursor
- * outside the filesystem, or -ENOMEM.
+ * its phase ends), then advance @cur.  A step from the very start (metadata
+ * phase, pos 0) first asks the device's badblocks sources again
+ * (blk_dev_refresh_badblocks: devdax poison found by the kernel since the
+ * mount, new lines of the emulation file); what they add counts in
+ * poison_found, a failure in refresh_err (the step goes on).  Returns 0,
+ * -EINVAL for a cursor outside the filesystem, or -ENOMEM.
  */
 int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_blocks,
                    uint64_t data_bytes, struct mfs_scrub_counts *c);

@@ -303,6 +303,16 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
 	case MFS_SCRUB_PHASE_META:
 		if (cur->pos > sb64(fs->sb.meta_len))
 			return -EINVAL;
+		if (cur->pos == 0) {
+			/* a scrub's start: poison the device learned since it was opened */
+			uint64_t added;
+			int ret = blk_dev_refresh_badblocks(fs->dev, &added);
+
+			if (ret) /* the scrub goes on without: its reads find what they meet */
+				c->refresh_err = ret;
+			else
+				c->poison_found += added;
+		}
 		return scrub_meta(fs, cur, meta_blocks ? meta_blocks : MFS_SCRUB_META_DEFAULT, c);
 	case MFS_SCRUB_PHASE_DATA:
 		if (cur->pos > sb64(fs->sb.data_len))

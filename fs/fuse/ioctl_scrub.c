@@ -118,6 +118,9 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	pthread_mutex_unlock(&saved_lock);
 	memset(&c, 0, sizeof(c));
 	ret = mfs_scrub_step(d->fs, &cur, a->meta_budget, a->data_budget, &c);
+	if (c.refresh_err)
+		mfsd_log(LOG_WARNING, "scrub: re-reading the badblocks sources: %s (going on)",
+		         strerror(-c.refresh_err));
 	if (ret) {
 		if (ret != -EINVAL)
 			mfsd_log(LOG_ERR, "scrub: %s", strerror(-ret));

@@ -316,6 +316,7 @@ _Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
 #define MENDFS_EVC_INJECTED   3u /* poison: MENDFS_IOC_INJECT */
 #define MENDFS_EVC_MEDIA      4u /* metadata: the bad copy sat on poison */
 #define MENDFS_EVC_CORRUPT    5u /* metadata: the bad copy failed its checks */
+#define MENDFS_EVC_BADBLOCKS  6u /* poison: the device's badblocks list had it (scrub start) */
 
 struct mendfs_ioc_event {
 	uint64_t seq;
