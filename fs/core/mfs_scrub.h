@@ -47,10 +47,18 @@ struct mfs_scrub_counts {
  * phase, pos 0) first asks the device's badblocks sources again
  * (blk_dev_refresh_badblocks: devdax poison found by the kernel since the
  * mount, new lines of the emulation file); what they add counts in
- * poison_found, a failure in refresh_err (the step goes on).  Returns 0,
+ * poison_found, a failure in refresh_err (the step goes on), and checks the
+ * superblock copies and the live journal (mfs_scrub_fixed).  Returns 0,
  * -EINVAL for a cursor outside the filesystem, or -ENOMEM.
  */
 int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_blocks,
                    uint64_t data_bytes, struct mfs_scrub_counts *c);
+
+/*
+ * The superblock's two copies and the live journal's blocks (scrub_fixed.c),
+ * counted with the metadata blocks in @c; the first step does it.  Returns 0
+ * or -ENOMEM.
+ */
+int mfs_scrub_fixed(struct mfs *fs, struct mfs_scrub_counts *c);
 
 #endif

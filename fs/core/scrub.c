@@ -312,6 +312,10 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
 				c->refresh_err = ret;
 			else
 				c->poison_found += added;
+			/* then the superblock copies and the live journal (scrub_fixed.c) */
+			ret = mfs_scrub_fixed(fs, c);
+			if (ret)
+				return ret;
 		}
 		return scrub_meta(fs, cur, meta_blocks ? meta_blocks : MFS_SCRUB_META_DEFAULT, c);
 	case MFS_SCRUB_PHASE_DATA:
