@@ -11,6 +11,8 @@
  *                                             pmemN without that file -> libndctl
  *
  * A missing source is not an error: most devices have none.
+ *
+ * blk_dev_refresh_badblocks() (poison.c) asks them again on an open device.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -5,10 +5,14 @@
  * emulation file, then the backend's poison_changed hook), latent poison
  * found by a read, the notifier told of every new poison (the filesystem's
  * damage events), the public blk_poison_* calls and blk_direct_access(),
- * which refuses poisoned ranges.  Calls badblocks.c; the backend only
- * through dev->ops.
+ * which refuses poisoned ranges, and blk_dev_refresh_badblocks() (the
+ * device's badblocks sources read again, bbsource.c, for a scrub's start).
+ * Calls badblocks.c and bbsource.c; the backend only through dev->ops.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "blk_internal.h"
 
@@ -180,4 +184,81 @@ int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr
 #endif
 	*addr = dev->ops->direct_access(dev, pos, len);
 	return *addr ? 0 : -EOPNOTSUPP;
+}
+
+/* Sectors of [sector, sector + nr) the table @bb holds. */
+static uint64_t bb_held(struct blk_badblocks *bb, uint64_t sector, uint64_t nr)
+{
+	uint64_t end = sector + nr, sum = 0;
+	struct blk_range r[32];
+	unsigned n;
+
+	while (sector < end && (n = blk_bb_lookup(bb, sector, end - sector, r, 32, NULL))) {
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t s = r[i].sector > sector ? r[i].sector : sector;
+			uint64_t e = r[i].sector + r[i].nr < end ? r[i].sector + r[i].nr : end;
+
+			if (e > s)
+				sum += e - s;
+		}
+		if (n < 32)
+			break;
+		sector = r[n - 1].sector + r[n - 1].nr;
+	}
+	return sum;
+}
+
+int blk_dev_refresh_badblocks(struct blk_dev *dev, uint64_t *added)
+{
+	struct blk_badblocks tmp;
+	struct blk_range *r = NULL;
+	uint64_t n_added = 0;
+	char err[256];
+	int ret = 0, n, fd;
+
+	if (added)
+		*added = 0;
+	if (dev->cfg.flags & BLK_CFG_NO_POISON)
+		return 0;
+	/* every source into a table of its own first: a failing one changes nothing */
+	blk_bb_init(&tmp);
+	blk_bb_set_unit(&tmp, dev->bb.unit);
+	if (dev->badblocks_path)
+		ret = blk_bb_file_load(&tmp, dev->badblocks_path, dev->nr_sectors, err,
+		                       sizeof(err));
+	if (!ret && dev->path) {
+		fd = open(dev->path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ret = blk_bb_load_sources(&tmp, fd, dev->path, err, sizeof(err));
+			close(fd);
+		}
+	}
+	if (ret)
+		goto out;
+	n = blk_bb_snapshot(&tmp, &r);
+	if (n < 0) {
+		ret = n;
+		goto out;
+	}
+	for (int i = 0; i < n && !ret; i++) {
+		uint64_t s = r[i].sector, nr = r[i].nr, held;
+
+		if (s >= dev->nr_sectors)
+			continue;
+		if (nr > dev->nr_sectors - s)
+			nr = dev->nr_sectors - s;
+		held = bb_held(&dev->bb, s, nr);
+		if (held == nr)
+			continue;
+		/* the notifier sees only the sectors new to the table */
+		ret = blk_poison_change(dev, s, nr, true, BLK_POISON_SOURCE);
+		if (!ret)
+			n_added += nr - held;
+	}
+	free(r);
+out:
+	blk_bb_destroy(&tmp);
+	if (added)
+		*added = n_added;
+	return ret;
 }

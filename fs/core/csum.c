@@ -405,6 +405,15 @@ int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk)
 	return mask | poisoned_mask(&rec, 0, pblk);
 }
 
+int mfs_csum_block_verify(struct mfs *fs, uint64_t pblk)
+{
+	struct blk_range r[SPB];
+	struct blk_recovery rec = {.ranges = r, .max = SPB};
+	struct bounce bb;
+
+	return read_check(fs, pblk, bb.b, BLK_BIO_RECOVERY, &rec);
+}
+
 int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
                         unsigned from, unsigned to, const void *data)
 {

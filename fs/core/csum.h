@@ -78,6 +78,13 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk);
 
 /*
+ * Sectors of data zone block @pblk failing their checksum (poisoned ones
+ * excluded), as a bitmask; each posts a data_csum event (once per sector
+ * and mount).  The scrub's confirmation of a mismatch.  >= 0 or -errno.
+ */
+int mfs_csum_block_verify(struct mfs *fs, uint64_t pblk);
+
+/*
  * The partial write of bytes [from, to) of block @pblk, whose current contents
  * (read without error) are in @blk: if a sector of the block fails its
  * checksum, the write goes by sectors like a write over poison

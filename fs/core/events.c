@@ -120,6 +120,7 @@ static void events_poison_notify(void *priv, uint64_t sector, uint64_t nr,
 {
 	enum mfs_event_cause c = cause == BLK_POISON_LATENT     ? MFS_EVC_LATENT
 	                         : cause == BLK_POISON_INJECTED ? MFS_EVC_INJECTED
+	                         : cause == BLK_POISON_SOURCE   ? MFS_EVC_BADBLOCKS
 	                                                        : MFS_EVC_READ_ERROR;
 
 	mfs_event_post(priv, MFS_EV_POISON, c, sector, nr, 0);
@@ -253,6 +254,8 @@ const char *mfs_event_cause_name(uint32_t cause)
 		return "media_error";
 	case MFS_EVC_CORRUPT:
 		return "corrupt";
+	case MFS_EVC_BADBLOCKS:
+		return "badblocks";
 	}
 	return "unknown";
 }

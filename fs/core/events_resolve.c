@@ -162,6 +162,16 @@ static void walk_dir(struct path_walk *w, uint64_t dir, size_t len)
 	w->path[len] = '\0';
 }
 
+void mfs_events_owners(struct mfs *fs, struct mfs_event *evs, unsigned n)
+{
+	unsigned i, want = 0;
+
+	for (i = 0; i < n; i++)
+		want += wants_owner(&evs[i]);
+	if (want)
+		resolve_inodes(fs, evs, n, want);
+}
+
 void mfs_events_resolve(struct mfs *fs, struct mfs_event *evs, unsigned n)
 {
 	struct path_walk w = {.fs = fs, .evs = evs, .n = n, .budget = RESOLVE_MAX_ENTRIES};

@@ -803,6 +803,16 @@ void mfs_journal_release(struct mfs *fs)
 	pthread_mutex_unlock(&J(fs)->commit_mutex);
 }
 
+int mfs_journal_still(struct mfs *fs, int (*fn)(struct mfs *fs, void *arg), void *arg)
+{
+	int ret;
+
+	pthread_mutex_lock(&J(fs)->commit_mutex);
+	ret = fn(fs, arg);
+	pthread_mutex_unlock(&J(fs)->commit_mutex);
+	return ret;
+}
+
 /* --- setup ------------------------------------------------------------------------ */
 
 int mfs_journal_init(struct mfs *fs)

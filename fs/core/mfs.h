@@ -340,6 +340,13 @@ int mfs_journal_thaw(struct mfs *fs);
  */
 int mfs_journal_hold(struct mfs *fs);
 void mfs_journal_release(struct mfs *fs);
+/*
+ * Run @fn with the journal still (commit_mutex): no commit, no checkpoint
+ * and no superblock write meanwhile, so fs->jtail..fs->jhead and both
+ * superblock copies are as they will stay until @fn returns.  @fn must not
+ * begin or commit a transaction.  For the scrub (scrub.c).  Returns @fn's.
+ */
+int mfs_journal_still(struct mfs *fs, int (*fn)(struct mfs *fs, void *arg), void *arg);
 
 int mfs_journal_init(struct mfs *fs);
 void mfs_journal_destroy(struct mfs *fs);

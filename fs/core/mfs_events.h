@@ -41,6 +41,7 @@ enum mfs_event_cause {
 	MFS_EVC_INJECTED = 3,   /* poison: online injection */
 	MFS_EVC_MEDIA = 4,      /* metadata: the bad copy sat on poison */
 	MFS_EVC_CORRUPT = 5,    /* metadata: the bad copy failed its checks */
+	MFS_EVC_BADBLOCKS = 6,  /* poison: a badblocks source listed it (a scrub's refresh) */
 };
 
 struct mfs_event {
@@ -109,6 +110,14 @@ void mfs_events_stop(struct mfs *fs);
 
 /* Fill in the owners of @n events (events_resolve.c): inode, file range, path. */
 void mfs_events_resolve(struct mfs *fs, struct mfs_event *evs, unsigned n);
+
+/*
+ * Pass 1 of mfs_events_resolve alone: the inode and file range of each of
+ * the @n events (kind poison or data_csum, ino 0) that a regular file maps
+ * as written data; no path.  The scrub's data pass uses it to tell a file's
+ * sector from a free or unwritten block's (whose table entry is garbage).
+ */
+void mfs_events_owners(struct mfs *fs, struct mfs_event *evs, unsigned n);
 
 /* Names for logs and JSON: "poison", "metadata_healed", ...; "read_error", ... */
 const char *mfs_event_kind_name(uint32_t kind);

@@ -32,6 +32,8 @@ struct mfs_scrub_counts {
 	uint64_t meta_checked, meta_healed, meta_bad, meta_lost, meta_skipped;
 	uint64_t data_bytes;   /* read */
 	uint64_t poison_found; /* sectors that became poison during the reads */
+	uint64_t csum_found;   /* data_csum: file sectors failing their checksum */
+	int refresh_err;       /* the start's blk_dev_refresh_badblocks failed: -errno */
 };
 
 /* Default and largest budgets of a step. */
@@ -41,10 +43,22 @@ struct mfs_scrub_counts {
 /*
  * One step from @cur: check up to @meta_blocks metadata blocks or read up to
  * @data_bytes of data (whichever phase the cursor is in; a step ends where
- * its phase ends), then advance @cur.  Returns 0, -EINVAL for a cursor
- * outside the filesystem, or -ENOMEM.
+ * its phase ends), then advance @cur.  A step from the very start (metadata
+ * phase, pos 0) first asks the device's badblocks sources again
+ * (blk_dev_refresh_badblocks: devdax poison found by the kernel since the
+ * mount, new lines of the emulation file); what they add counts in
+ * poison_found, a failure in refresh_err (the step goes on), and checks the
+ * superblock copies and the live journal (mfs_scrub_fixed).  Returns 0,
+ * -EINVAL for a cursor outside the filesystem, or -ENOMEM.
  */
 int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_blocks,
                    uint64_t data_bytes, struct mfs_scrub_counts *c);
+
+/*
+ * The superblock's two copies and the live journal's blocks (scrub_fixed.c),
+ * counted with the metadata blocks in @c; the first step does it.  Returns 0
+ * or -ENOMEM.
+ */
+int mfs_scrub_fixed(struct mfs *fs, struct mfs_scrub_counts *c);
 
 #endif

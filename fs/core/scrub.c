@@ -17,16 +17,23 @@
  * file) and fails the read, exactly as for a user's read.  The poison table
  * is counted over each chunk before and after, which gives the sectors the
  * chunk found.
+ *
+ * On data_csum each block read is also checked against the checksum table;
+ * a block that differs is confirmed under its file's lock before it counts
+ * (csum_confirm): only a sector a file maps as written has a checksum.
  */
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "csum.h"
 #include "mfs_scrub.h"
 
 #define CHUNK_BYTES  (1u << 20) /* one data read */
-#define SCAN_BITMAPS 8u         /* bitmap blocks a data step may look through */
+#define CHUNK_BLOCKS (CHUNK_BYTES / MFS_BLOCK_SIZE)
+#define SCAN_BITMAPS 8u                 /* bitmap blocks a data step may look through */
+#define CAND_MAX     (2 * CHUNK_BLOCKS) /* data_csum mismatches a step confirms at most */
 
 static uint64_t sb64(uint64_t v)
 {
@@ -140,24 +147,97 @@ static uint64_t poison_sectors(struct blk_dev *dev, uint64_t sector, uint64_t nr
 	return sum;
 }
 
-/* Read data blocks [blk, blk + n) through the engine, chunk by chunk. */
-static void read_data(struct mfs *fs, uint64_t blk, uint64_t n, uint8_t *buf,
-                      struct mfs_scrub_counts *c)
+/*
+ * data_csum: the blocks of one step whose sectors did not match the table
+ * when read.  A mismatch alone is no damage: the entry of a free block, of an
+ * unwritten extent's block and of one being overwritten right now is garbage
+ * or in flux (docs/FORMAT.md §15), so each is confirmed by csum_confirm().
+ */
+struct csum_cand {
+	struct mfs_event ev[CAND_MAX]; /* kind data_csum, the whole block */
+	unsigned n;
+};
+
+/* Block @pblk (contents @data) against the table: a candidate if a sector differs. */
+static void csum_scan(struct mfs *fs, uint64_t pblk, const uint8_t *data, struct csum_cand *cc)
 {
-	while (n) {
-		uint64_t nb = n < CHUNK_BYTES / MFS_BLOCK_SIZE ? n : CHUNK_BYTES / MFS_BLOCK_SIZE;
+	int mask = mfs_csum_bad_mask(fs, pblk, data);
+
+	if (mask == 0 || cc->n >= CAND_MAX)
+		return; /* an unreadable table block: metadata, the meta pass reports it */
+	memset(&cc->ev[cc->n], 0, sizeof(cc->ev[0]));
+	cc->ev[cc->n].kind = MFS_EV_DATA_CSUM;
+	cc->ev[cc->n].sector = pblk * MFS_SECTORS_PER_BLOCK;
+	cc->ev[cc->n].count = MFS_SECTORS_PER_BLOCK;
+	cc->n++;
+}
+
+/*
+ * Confirm the candidates: the ones a regular file maps as written data
+ * (mfs_events_owners, one pass over the inode table for all) are read and
+ * checked again under that file's lock, which every data_csum writer holds
+ * exclusive (its data and checksums change together under it), after making
+ * sure the block is still the file's.  A sector that fails then is damage:
+ * mfs_csum_block_verify posts its event, the count goes to c->csum_found,
+ * and BADRANGES (the report) names it, as a read would.
+ */
+static void csum_confirm(struct mfs *fs, struct csum_cand *cc, struct mfs_scrub_counts *c)
+{
+	mfs_events_owners(fs, cc->ev, cc->n);
+	for (unsigned i = 0; i < cc->n; i++) {
+		uint64_t pblk = cc->ev[i].sector / MFS_SECTORS_PER_BLOCK, pb, count;
+		struct mfs_ino *ip;
+		bool unwritten;
+		int mask;
+
+		if (!cc->ev[i].ino || mfs_file_get(fs, cc->ev[i].ino, &ip))
+			continue; /* no file's data: its entry means nothing */
+		pthread_rwlock_rdlock(&ip->lock);
+		mask = mfs_bmap(fs, ip, cc->ev[i].offset / MFS_BLOCK_SIZE, &pb, &count, &unwritten);
+		if (!mask && pb == pblk && !unwritten)
+			mask = mfs_csum_block_verify(fs, pblk);
+		else
+			mask = 0; /* moved, freed or unwritten meanwhile */
+		pthread_rwlock_unlock(&ip->lock);
+		mfs_iput(fs, ip);
+		if (mask > 0)
+			c->csum_found += (uint64_t)__builtin_popcount((unsigned)mask);
+	}
+	cc->n = 0;
+}
+
+/*
+ * Read data blocks [blk, blk + n) through the engine, chunk by chunk, and on
+ * data_csum check them against the table.  Returns the blocks done: fewer
+ * than @n when @cc filled up (the step ends there, its candidates confirmed).
+ */
+static uint64_t read_data(struct mfs *fs, uint64_t blk, uint64_t n, uint8_t *buf,
+                          struct csum_cand *cc, struct mfs_scrub_counts *c)
+{
+	uint64_t done = 0;
+
+	while (done < n && (!cc || cc->n + CHUNK_BLOCKS <= CAND_MAX)) {
+		uint64_t nb = n - done < CHUNK_BLOCKS ? n - done : CHUNK_BLOCKS;
 		uint64_t sec = blk * MFS_SECTORS_PER_BLOCK, nsec = nb * MFS_SECTORS_PER_BLOCK;
 		uint64_t before = poison_sectors(fs->dev, sec, nsec), after;
+		int ret;
 
 		/* a failure is poison (now in the table) or a media error: both counted below */
-		(void)blk_read(fs->dev, sec, buf, (uint32_t)(nb * MFS_BLOCK_SIZE), 0);
+		ret = blk_read(fs->dev, sec, buf, (uint32_t)(nb * MFS_BLOCK_SIZE), 0);
 		after = poison_sectors(fs->dev, sec, nsec);
 		if (after > before)
 			c->poison_found += after - before;
+		for (uint64_t i = 0; cc && i < nb; i++) {
+			/* after a failed read, the blocks that read alone are checked */
+			if (!ret || !blk_read(fs->dev, sec + i * MFS_SECTORS_PER_BLOCK,
+			                      buf + i * MFS_BLOCK_SIZE, MFS_BLOCK_SIZE, 0))
+				csum_scan(fs, blk + i, buf + i * MFS_BLOCK_SIZE, cc);
+		}
 		c->data_bytes += nb * MFS_BLOCK_SIZE;
 		blk += nb;
-		n -= nb;
+		done += nb;
 	}
+	return done;
 }
 
 static int scrub_data(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t budget,
@@ -166,10 +246,13 @@ static int scrub_data(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t bud
 	uint64_t data_start = sb64(fs->sb.data_start), data_len = sb64(fs->sb.data_len);
 	uint64_t pos = cur->pos, blocks = (budget + MFS_BLOCK_SIZE - 1) / MFS_BLOCK_SIZE;
 	uint8_t *bits = malloc(MFS_BITMAP_BITS / 8), *buf = NULL;
+	struct csum_cand *cc = NULL;
 	unsigned looked = 0;
 
-	if (!bits || posix_memalign((void **)&buf, MFS_BLOCK_SIZE, CHUNK_BYTES)) {
+	if (!bits || posix_memalign((void **)&buf, MFS_BLOCK_SIZE, CHUNK_BYTES) ||
+	    (fs->data_csum && !(cc = calloc(1, sizeof(*cc))))) {
 		free(bits);
+		free(buf);
 		return -ENOMEM;
 	}
 	while (pos < data_len && blocks && looked < SCAN_BITMAPS) {
@@ -183,7 +266,7 @@ static int scrub_data(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t bud
 			continue;
 		}
 		while (pos < end && blocks) {
-			uint64_t run = pos;
+			uint64_t run = pos, did;
 
 			if (!bit_set(bits, pos % MFS_BITMAP_BITS)) {
 				pos++;
@@ -192,17 +275,22 @@ static int scrub_data(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t bud
 			while (run < end && run - pos < blocks &&
 			       bit_set(bits, run % MFS_BITMAP_BITS))
 				run++;
-			read_data(fs, data_start + pos, run - pos, buf, c);
-			blocks -= run - pos;
-			pos = run;
+			did = read_data(fs, data_start + pos, run - pos, buf, cc, c);
+			blocks = did < run - pos ? 0 : blocks - did; /* candidates full: end */
+			pos += did;
 		}
+		if (!blocks)
+			break;
 	}
+	if (cc && cc->n)
+		csum_confirm(fs, cc, c);
 	if (pos >= data_len) {
 		cur->phase = MFS_SCRUB_PHASE_DONE;
 		cur->pos = 0;
 	} else {
 		cur->pos = pos;
 	}
+	free(cc);
 	free(bits);
 	free(buf);
 	return 0;
@@ -215,6 +303,20 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
 	case MFS_SCRUB_PHASE_META:
 		if (cur->pos > sb64(fs->sb.meta_len))
 			return -EINVAL;
+		if (cur->pos == 0) {
+			/* a scrub's start: poison the device learned since it was opened */
+			uint64_t added;
+			int ret = blk_dev_refresh_badblocks(fs->dev, &added);
+
+			if (ret) /* the scrub goes on without: its reads find what they meet */
+				c->refresh_err = ret;
+			else
+				c->poison_found += added;
+			/* then the superblock copies and the live journal (scrub_fixed.c) */
+			ret = mfs_scrub_fixed(fs, c);
+			if (ret)
+				return ret;
+		}
 		return scrub_meta(fs, cur, meta_blocks ? meta_blocks : MFS_SCRUB_META_DEFAULT, c);
 	case MFS_SCRUB_PHASE_DATA:
 		if (cur->pos > sb64(fs->sb.data_len))

@@ -342,3 +342,94 @@ int mendfs_zeroinit(int fd, off_t off, off_t len)
 	}
 	return 0;
 }
+
+/* --- scrub and damage events ------------------------------------------------------ */
+
+int mendfs_scrub_step(int fd, struct mendfs_scrub *st)
+{
+	struct mendfs_ioc_scrub a;
+
+	if (!st || st->phase > MENDFS_SCRUB_DONE || (st->flags & ~MENDFS_SCRUB_RESUME)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (st->phase == MENDFS_SCRUB_DONE && !(st->flags & MENDFS_SCRUB_RESUME))
+		return 1;
+	memset(&a, 0, sizeof(a));
+	a.version = MENDFS_IOC_VERSION;
+	a.flags = st->flags;
+	a.phase = st->phase;
+	a.pos = st->pos;
+	a.meta_budget = st->meta_budget;
+	a.data_budget = st->data_budget;
+	if (ioctl(fd, MENDFS_IOC_SCRUB, &a) < 0) {
+		if (errno == ENOTTY || errno == ENOSYS)
+			errno = EOPNOTSUPP;
+		return -1;
+	}
+	st->flags = 0;
+	st->phase = a.phase;
+	st->pos = a.pos;
+	st->meta_checked += a.meta_checked;
+	st->meta_healed += a.meta_healed;
+	st->meta_lost += a.meta_lost;
+	st->meta_unhealed += a.meta_bad;
+	st->meta_skipped += a.meta_skipped;
+	st->data_bytes += a.data_bytes;
+	st->poison_found += a.poison_found;
+	st->csum_found += a.csum_found;
+	st->meta_total = a.meta_total;
+	st->data_total = a.data_total;
+	return a.done ? 1 : 0;
+}
+
+int mendfs_scrub(int fd, struct mendfs_scrub *st)
+{
+	int ret;
+
+	while (!(ret = mendfs_scrub_step(fd, st)))
+		;
+	return ret < 0 ? -1 : 0;
+}
+
+int mendfs_events_read(int fd, uint64_t from, struct mendfs_ioc_event *out, unsigned max,
+                       unsigned wait_ms, uint64_t *next, uint64_t *lost)
+{
+	struct mendfs_ioc_events *a;
+	unsigned cnt = 0;
+
+	if ((max && !out) || !next || wait_ms > MENDFS_EV_WAIT_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	a = malloc(sizeof(*a));
+	if (!a)
+		return -1;
+	if (lost)
+		*lost = 0;
+	*next = from;
+	/* batches of MENDFS_EV_MAX; only the first may wait */
+	do {
+		memset(a, 0, offsetof(struct mendfs_ioc_events, ev));
+		a->version = MENDFS_IOC_VERSION;
+		a->from_seq = *next;
+		a->wait_ms = cnt ? 0 : wait_ms;
+		if (ioctl(fd, MENDFS_IOC_EVENTS, a) < 0) {
+			int err = errno;
+
+			free(a);
+			if (cnt) /* what was read stands; the error comes again next time */
+				return (int)cnt;
+			errno = not_mendfs(err) && err != EINVAL ? EOPNOTSUPP : err;
+			return -1;
+		}
+		if (lost && !cnt)
+			*lost = a->lost;
+		for (unsigned i = 0; i < a->nr && i < MENDFS_EV_MAX && cnt < max; i++)
+			out[cnt++] = a->ev[i];
+		/* go on from the last one kept: the rest of a full batch comes again */
+		*next = cnt ? out[cnt - 1].seq + 1 : a->nr ? *next : a->next_seq;
+	} while (a->nr == MENDFS_EV_MAX && cnt < max);
+	free(a);
+	return (int)cnt;
+}

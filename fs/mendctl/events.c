@@ -43,8 +43,8 @@ static const char *kind_name(uint32_t k)
 
 static const char *cause_name(uint32_t c)
 {
-	static const char *const n[] = {"unknown",  "read_error",  "latent",
-	                                "injected", "media_error", "corrupt"};
+	static const char *const n[] = {"unknown",     "read_error", "latent",   "injected",
+	                                "media_error", "corrupt",    "badblocks"};
 
 	return c < sizeof(n) / sizeof(n[0]) ? n[c] : "unknown";
 }

@@ -17,7 +17,8 @@
  * report, and with --json in the shape of fsck.mendfs --json.
  *
  * Exit codes: 0 nothing damaged, 1 error, 2 usage, 4 damaged files or
- * metadata left bad, 32 interrupted (resumable).
+ * metadata left bad, 16 another scrub of the filesystem is running (EBUSY
+ * from the daemon, ioctl_scrub.c), 32 interrupted (resumable).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,7 @@
 #include "scrub.h"
 
 #define EXIT_DAMAGED     4
+#define EXIT_BUSY        16 /* another process's scrub holds the cursor */
 #define EXIT_INTERRUPTED 32
 #define MIB              1048576.0
 
@@ -54,7 +56,7 @@ static void on_signal(int sig)
 /* Totals of the whole run. */
 struct totals {
 	uint64_t meta_checked, meta_healed, meta_lost, meta_bad, meta_skipped;
-	uint64_t data_bytes, poison_found;
+	uint64_t data_bytes, poison_found, csum_found;
 	uint32_t phase;
 	uint64_t pos, meta_total, data_total;
 };
@@ -253,6 +255,8 @@ static int counts_json(struct json_object *o, const struct totals *t)
 		ret = mfs_json_add_u64(o, "data_bytes", t->data_bytes);
 	if (!ret)
 		ret = mfs_json_add_u64(o, "poison_found", t->poison_found);
+	if (!ret)
+		ret = mfs_json_add_u64(o, "checksum_mismatches", t->csum_found);
 	return ret;
 }
 
@@ -415,6 +419,12 @@ static int scrub(const char *mnt, double rate, bool resume)
 
 			mfs_progress_clear(&bar);
 			close(fd);
+			if (err == EBUSY)
+				return fail_msg(
+				        EXIT_BUSY,
+				        "scrub %s: another scrub of this filesystem is running "
+				        "(%s); try again when it is done",
+				        mnt, strerror(err));
 			return fail_msg(1, "scrub %s: %s", mnt, strerror(err));
 		}
 		t.meta_checked += a.meta_checked;
@@ -424,6 +434,7 @@ static int scrub(const char *mnt, double rate, bool resume)
 		t.meta_skipped += a.meta_skipped;
 		t.data_bytes += a.data_bytes;
 		t.poison_found += a.poison_found;
+		t.csum_found += a.csum_found;
 		t.phase = a.phase;
 		t.pos = a.pos;
 		t.meta_total = a.meta_total;
@@ -466,9 +477,10 @@ static int scrub(const char *mnt, double rate, bool resume)
 	} else {
 		printf("%s: %" PRIu64 " metadata blocks checked (%" PRIu64 " healed, %" PRIu64
 		       " lost, %" PRIu64 " busy), %.1f MiB of data read, %" PRIu64
-		       " new poisoned sectors, %.1f s\n",
+		       " new poisoned sectors, %" PRIu64
+		       " sectors failing their checksum, %.1f s\n",
 		       mnt, t.meta_checked, t.meta_healed, t.meta_lost, t.meta_skipped,
-		       (double)t.data_bytes / MIB, t.poison_found, now_s() - t0);
+		       (double)t.data_bytes / MIB, t.poison_found, t.csum_found, now_s() - t0);
 		report_print(&t);
 	}
 	walk_free();

@@ -271,6 +271,19 @@ int blk_dev_register_buffer(struct blk_dev *dev, void *addr, size_t len);
  * persisted to the emulation file when there is one.
  */
 int blk_poison_add(struct blk_dev *dev, uint64_t sector, uint64_t nr);
+/*
+ * Ask the device's badblocks sources again, as blk_dev_open did once: the
+ * emulation file (PATH.badblocks or the configured one), libpmem2/libndctl
+ * for devdax and fsdax, the sysfs badblocks file of a block device.  Every
+ * sector they list that the table does not hold becomes poison (the
+ * notifier's cause BLK_POISON_SOURCE), as if a read had met it; nothing is
+ * removed.  For a scrub's start: the kernel learns of pmem poison from
+ * address range scrubs long after a device was opened.  *@added (may be
+ * NULL): sectors new to the table.  0, or -errno (a source unreadable,
+ * -EINVAL a malformed emulation file; the table is then unchanged).
+ * Not on a device opened with BLK_CFG_NO_POISON (0, nothing done).
+ */
+int blk_dev_refresh_badblocks(struct blk_dev *dev, uint64_t *added);
 /* Clear poison on the media and in the table; the sectors' content is undefined until written. */
 int blk_poison_clear(struct blk_dev *dev, uint64_t sector, uint64_t nr);
 /* Ranges that intersect [sector, sector + nr), clipped.  Returns how many were written to @out
@@ -301,6 +314,7 @@ enum blk_poison_cause {
 	BLK_POISON_FOUND,    /* a media error or a guarded fault (read, or direct access) */
 	BLK_POISON_LATENT,   /* emulated latent poison (DEVICE.latent) that a read touched */
 	BLK_POISON_INJECTED, /* blk_poison_add (online injection) */
+	BLK_POISON_SOURCE, /* a badblocks source listed it after open (blk_dev_refresh_badblocks) */
 };
 typedef void blk_poison_notify_fn(void *priv, uint64_t sector, uint64_t nr,
                                   enum blk_poison_cause cause);

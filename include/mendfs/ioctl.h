@@ -246,7 +246,9 @@ _Static_assert(sizeof(struct mendfs_ioc_grow) == 80, "ABI");
  * phase verifies both copies of every in-use meta zone block (checksum,
  * self-location) and rewrites a bad copy from the good one; the data phase
  * reads every allocated data block through the engine, so that latent poison
- * is found and recorded as a user read would record it.  A step checks at
+ * is found and recorded as a user read would record it, and on a data_csum
+ * filesystem checks every sector a file maps against its checksum (a
+ * mismatch is damage: an event, and BADRANGES names it).  A step checks at
  * most @meta_budget metadata blocks or reads at most @data_budget bytes, and
  * returns the cursor to continue from; @done is 1 once the data phase ended.
  * MENDFS_SCRUB_RESUME in @flags ignores the cursor given and continues from
@@ -278,7 +280,8 @@ struct mendfs_ioc_scrub {
 	uint64_t poison_found; /* out: sectors that became poison during the step */
 	uint64_t meta_total;   /* out: blocks of the meta zone */
 	uint64_t data_total;   /* out: blocks of the data zone */
-	uint64_t reserved[4];  /* in: 0 */
+	uint64_t csum_found;   /* out: data_csum: file sectors found failing their checksum */
+	uint64_t reserved[3];  /* in: 0 */
 };
 
 #define MENDFS_IOC_SCRUB _IOWR(MENDFS_IOC_MAGIC, 11, struct mendfs_ioc_scrub)
@@ -313,6 +316,7 @@ _Static_assert(sizeof(struct mendfs_ioc_scrub) == 144, "ABI");
 #define MENDFS_EVC_INJECTED   3u /* poison: MENDFS_IOC_INJECT */
 #define MENDFS_EVC_MEDIA      4u /* metadata: the bad copy sat on poison */
 #define MENDFS_EVC_CORRUPT    5u /* metadata: the bad copy failed its checks */
+#define MENDFS_EVC_BADBLOCKS  6u /* poison: the device's badblocks list had it (scrub start) */
 
 struct mendfs_ioc_event {
 	uint64_t seq;

@@ -38,8 +38,9 @@ case $MANDIR in /*) M=$D$MANDIR ;; *) M=$P/$MANDIR ;; esac
 SBIN=(mendfs mount.mendfs mount.fuse.mendfs umount.fuse.mendfs mkfs.mendfs fsck.mendfs mendctl)
 MAN=(man8/mendfs.8 man8/mount.mendfs.8 man8/umount.fuse.mendfs.8 man8/mkfs.mendfs.8
 	man8/fsck.mendfs.8 man8/mendctl.8 man3/libmendfs.3 man3/mendfs_preadv2.3
-	man2/ioctl_mendfs.2)
+	man3/mendfs_scrub.3 man2/ioctl_mendfs.2)
 ALIASES=(mendfs_pwritev2 mendfs_badranges mendfs_zeroinit mendfs_recover)
+SCRUB_ALIASES=(mendfs_scrub_step mendfs_events_read)
 HEADERS=(recovery.h ioctl.h format.h)
 DOCS=(README.md RECOVERY.md FORMAT.md)
 
@@ -47,7 +48,7 @@ DOCS=(README.md RECOVERY.md FORMAT.md)
 {
 	for f in "${SBIN[@]}"; do echo "$P/sbin/$f"; done
 	for f in "${MAN[@]}"; do echo "$M/$f"; done
-	for f in "${ALIASES[@]}"; do echo "$M/man3/$f.3"; done
+	for f in "${ALIASES[@]}" "${SCRUB_ALIASES[@]}"; do echo "$M/man3/$f.3"; done
 	for f in "${HEADERS[@]}"; do echo "$P/include/mendfs/$f"; done
 	for f in "${DOCS[@]}"; do echo "$P/share/doc/mendfs/$f"; done
 	for f in libmendfs.a libmendfs.so libmendfs.so.0 libmendfs.so.0.1.0 pkgconfig/mendfs.pc; do
@@ -66,6 +67,10 @@ done
 for f in "${ALIASES[@]}"; do
 	[ "$(readlink -f "$M/man3/$f.3")" = "$(readlink -f "$M/man3/mendfs_preadv2.3")" ] ||
 		fail "man3/$f.3 does not lead to mendfs_preadv2.3"
+done
+for f in "${SCRUB_ALIASES[@]}"; do
+	[ "$(readlink -f "$M/man3/$f.3")" = "$(readlink -f "$M/man3/mendfs_scrub.3")" ] ||
+		fail "man3/$f.3 does not lead to mendfs_scrub.3"
 done
 mandb -q -c "$M" >/dev/null 2>&1 || fail "mandb on the installed pages"
 apropos -M "$M" mendfs >"$W/apropos" || fail "apropos mendfs found nothing"

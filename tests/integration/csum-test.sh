@@ -17,6 +17,9 @@
 #     overwrite clears it (badranges empty, the file reads back);
 #   - the same with several sectors flipped in one file (two in one block,
 #     one in another block, one in the last, partial block);
+#   - `mendctl scrub` as the first thing after mounting finds a flipped
+#     sector by its own checks (checksum_mismatches 1, one event), with no
+#     false alarm from an unwritten extent or a deleted file's blocks;
 #   - the feature off: the same flip is not detected (no table), and
 #     `mendctl grow` refuses a data_csum filesystem.
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $RCHECK, $FSCK_MENDFS.
@@ -147,6 +150,44 @@ umount_fg
 rc=0
 "$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck" 2>&1 || rc=$?
 [ $rc = 0 ] || fail "fsck -n at the end: exit $rc: $(cat "$WORK/fsck")"
+
+step="scrub first"
+# the scrub's data pass checks every written sector itself: a flipped sector
+# that nothing read yet is found by it (checksum_mismatches, one event), and
+# the blocks of an unwritten extent (fallocate: never written, their table
+# entries garbage) and of a deleted file are not taken for damage
+mount_fg
+rcheck pattern "$MNT/h" $SIZE
+S=$(first_sector "$MNT/h" $SIZE)
+fallocate -l 1M "$MNT/prealloc" || fail "fallocate"
+head -c 200000 /dev/urandom >"$MNT/gone" && rm "$MNT/gone" || fail "gone"
+E0=$(mendctl events --json --no-follow "$MNT" | grep -c '"kind":"data_csum"')
+umount_fg
+flip $((S + 2 * 8 + 6)) # block 2 sector 6: bytes [11264, 11776)
+mount_fg
+rc=0
+out=$(mendctl scrub --json "$MNT" 2>&1) || rc=$?
+[ $rc = 4 ] || fail "scrub: exit $rc, expected 4: $out"
+python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+f = [(d["path"], [(r["offset"], r["length"]) for r in d["ranges"]]) for d in j["damaged_files"]]
+assert f == [("/h", [(11264, 512)])], f
+assert j["checksum_mismatches"] == 1, j["checksum_mismatches"]
+' "$out" || fail "scrub before any read: $out"
+ev=$(mendctl events --json --no-follow "$MNT") || fail "mendctl events"
+[ "$(grep -c '"kind":"data_csum"' <<<"$ev")" = 1 ] || fail "data_csum events (before: $E0): $ev"
+grep '"kind":"data_csum"' <<<"$ev" | grep -q '"sector":'$((S + 22))',"count":1.*"path":"/h","offset":11264,"length":512' ||
+	fail "the scrub's data_csum event: $ev"
+# a second scrub finds it again, and posts no second event
+out=$(mendctl scrub --json "$MNT" 2>&1)
+grep -q '"checksum_mismatches":1' <<<"$out" || fail "second scrub: $out"
+ev=$(mendctl events --json --no-follow "$MNT") || fail "mendctl events"
+[ "$(grep -c '"kind":"data_csum"' <<<"$ev")" = 1 ] || fail "a second event: $ev"
+rcheck overwrite "$MNT/h" 11264 512
+out=$(mendctl scrub --json "$MNT" 2>&1) || fail "scrub after the overwrite: $out"
+grep -q '"checksum_mismatches":0' <<<"$out" || fail "scrub after the overwrite: $out"
+umount_fg
 
 step=grow
 truncate -s 96M "$IMG"

@@ -11,8 +11,10 @@
 # copies equal on the image, fsck clean of metadata errors), find the three
 # latent sectors, and leave the writer's data intact; on a terminal it draws
 # the progress bar (none into a pipe).  Then: --rate 2 (MB/s) over ~13 MB
-# takes >= 3 s; SIGINT stops a scrub (exit 32, where it stopped), --resume
-# reads the rest.
+# takes >= 3 s; a second scrub while one runs is refused (exit 16);
+# SIGINT stops a scrub (exit 32, where it stopped), --resume reads the rest.
+# Last, mounted: the backup superblock and the primary journal overwritten
+# with garbage; a scrub rewrites both from the good copies (logged, events).
 # Programs from $MENDFS, $MKFS_MENDFS, $MENDCTL, $FSCK_MENDFS, $METACHECK.
 # Exit 0 pass, 1 fail, 77 skip (not root, no /dev/fuse, no python3, script or od).
 set -u
@@ -157,7 +159,18 @@ echo "unthrottled scrub: $(python3 -c "print(round($t1 - $t0, 2))") s; --rate 2:
 step="interrupt and resume"
 "$MENDCTL" scrub --json --rate 1 "$MNT" >"$WORK/int.json" &
 SPID=$!
-sleep 5 # ~2.3 MB of metadata (two copies) at 1 MB/s, then data
+sleep 2
+# one scrub at a time: a second one, fresh or --resume, is refused (exit 16)
+# and moves no cursor (checked below: interrupted + resumed == whole)
+for args in "" --resume; do
+	st=0
+	busy=$(mendctl scrub --json $args "$MNT" 2>"$WORK/busy.err") || st=$?
+	[ $st = 16 ] || fail "a second scrub ($args) beside a running one exited $st: $busy"
+	[ "$(jget "$busy" 'j["exit_code"]')" = 16 ] || fail "second scrub's JSON: $busy"
+	grep -q "another scrub of this filesystem is running" "$WORK/busy.err" ||
+		fail "second scrub's message: $(cat "$WORK/busy.err")"
+done
+sleep 3 # ~2.3 MB of metadata (two copies) at 1 MB/s, then data
 kill -INT $SPID
 st=0
 wait $SPID || st=$?
@@ -187,4 +200,55 @@ st=$?
 [ "$(jget "$fo" 'sorted(f["ino"] for f in j["damaged_files"])')" = \
 	"$(jget "$out" 'sorted(f["ino"] for f in j["damaged_files"])')" ] || fail "inode numbers: $fo"
 [ "$(blk "$DR")" = "$(blk "$TW")" ] || fail "block $DR and its twin $TW still differ"
+
+step="superblock and journal"
+# mounted, with committed transactions in the journal (checkpoints are lazy):
+# the backup superblock and every primary journal block overwritten with
+# garbage; the scrub's start rewrites the superblock copy and each live
+# journal block's bad copy from the good one, logged, events posted
+read -r _ _ JS _ JL _ JT _ <<<"$(grep ^sb <<<"$loc")"
+mount_fg
+for i in $(seq 1 20); do
+	echo "$i" | dd of="$MNT/j$i" conv=fsync status=none || fail "j$i" # fsync: a commit each
+done
+NB=$(($(stat -c %s "$IMG") / 4096))
+head -c 4096 /dev/urandom | dd of="$IMG" bs=4096 seek=$((NB - 1)) conv=notrunc status=none ||
+	fail "corrupting the backup superblock"
+dd if=/dev/urandom of="$IMG" bs=4096 seek="$JS" count="$JL" conv=notrunc status=none ||
+	fail "corrupting the journal"
+nlog=$(wc -l <"$LOG")
+out=$(mendctl scrub --json "$MNT")
+[ "$(jget "$out" 'j["metadata_errors"]')" = 0 ] || fail "metadata errors after the heal: $out"
+new=$(tail -n +$((nlog + 1)) "$LOG")
+grep -q "scrub: superblock copy at block $((NB - 1)) corrupt, rewritten from the mounted filesystem's superblock" <<<"$new" ||
+	fail "no superblock heal logged: $new"
+nj=$(grep -c "scrub: journal block [0-9]*: copy at [0-9]* corrupt, rewritten from the good copy" <<<"$new")
+[ "$nj" -ge 1 ] || fail "no journal block healed: $new"
+[ "$(jget "$out" 'j["metadata_healed"]')" -ge $((nj + 1)) ] || fail "metadata_healed: $out"
+[ "$(blk 0)" = "$(blk $((NB - 1)))" ] || fail "the superblock copies differ after the scrub"
+for b in $(grep -o "scrub: journal block [0-9]*: copy at [0-9]*" <<<"$new" | awk '{print $NF}'); do
+	[ "$(blk "$b")" = "$(blk $((b - JS + JT)))" ] || fail "journal block $b and its twin differ"
+done
+ev=$(mendctl events --json --no-follow "$MNT")
+[ "$(grep -c '"kind":"metadata_healed"' <<<"$ev")" -ge $((nj + 1)) ] || fail "events: $ev"
+grep -q '"kind":"metadata_healed".*"sector":'$(((NB - 1) * 8))',' <<<"$ev" ||
+	fail "no event for the superblock copy: $ev"
+for i in $(seq 1 20); do [ "$(cat "$MNT/j$i")" = "$i" ] || fail "j$i"; done
+# both copies of the journal garbage: no copy to heal from, so the scrub
+# checkpoints (every committed block in place, the tail past them)
+for i in $(seq 21 30); do
+	echo "$i" | dd of="$MNT/j$i" conv=fsync status=none || fail "j$i"
+done
+dd if=/dev/urandom of="$IMG" bs=4096 seek="$JS" count="$JL" conv=notrunc status=none &&
+	dd if=/dev/urandom of="$IMG" bs=4096 seek="$JT" count="$JL" conv=notrunc status=none ||
+	fail "corrupting both journal copies"
+nlog=$(wc -l <"$LOG")
+out=$(mendctl scrub --json "$MNT")
+[ "$(jget "$out" 'j["metadata_errors"]')" = 0 ] || fail "metadata errors after the checkpoint: $out"
+grep -q "scrub: [0-9]* journal block(s) with no good copy: checkpointed, replay no longer needs them" \
+	<<<"$(tail -n +$((nlog + 1)) "$LOG")" || fail "no checkpoint logged: $(tail -n +$((nlog + 1)) "$LOG")"
+for i in $(seq 1 30); do [ "$(cat "$MNT/j$i")" = "$i" ] || fail "j$i"; done
+umount_fg
+fo=$(timeout 120 "$FSCK_MENDFS" -n --json "$IMG")
+[ "$(jget "$fo" 'j["metadata_errors"]')" = 0 ] || fail "fsck after the heal: $fo"
 echo "pass: $name"

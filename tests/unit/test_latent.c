@@ -8,7 +8,8 @@
  * with EIO at it and records it as poison (table and emulation file), and the
  * latent file forgets it.  A read beside it finds nothing.  A write over it
  * first makes it good.  Direct access to it fails as poison does.  A latent
- * file that names sectors past the device is refused at open.
+ * file that names sectors past the device is refused at open.  A line added
+ * to the emulation file after open is found by blk_dev_refresh_badblocks.
  */
 #include <check.h>
 #include <dirent.h>
@@ -160,6 +161,69 @@ START_TEST(test_read_finds)
 }
 END_TEST
 
+/* The notifier's calls during a refresh. */
+static struct {
+	unsigned calls;
+	uint64_t sector, nr;
+	enum blk_poison_cause cause;
+} seen;
+
+static void note(void *priv, uint64_t sector, uint64_t nr, enum blk_poison_cause cause)
+{
+	(void)priv;
+	seen.calls++;
+	seen.sector = sector;
+	seen.nr = nr;
+	seen.cause = cause;
+}
+
+/*
+ * blk_dev_refresh_badblocks: a line added to the emulation file after open
+ * becomes poison (notifier: only the new part, cause SOURCE), a second call
+ * adds nothing, a malformed file fails with -EINVAL and changes nothing.
+ */
+START_TEST(test_refresh)
+{
+	unsigned char *buf = aligned_alloc(4096, 4096);
+	uint64_t added = 99;
+	struct fix f;
+
+	fix_setup(&f, backends[_i], "");
+	write_file(f.bb, "8 1\n", 4);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 0); /* read at open only */
+	blk_dev_set_poison_notify(f.dev, note, NULL);
+	memset(&seen, 0, sizeof(seen));
+	ck_assert_int_eq(blk_dev_refresh_badblocks(f.dev, &added), 0);
+	ck_assert_uint_eq(added, 1);
+	ck_assert_uint_eq(seen.calls, 1);
+	ck_assert_uint_eq(seen.sector, 8);
+	ck_assert_uint_eq(seen.nr, 1);
+	ck_assert_int_eq(seen.cause, BLK_POISON_SOURCE);
+	ck_assert_int_eq(blk_read(f.dev, 8, buf, 4096, 0), -EIO);
+	/* the list grows around what is known: only the new sectors are news */
+	write_file(f.bb, "6 4\n40 2\n", 9);
+	memset(&seen, 0, sizeof(seen));
+	ck_assert_int_eq(blk_dev_refresh_badblocks(f.dev, &added), 0);
+	ck_assert_uint_eq(added, 5);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 2);
+	ck_assert_uint_eq(seen.calls, 3); /* 6, 9, 40..41 */
+	ck_assert_uint_eq(seen.sector, 40);
+	memset(&seen, 0, sizeof(seen));
+	ck_assert_int_eq(blk_dev_refresh_badblocks(f.dev, &added), 0);
+	ck_assert_uint_eq(added, 0);
+	ck_assert_uint_eq(seen.calls, 0);
+	/* a malformed file: an error, the table as it was */
+	write_file(f.bb, "6 4\nforty\n", 10);
+	ck_assert_int_eq(blk_dev_refresh_badblocks(f.dev, &added), -EINVAL);
+	ck_assert_uint_eq(added, 0);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 2);
+	ck_assert_uint_eq(seen.calls, 0);
+	blk_dev_set_poison_notify(f.dev, NULL, NULL);
+	free(buf);
+	fix_teardown(&f);
+}
+END_TEST
+
 START_TEST(test_write_heals)
 {
 	unsigned char *buf = aligned_alloc(4096, 4096), *back = aligned_alloc(4096, 4096);
@@ -224,6 +288,7 @@ static Suite *latent_suite(void)
 
 	tcase_add_loop_test(tc, test_read_finds, 0, 2);
 	tcase_add_loop_test(tc, test_write_heals, 0, 2);
+	tcase_add_loop_test(tc, test_refresh, 0, 2);
 	tcase_add_test(tc, test_direct_access);
 	tcase_add_test(tc, test_past_the_end);
 	suite_add_tcase(s, tc);
