@@ -474,7 +474,9 @@ umount-elsewhere)
 		set -u
 		fail() { echo "FAIL (umount-elsewhere): $*" >&2; exit 1; }
 		trap 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "${SPID:-}" ] && kill $SPID' EXIT
-		if [ -z "$(ls -A /sys/fs/fuse/connections 2>/dev/null)" ]; then
+		# fusectl may already be mounted with no connection in it yet (the
+		# kernel refuses a second mount of it on the same point: EBUSY)
+		if ! mountpoint -q /sys/fs/fuse/connections; then
 			mount -t fusectl none /sys/fs/fuse/connections || { echo "no fusectl" >&2; exit 77; }
 		fi
 		mkdir -p /run/mount && mount -t tmpfs tmpfs /run/mount || fail "tmpfs on /run/mount"
