@@ -76,7 +76,7 @@ static bool events_seen(struct mfs_events *ev, enum mfs_event_kind kind, uint64_
 	return false;
 }
 
-void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cause cause,
+bool mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cause cause,
                     uint64_t sector, uint64_t count, uint64_t block)
 {
 	struct mfs_events *ev = &fs->events;
@@ -90,7 +90,7 @@ void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cau
 	if ((kind == MFS_EV_META_LOST && events_seen(ev, kind, block)) ||
 	    (kind == MFS_EV_DATA_CSUM && events_seen(ev, kind, sector))) {
 		pthread_mutex_unlock(&ev->lock);
-		return;
+		return false;
 	}
 	if (!ev->ring)
 		ev->ring = calloc(MFS_EVENTS_RING, sizeof(*ev->ring));
@@ -112,6 +112,7 @@ void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cau
 		ev->resolved = oldest;
 	pthread_cond_broadcast(&ev->cond);
 	pthread_mutex_unlock(&ev->lock);
+	return true;
 }
 
 /* The engine's notifier: poison entered the table. */

@@ -278,12 +278,12 @@ static const char *copy_state_name(enum copy_state st)
 	return st == COPY_MEDIA ? "media error" : st == COPY_CORRUPT ? "corrupt" : "valid";
 }
 
-/* A damage event for the primary copy of block @blocknr (events.c). */
-static void meta_event(struct mfs *fs, enum mfs_event_kind kind, enum copy_state st,
+/* A damage event for the primary copy of block @blocknr (events.c); false: a repeat. */
+static bool meta_event(struct mfs *fs, enum mfs_event_kind kind, enum copy_state st,
                        uint64_t blocknr)
 {
-	mfs_event_post(fs, kind, st == COPY_MEDIA ? MFS_EVC_MEDIA : MFS_EVC_CORRUPT,
-	               blocknr * MFS_SECTORS_PER_BLOCK, MFS_SECTORS_PER_BLOCK, blocknr);
+	return mfs_event_post(fs, kind, st == COPY_MEDIA ? MFS_EVC_MEDIA : MFS_EVC_CORRUPT,
+	                      blocknr * MFS_SECTORS_PER_BLOCK, MFS_SECTORS_PER_BLOCK, blocknr);
 }
 
 /* Read @b's block into b->data (b->lock held).  Returns 0, -EIO or -EUCLEAN. */
@@ -296,21 +296,28 @@ static int __buf_read(struct mfs *fs, struct mfs_buf *b, uint16_t type)
 	p = read_copy(fs, b->blocknr, b->blocknr, type, b->data);
 	if (p == COPY_OK)
 		return 0;
+	/*
+	 * A lost block fails every read of it (its buffer never becomes
+	 * uptodate): it is logged once per mount, with its event, so a
+	 * dying device's reads cannot flood the log.
+	 */
 	if (!twin) {
-		fprintf(stderr, "mendfs: metadata block %llu: %s, no twin (metadata_dup off)\n",
-		        (unsigned long long)b->blocknr, copy_state_name(p));
 		atomic_fetch_add(&fs->stats.meta_lost, 1);
-		meta_event(fs, MFS_EV_META_LOST, p, b->blocknr);
+		if (meta_event(fs, MFS_EV_META_LOST, p, b->blocknr))
+			fprintf(stderr,
+			        "mendfs: metadata block %llu: %s, no twin (metadata_dup off)\n",
+			        (unsigned long long)b->blocknr, copy_state_name(p));
 		return p == COPY_MEDIA ? -EIO : -EUCLEAN;
 	}
 	t = read_copy(fs, twin, b->blocknr, type, b->data);
 	if (t != COPY_OK) {
-		fprintf(stderr,
-		        "mendfs: metadata block %llu lost: primary %s, twin (block %llu) %s\n",
-		        (unsigned long long)b->blocknr, copy_state_name(p),
-		        (unsigned long long)twin, copy_state_name(t));
 		atomic_fetch_add(&fs->stats.meta_lost, 1);
-		meta_event(fs, MFS_EV_META_LOST, p, b->blocknr);
+		if (meta_event(fs, MFS_EV_META_LOST, p, b->blocknr))
+			fprintf(stderr,
+			        "mendfs: metadata block %llu lost: primary %s, twin (block %llu) "
+			        "%s\n",
+			        (unsigned long long)b->blocknr, copy_state_name(p),
+			        (unsigned long long)twin, copy_state_name(t));
 		return p == COPY_MEDIA || t == COPY_MEDIA ? -EIO : -EUCLEAN;
 	}
 	/* heal: a whole-block write of the good copy replaces (and un-poisons) the bad one */

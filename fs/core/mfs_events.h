@@ -92,8 +92,13 @@ void mfs_events_destroy(struct mfs_events *ev);
 /* Attach (@on) or detach the engine's poison notifier (mount, unmount). */
 void mfs_events_attach(struct mfs *fs, bool on);
 
-/* Post one event (seq and time filled in); owner unknown until resolved. */
-void mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cause cause,
+/*
+ * Post one event (seq and time filled in); owner unknown until resolved.
+ * Returns false when it was not recorded: a repeat of a lost metadata block
+ * or a failed checksum sector already reported this mount (so a caller logs
+ * only what is new).
+ */
+bool mfs_event_post(struct mfs *fs, enum mfs_event_kind kind, enum mfs_event_cause cause,
                     uint64_t sector, uint64_t count, uint64_t block);
 
 /*

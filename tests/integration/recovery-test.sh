@@ -627,6 +627,12 @@ meta)
 	grep -q "metadata block $XR lost: primary media error, twin (block $(twin $XR)) media error" \
 		"$WORK/log" || fail "the loss of block $XR is not logged"
 	[ "$(stat_of meta_lost)" -ge 1 ] || fail "meta_lost $(stat_of meta_lost)"
+	# every read of it fails again (counted), but it is logged once per mount
+	mc getx "$MNT/d/x" user.big 600 EIO
+	mc getx "$MNT/d/x" user.big 600 EIO
+	[ "$(stat_of meta_lost)" -ge 3 ] || fail "meta_lost $(stat_of meta_lost) after 3 reads"
+	n=$(grep -c "metadata block $XR lost" "$WORK/log")
+	[ "$n" = 1 ] || fail "the loss of block $XR logged $n times"
 	umount_fg
 	;;
 *)

@@ -101,10 +101,10 @@ START_TEST(test_lost_once)
 	struct mfs_event ev[8];
 	struct mfs_events_pos pos;
 
-	mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_CORRUPT, 80, 8, 10);
-	mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_CORRUPT, 80, 8, 10);
-	mfs_event_post(fs, MFS_EV_META_HEALED, MFS_EVC_MEDIA, 88, 8, 11);
-	mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_MEDIA, 96, 8, 12);
+	ck_assert(mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_CORRUPT, 80, 8, 10));
+	ck_assert(!mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_CORRUPT, 80, 8, 10));
+	ck_assert(mfs_event_post(fs, MFS_EV_META_HEALED, MFS_EVC_MEDIA, 88, 8, 11));
+	ck_assert(mfs_event_post(fs, MFS_EV_META_LOST, MFS_EVC_MEDIA, 96, 8, 12));
 	ck_assert_int_eq(mfs_events_read(fs, 0, ev, 8, 0, &pos), 3);
 	ck_assert_uint_eq(ev[0].block, 10);
 	ck_assert_uint_eq(ev[1].kind, MFS_EV_META_HEALED);
