@@ -17,16 +17,19 @@ ROUNDS=${4:-3}
 MODE=${MODE:-seq}
 . "$(dirname "$0")/insns-lib.sh"
 
-k=0
+# Each measurement writes its own fresh file, named by its I/O count (ir runs
+# in a command substitution, a subshell: a counter kept here would not count,
+# and the 2N run would overwrite the N run's blocks before allocating).
 ir() { # BUILD IOS -> Ir of the daemon
+	local f=$MNT/f$2
 	insns_callgrind "$1" ""
-	k=$((k + 1))
+	[ ! -e "$f" ] || { echo "$f exists: not a fresh file" >&2; exit 1; }
 	if [ "$MODE" = rand ]; then
-		truncate -s 256M "$MNT/f$k"
-		fio --name=w --filename="$MNT/f$k" --rw=randwrite --bs=4k --direct=1 --ioengine=psync \
+		truncate -s 256M "$f"
+		fio --name=w --filename="$f" --rw=randwrite --bs=4k --direct=1 --ioengine=psync \
 			--size=256M --number_ios="$2" --randrepeat=1 --norandommap --output=/dev/null
 	else
-		fio --name=w --filename="$MNT/f$k" --rw=write --bs=4k --direct=1 --ioengine=psync \
+		fio --name=w --filename="$f" --rw=write --bs=4k --direct=1 --ioengine=psync \
 			--size=$((4 * $2))k --output=/dev/null
 	fi
 	insns_umount
