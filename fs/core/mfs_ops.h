@@ -195,6 +195,13 @@ struct mfs_new_inode {
 };
 int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
                struct stat *st);
+/*
+ * As mfs_create, but hands over a reference to the new inode (mfs_iput it),
+ * taken before the directory's lock is released: a caller that goes on to
+ * pin it never meets its number unlinked, freed and reused meanwhile.
+ */
+int mfs_create_get(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+                   struct stat *st, struct mfs_ino **ipp);
 /* mfs_create with umask 0, for each type. */
 int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,
               gid_t gid, struct stat *st);

@@ -107,9 +107,12 @@ static int symlink_block(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip
 	return ret;
 }
 
-/* mknod, mkdir and symlink: a new inode @ni (type checked) named @name in @dir. */
+/*
+ * mknod, mkdir and symlink: a new inode @ni (type checked) named @name in @dir.
+ * With @ipp, its reference is handed over instead of dropped.
+ */
 static int create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
-                  struct stat *st)
+                  struct stat *st, struct mfs_ino **ipp)
 {
 	const char *target = ni->target;
 	mode_t mode = ni->mode;
@@ -207,7 +210,10 @@ unlock:
 	if (ip) {
 		if (!ret && st)
 			mfs_inode_to_stat(ip, st);
-		mfs_iput(fs, ip);
+		if (!ret && ipp)
+			*ipp = ip;
+		else
+			mfs_iput(fs, ip);
 	}
 	mfs_iput(fs, dp);
 	/*
@@ -222,8 +228,8 @@ unlock:
 	return ret;
 }
 
-int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
-               struct stat *st)
+int mfs_create_get(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+                   struct stat *st, struct mfs_ino **ipp)
 {
 	struct mfs_new_inode n = *ni;
 
@@ -245,7 +251,13 @@ int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_
 		return -EINVAL;
 	}
 	n.mode &= S_IFMT | 07777;
-	return create(fs, dir, name, &n, st);
+	return create(fs, dir, name, &n, st, ipp);
+}
+
+int mfs_create(struct mfs *fs, uint64_t dir, const char *name, const struct mfs_new_inode *ni,
+               struct stat *st)
+{
+	return mfs_create_get(fs, dir, name, ni, st, NULL);
 }
 
 int mfs_mknod(struct mfs *fs, uint64_t dir, const char *name, mode_t mode, dev_t rdev, uid_t uid,

@@ -180,13 +180,17 @@ fail:
 	fuse_reply_err(req, (int)-n);
 }
 
-/* The common tail of mknod, mkdir, symlink, link: one lookup reference for the reply. */
-static void reply_new(fuse_req_t req, int ret, const struct stat *st)
+/*
+ * The common tail of mknod, mkdir, symlink: one lookup reference for the
+ * reply, the node pinned from the reference the creation handed over (never
+ * by number: the name may be gone and the number reused by now).
+ */
+static void reply_new(fuse_req_t req, int ret, struct mfs_ino *ip)
 {
 	struct fuse_entry_param e;
 
 	if (!ret)
-		ret = mfsd_node_get(D(req), st->st_ino, &e);
+		ret = mfsd_node_attach(D(req), ip, &e);
 	if (ret)
 		goto fail;
 	fuse_reply_entry(req, &e);
@@ -195,9 +199,12 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
-/* mknod, mkdir, symlink and create: owner, umask or default ACL (mfs_create). */
+/*
+ * mknod, mkdir, symlink and create: owner, umask or default ACL
+ * (mfs_create_get); on success *@ipp holds a reference to the new inode.
+ */
 static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
-                     const char *target, struct stat *st)
+                     const char *target, struct mfs_ino **ipp)
 {
 	struct mfs_new_inode ni = {.rdev = rdev, .umask = req_umask(req), .target = target};
 	int ret;
@@ -205,46 +212,57 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	ret = new_owner(req, parent, &mode, &ni.uid, &ni.gid);
 	ni.mode = mode;
 	if (!ret)
-		ret = mfs_create(D(req)->fs, parent, name, &ni, st);
+		ret = mfs_create_get(D(req)->fs, parent, name, &ni, NULL, ipp);
 	return ret;
 }
 
 void mfsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	struct stat st;
+	struct mfs_ino *ip = NULL;
 	int ret = -EINVAL;
 
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
 	if (!S_ISDIR(mode) && !S_ISLNK(mode))
-		ret = make_node(req, parent, name, mode, rdev, NULL, &st);
-	reply_new(req, ret, &st);
+		ret = make_node(req, parent, name, mode, rdev, NULL, &ip);
+	reply_new(req, ret, ip);
 }
 
 void mfsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	struct stat st;
+	struct mfs_ino *ip = NULL;
+	int ret;
 
-	reply_new(req, make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &st), &st);
+	ret = make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &ip);
+	reply_new(req, ret, ip);
 }
 
 void mfsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-	struct stat st;
+	struct mfs_ino *ip = NULL;
 	int ret = -EINVAL;
 
 	if (target)
-		ret = make_node(req, parent, name, S_IFLNK | 0777, 0, target, &st);
-	reply_new(req, ret, &st);
+		ret = make_node(req, parent, name, S_IFLNK | 0777, 0, target, &ip);
+	reply_new(req, ret, ip);
 }
 
+/* The kernel holds a node of @ino for the request: its number cannot be reused. */
 void mfsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	struct fuse_entry_param e;
 	struct stat st;
 	int ret;
 
 	ret = mfs_link(D(req)->fs, ino, newparent, newname, &st);
-	reply_new(req, ret, &st);
+	if (!ret)
+		ret = mfsd_node_get(D(req), st.st_ino, &e);
+	if (ret)
+		goto fail;
+	fuse_reply_entry(req, &e);
+	return;
+fail:
+	fuse_reply_err(req, -ret);
 }
 
 void mfsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -274,17 +292,20 @@ void mfsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 {
 	struct mfsd *d = D(req);
 	struct fuse_entry_param e;
-	struct stat st;
+	struct mfs_ino *ip;
+	uint64_t ino;
 	int ret;
 
-	ret = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &st);
-	if (!ret)
-		ret = mfsd_node_get(d, st.st_ino, &e);
+	ret = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ip);
 	if (ret)
 		goto fail;
-	ret = mfsd_file_open(d, st.st_ino, fi);
+	ino = ip->ino;
+	ret = mfsd_node_attach(d, ip, &e); /* the node now pins the inode */
+	if (ret)
+		goto fail;
+	ret = mfsd_file_open(d, ino, fi);
 	if (ret) {
-		mfsd_node_forget(d, st.st_ino, 1);
+		mfsd_node_forget(d, ino, 1);
 		goto fail;
 	}
 	fuse_reply_create(req, &e, fi);

@@ -134,6 +134,35 @@ START_TEST(test_lookup_get_holds_number)
 }
 END_TEST
 
+/* mfs_create_get: the new inode's reference outlives an unlink before the pin. */
+START_TEST(test_create_get_holds_number)
+{
+	struct mfs_new_inode ni = {.mode = S_IFREG | 0640, .uid = 7, .gid = 8};
+	uint64_t ffree0 = ffree(), f, g;
+	struct mfs_ino *ip;
+	struct stat st;
+
+	ck_assert_int_eq(mfs_create_get(fs, ROOT, "f", &ni, &st, &ip), 0);
+	f = ip->ino;
+	ck_assert_uint_eq(st.st_ino, f);
+	ck_assert_uint_eq(st.st_uid, 7);
+	ck_assert_uint_eq(ffree(), ffree0 - 1);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "f"), 0); /* another thread, before the pin */
+	A(fs)->ino.hint = f - 1;
+	g = mk(ROOT, "g", S_IFREG | 0644);
+	ck_assert_uint_ne(g, f); /* f's number is still held */
+	ck_assert_uint_eq(ip->di.nlink, 0);
+	mfs_iput(fs, ip);
+	ck_assert_uint_eq(ffree(), ffree0 - 1);
+	/* a failed creation hands over nothing */
+	ip = NULL;
+	ck_assert_int_eq(mfs_create_get(fs, ROOT, "g", &ni, NULL, &ip), -EEXIST);
+	ck_assert_ptr_null(ip);
+	ck_assert_int_eq(mfs_unlink(fs, ROOT, "g"), 0);
+	ck_assert_uint_eq(ffree(), ffree0);
+}
+END_TEST
+
 START_TEST(test_unlink_open_frees_at_last_user)
 {
 	uint64_t ffree0 = ffree(), bfree0 = bfree(), f;
@@ -266,6 +295,7 @@ void namei_unlink_tests(TCase *tc)
 	tcase_add_test(tc, test_unlink_pinned_frees_at_once);
 	tcase_add_test(tc, test_unlink_open_frees_at_last_user);
 	tcase_add_test(tc, test_lookup_get_holds_number);
+	tcase_add_test(tc, test_create_get_holds_number);
 	tcase_add_test(tc, test_unlink_links_and_rename);
 	tcase_add_test(tc, test_unlink_races_users);
 }
