@@ -80,16 +80,22 @@ fail:
 
 /*
  * readdirplus: entries are collected under the directory's lock (as many as
- * the reply can hold), then each is pinned and its attributes read outside
- * it: every entry returned, except "." and "..", takes a lookup reference.
+ * the reply can hold), each with a reference to its inode taken there, while
+ * the directory still names it (as LOOKUP does: an unlink and a create
+ * meanwhile cannot hand the kernel a reused number); then each is pinned and
+ * its attributes read outside the lock: every entry returned, except "." and
+ * "..", takes a lookup reference.
  */
 struct plus_ent {
 	uint64_t ino, next_pos;
+	struct mfs_ino *ip; /* the reference, or NULL: "." and "..", or err */
+	int err;            /* why no reference (-ENOENT: a dot entry) */
 	char name[NAME_MAX + 1];
 };
 
 struct plusbuf {
 	fuse_req_t req;
+	struct mfs *fs;
 	size_t size, used;
 	struct plus_ent *ents;
 	size_t n, cap;
@@ -125,17 +131,29 @@ static int collect_plus(void *arg, const char *name, size_t name_len, uint64_t i
 		return 1;
 	pe->ino = ino;
 	pe->next_pos = next_pos;
+	pe->ip = NULL;
+	pe->err = -ENOENT;
+	if (strcmp(pe->name, ".") && strcmp(pe->name, ".."))
+		pe->err = mfs_iget(pb->fs, ino, &pe->ip);
 	pb->used += need;
 	pb->n++;
 	return 0;
+}
+
+/* Drop the references of entries @from on, not replied. */
+static void put_plus(struct plusbuf *pb, size_t from)
+{
+	for (size_t i = from; i < pb->n; i++)
+		if (pb->ents[i].ip)
+			mfs_iput(pb->fs, pb->ents[i].ip);
 }
 
 void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       struct fuse_file_info *fi)
 {
 	struct mfsd *d = D(req);
-	struct plusbuf pb = {.req = req, .size = size};
-	size_t i, used = 0;
+	struct plusbuf pb = {.req = req, .fs = d->fs, .size = size};
+	size_t i = 0, used = 0;
 	struct mfsd_file *f = mfsd_file_of(fi);
 	char *buf = NULL;
 	int ret;
@@ -150,22 +168,24 @@ void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = malloc(size ? size : 1);
 	if (!buf)
 		goto fail;
-	for (i = 0; i < pb.n; i++) {
+	for (; i < pb.n; i++) {
 		struct plus_ent *pe = &pb.ents[i];
 		struct fuse_entry_param e;
-		bool dots = !strcmp(pe->name, ".") || !strcmp(pe->name, "..");
 
-		ret = dots ? -ENOENT : mfsd_node_get(d, pe->ino, &e);
+		/* the node takes over the entry's reference, even when it fails */
+		ret = pe->ip ? mfsd_node_attach(d, pe->ip, &e) : pe->err;
+		pe->ip = NULL;
 		if (ret == -ENOENT) {
 			/*
-			 * "." and "..", or an entry removed since it was listed
+			 * "." and "..", or an inode the core no longer has
 			 * (skipping it could leave an empty reply, read as the
-			 * end of the directory): a name without attributes,
-			 * which takes no lookup reference (node id 0).
+			 * end of the directory): a name without attributes, which
+			 * takes no lookup reference (node id 0).
 			 */
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = pe->ino;
-			e.attr.st_mode = dots ? S_IFDIR : 0;
+			e.attr.st_mode =
+			        !strcmp(pe->name, ".") || !strcmp(pe->name, "..") ? S_IFDIR : 0;
 		} else if (ret) {
 			if (!used)
 				goto fail;
@@ -174,11 +194,13 @@ void mfsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		used += fuse_add_direntry_plus(req, buf + used, size - used, pe->name, &e,
 		                               (off_t)pe->next_pos);
 	}
+	put_plus(&pb, i);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 	free(pb.ents);
 	return;
 fail:
+	put_plus(&pb, i);
 	free(buf);
 	free(pb.ents);
 	fuse_reply_err(req, -ret);
