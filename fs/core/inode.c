@@ -47,6 +47,12 @@
 
 struct mfs_icache {
 	struct mfs_ino **hash;
+	/*
+	 * Per bucket, how many entries have left it (icache_lock): mfs_iget
+	 * copies a slot outside the lock, and an inode that was loaded, changed
+	 * and dropped meanwhile makes that copy stale (see mfs_iget).
+	 */
+	uint32_t *removed;
 	uint64_t gen; /* next generation (protected by icache_lock) */
 };
 
@@ -67,7 +73,10 @@ int mfs_icache_init(struct mfs *fs)
 	if (!ic)
 		return -ENOMEM;
 	ic->hash = calloc(ICACHE_BUCKETS, sizeof(*ic->hash));
-	if (!ic->hash) {
+	ic->removed = calloc(ICACHE_BUCKETS, sizeof(*ic->removed));
+	if (!ic->hash || !ic->removed) {
+		free(ic->hash);
+		free(ic->removed);
 		free(ic);
 		return -ENOMEM;
 	}
@@ -100,6 +109,7 @@ void mfs_icache_destroy(struct mfs *fs)
 		}
 	}
 	free(ic->hash);
+	free(ic->removed);
 	free(ic);
 	fs->icache = NULL;
 	pthread_mutex_destroy(&fs->icache_lock);
@@ -133,6 +143,8 @@ static void __iremove(struct mfs *fs, struct mfs_ino *ip)
 {
 	struct mfs_ino **pp = &IC(fs)->hash[ihash(ip->ino)];
 
+	IC(fs)->removed[ihash(ip->ino)]++;
+
 	while (*pp && *pp != ip)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -154,45 +166,57 @@ static struct mfs_ino *ino_alloc(uint64_t ino)
 
 int mfs_iget(struct mfs *fs, uint64_t ino, struct mfs_ino **ipp)
 {
-	struct mfs_ino *ip, *fresh;
-	bool evicting;
+	struct mfs_ino *ip, *fresh = NULL;
+	bool evicting, orphan = false;
+	uint32_t removed;
 	int ret;
 
 	pthread_mutex_lock(&fs->icache_lock);
-	ip = __ifind(fs, ino, &evicting);
-	if (ip)
-		atomic_fetch_add(&ip->ref, 1);
-	pthread_mutex_unlock(&fs->icache_lock);
-	if (ip) {
-		*ipp = ip;
-		return 0;
-	}
-	if (evicting)
-		return -ENOENT;
-
-	fresh = ino_alloc(ino);
-	if (!fresh)
-		return -ENOMEM;
-	ret = mfs_inode_read(fs, ino, &fresh->di);
-	if (ret) {
-		ino_free(fresh);
-		return ret;
-	}
-	fresh->unlinked = fresh->di.nlink == 0;
-	/* someone may have loaded it meanwhile: theirs wins */
-	pthread_mutex_lock(&fs->icache_lock);
-	ip = __ifind(fs, ino, &evicting);
-	if (ip) {
-		atomic_fetch_add(&ip->ref, 1);
-	} else if (!evicting) {
-		__iinsert(fs, fresh);
-		ip = fresh;
-		fresh = NULL;
+	for (;;) {
+		ip = __ifind(fs, ino, &evicting);
+		if (ip) {
+			atomic_fetch_add(&ip->ref, 1);
+			break;
+		}
+		if (evicting)
+			break;
+		/*
+		 * Copy the slot outside the lock.  Whoever loads, changes and
+		 * drops the inode meanwhile writes its slot before it leaves the
+		 * cache: if anything left this bucket since, the copy may predate
+		 * that write, and is made again.
+		 */
+		removed = IC(fs)->removed[ihash(ino)];
+		pthread_mutex_unlock(&fs->icache_lock);
+		if (!fresh)
+			fresh = ino_alloc(ino);
+		if (!fresh)
+			return -ENOMEM;
+		ret = mfs_inode_read(fs, ino, &fresh->di);
+		if (ret) {
+			ino_free(fresh);
+			return ret;
+		}
+		fresh->unlinked = fresh->di.nlink == 0;
+		pthread_mutex_lock(&fs->icache_lock);
+		if (IC(fs)->removed[ihash(ino)] != removed)
+			continue;
+		/* someone may have loaded it meanwhile: theirs wins */
+		ip = __ifind(fs, ino, &evicting);
+		if (ip) {
+			atomic_fetch_add(&ip->ref, 1);
+		} else if (!evicting) {
+			__iinsert(fs, fresh);
+			ip = fresh;
+			fresh = NULL;
+			orphan = ip->unlinked;
+		}
+		break;
 	}
 	pthread_mutex_unlock(&fs->icache_lock);
 	if (fresh)
 		ino_free(fresh);
-	else if (ip->unlinked)
+	if (orphan)
 		mfs_space_unlinked(fs); /* an orphan loaded: freed at its last reference */
 	if (!ip)
 		return -ENOENT;

@@ -13,7 +13,9 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <linux/fs.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,8 +438,70 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/*
+ * An inode nobody holds is copied from its slot by each operation.  A copy
+ * made just before another thread loaded the inode, changed it and dropped it
+ * must not be installed: the copy is stopped right after it is made (the
+ * test binary is linked with --wrap=mfs_inode_read), another mkdir runs to
+ * completion meanwhile, and neither link is lost.
+ */
+int __real_mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
+int __wrap_mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di);
+
+static struct {
+	atomic_bool armed;
+	pthread_t thread;
+	sem_t copied, go;
+} stall;
+
+int __wrap_mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di)
+{
+	int ret = __real_mfs_inode_read(fs, ino, di);
+
+	if (atomic_load(&stall.armed) && pthread_equal(pthread_self(), stall.thread)) {
+		atomic_store(&stall.armed, false);
+		sem_post(&stall.copied);
+		sem_wait(&stall.go);
+	}
+	return ret;
+}
+
+static void *stalled_mkdir(void *arg)
+{
+	struct stat st;
+
+	stall.thread = pthread_self();
+	atomic_store(&stall.armed, true);
+	return (void *)(intptr_t)mfs_mkdir(fs, *(uint64_t *)arg, "stalled", 0755, 0, 0, &st);
+}
+
+START_TEST(test_stale_inode_copy)
+{
+	uint64_t d = mkd(ROOT, "d");
+	struct stat st;
+	pthread_t th;
+	void *ret;
+
+	ck_assert_int_eq(sem_init(&stall.copied, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&stall.go, 0, 0), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, stalled_mkdir, &d), 0);
+	sem_wait(&stall.copied); /* it holds a copy of d with 2 links */
+	ck_assert_int_eq(mfs_mkdir(fs, d, "meanwhile", 0755, 0, 0, &st), 0);
+	sem_post(&stall.go);
+	pthread_join(th, &ret);
+	ck_assert_int_eq((int)(intptr_t)ret, 0);
+	ck_assert_uint_eq(nlink(d), 4);
+	remount();
+	ck_assert_uint_eq(nlink(d), 4);
+	ck_assert_uint_ne(look(d, "meanwhile"), 0);
+	sem_destroy(&stall.copied);
+	sem_destroy(&stall.go);
+}
+END_TEST
+
 void namei_persist_tests(TCase *tc)
 {
+	tcase_add_test(tc, test_stale_inode_copy);
 	tcase_add_test(tc, test_persistence);
 	tcase_add_test(tc, test_enospc_inodes);
 	tcase_add_test(tc, test_generation_reuse);
