@@ -30,6 +30,7 @@
 #include "commit_thread.h"
 #include "events.h"
 #include "node_table.h"
+#include "transport.h"
 
 #define MFSD_MAX_WRITE       (1u << 20) /* bytes per write request (FUSE_MAX_PAGES) */
 #define MFSD_DEFAULT_THREADS 10         /* worker threads without -o threads: libfuse's default */
@@ -46,9 +47,10 @@ struct mfsd {
 	bool writeback;     /* -o writeback: the kernel's writeback cache */
 	bool dont_mask;     /* POSIX ACLs: the kernel leaves the umask to us (set at INIT) */
 
-	struct mfsd_commit commit; /* -o commit=SECONDS */
-	struct mfsd_evlog evlog;   /* damage events to the log (events.c) */
-	struct mfsd_nodes nodes;   /* node table and open files */
+	struct mfsd_commit commit;          /* -o commit=SECONDS */
+	struct mfsd_evlog evlog;            /* damage events to the log (events.c) */
+	struct mfsd_nodes nodes;            /* node table and open files */
+	struct mfsd_transport_stats tstats; /* the transport's (transport.h), for mendctl stats */
 };
 
 /* The mount a request is for. */

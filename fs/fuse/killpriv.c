@@ -33,36 +33,33 @@ static const void *req_arg(const void *buf, size_t len, size_t size)
 	return (const char *)buf + sizeof(struct fuse_in_header);
 }
 
-ssize_t mfsd_killpriv_read(int fd, void *buf, size_t len, void *userdata)
+void mfsd_killpriv_note(const void *buf, size_t n)
 {
 	const struct fuse_in_header *in = buf;
 	const struct fuse_write_in *w;
 	const struct fuse_open_in *o;
 	const struct fuse_create_in *c;
 	const struct fuse_init_in *init;
-	ssize_t n;
 
-	(void)userdata;
 	mfsd_killpriv_req = false;
-	n = read(fd, buf, len);
-	if (n < (ssize_t)sizeof(*in))
-		return n;
+	if (n < sizeof(*in))
+		return;
 	switch (in->opcode) {
 	case FUSE_WRITE:
-		w = req_arg(buf, (size_t)n, sizeof(*w));
+		w = req_arg(buf, n, sizeof(*w));
 		mfsd_killpriv_req = w && (w->write_flags & FUSE_WRITE_KILL_SUIDGID);
 		break;
 	case FUSE_OPEN:
-		o = req_arg(buf, (size_t)n, sizeof(*o));
+		o = req_arg(buf, n, sizeof(*o));
 		mfsd_killpriv_req = o && (o->open_flags & FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_CREATE:
-		c = req_arg(buf, (size_t)n, sizeof(*c));
+		c = req_arg(buf, n, sizeof(*c));
 		mfsd_killpriv_req = c && (c->open_flags & FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_INIT:
 		/* protocol 7.33 has the flag; older fuse_init_in are shorter */
-		init = req_arg(buf, (size_t)n, offsetof(struct fuse_init_in, flags2));
+		init = req_arg(buf, n, offsetof(struct fuse_init_in, flags2));
 		if (want_v2 && init && init->major == 7 && init->minor >= 33 &&
 		    (init->flags & FUSE_HANDLE_KILLPRIV_V2))
 			atomic_store(&init_unique, in->unique);
@@ -70,6 +67,17 @@ ssize_t mfsd_killpriv_read(int fd, void *buf, size_t len, void *userdata)
 	default:
 		break;
 	}
+}
+
+ssize_t mfsd_killpriv_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n;
+
+	(void)userdata;
+	mfsd_killpriv_req = false;
+	n = read(fd, buf, len);
+	if (n > 0)
+		mfsd_killpriv_note(buf, (size_t)n);
 	return n;
 }
 

@@ -29,6 +29,13 @@
 /* Ask for FUSE_HANDLE_KILLPRIV_V2 in the INIT reply if the kernel offers it. */
 void mfsd_killpriv_want(bool on);
 
+/*
+ * Note the kill flag (and an INIT) of the raw request @buf of @len bytes that
+ * this thread is about to hand to libfuse: what the read hook does, for a
+ * transport that receives requests otherwise (transport_uring.c).
+ */
+void mfsd_killpriv_note(const void *buf, size_t len);
+
 /* The /dev/fuse hooks (struct fuse_custom_io: read and writev on the session fd). */
 ssize_t mfsd_killpriv_read(int fd, void *buf, size_t len, void *userdata);
 ssize_t mfsd_killpriv_writev(int fd, struct iovec *iov, int count, void *userdata);

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <syslog.h>
 
 #include "daemon.h"
@@ -72,10 +73,12 @@ static int abs_file_option(const char *name, const char **path, char **owned)
  * thread's (mount, unmount) and the commit thread's, so that no two threads
  * that submit I/O at once share a submission queue (docs/design/daemon.md §4).
  */
-static unsigned mfsd_hw_queues(unsigned threads)
+static unsigned mfsd_hw_queues(unsigned threads, bool io_uring)
 {
 	unsigned n = (threads ? threads : MFSD_DEFAULT_THREADS) + 2;
 
+	if (io_uring) /* and a ring thread per CPU */
+		n += (unsigned)get_nprocs_conf();
 	return n < BLK_MAX_HW_QUEUES ? n : BLK_MAX_HW_QUEUES;
 }
 
@@ -84,7 +87,7 @@ int main(int argc, char **argv)
 	struct mfsd_opts o;
 	struct mfs_mount_opts mo = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct mfsd_transport t = {.ops = &mfsd_transport_dev};
+	struct mfsd_transport t = {0};
 	char fuse_opts[2 * PATH_MAX + 1024], err[512], mnt[PATH_MAX];
 	char fsname[2 * PATH_MAX];
 	char *dev_abs = NULL, *bb_abs = NULL, *latent_abs = NULL;
@@ -148,7 +151,7 @@ int main(int argc, char **argv)
 	mo.latent = o.latent;
 	mo.exclusive = true;
 	mo.atime = o.atime;
-	mo.hw_queues = mfsd_hw_queues(o.threads);
+	mo.hw_queues = mfsd_hw_queues(o.threads, o.io_uring);
 	mo.fault_inject = o.fault_inject;
 	mo.fault_nth = o.fault_nth;
 	mo.fault_dying = o.fault_dying;
@@ -209,6 +212,8 @@ int main(int argc, char **argv)
 		mfsd_log(LOG_WARNING, "%s: strictatime/nodiratime not shown in the mount flags: %s",
 		         mnt, strerror(-ret));
 	t.se = d->se;
+	t.ops = o.io_uring ? &mfsd_transport_uring : &mfsd_transport_dev;
+	t.tstats = &d->tstats;
 	t.threads = o.threads;
 	t.killpriv_v2 = !d->read_only;
 	if (t.ops->start(&t)) {

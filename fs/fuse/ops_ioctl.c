@@ -254,6 +254,8 @@ static int ioc_stats(const struct ioc_call *c, void *arg)
 	a->commits = fst->commits;
 	a->journal_blocks = fst->journal_blocks;
 	a->checkpoints = fst->checkpoints;
+	a->transport = atomic_load(&c->d->tstats.kind);
+	a->ring_requests = atomic_load(&c->d->tstats.ring_requests);
 	return 0;
 }
 

@@ -70,7 +70,8 @@ static void usage(FILE *f)
 	           "  -f        stay in the foreground (log to stderr)\n"
 	           "  -o OPTS   comma-separated mount options:\n"
 	           "            ro, rw, allow_other, backend=pmem|uring|auto, badblocks=PATH,\n"
-	           "            latent=PATH, poison_inject, writeback, commit=SECONDS, threads=N,\n"
+	           "            latent=PATH, poison_inject, writeback, io_uring, commit=SECONDS,\n"
+	           "            threads=N,"
 	           "            timeout=SECONDS, debug, fault_inject=N|N+|0 (testing),\n"
 	           "            default_permissions (always on), and the generic flags\n"
 	           "            atime, relatime, strictatime, noatime, nodiratime, diratime,\n"
@@ -142,6 +143,10 @@ static int parse_opts(struct mfsd_opts *o, char *list)
 			o->writeback = true;
 		} else if (!strcmp(opt, "no_writeback") && !val) {
 			o->writeback = false;
+		} else if (!strcmp(opt, "io_uring") && !val) {
+			o->io_uring = true;
+		} else if (!strcmp(opt, "no_io_uring") && !val) {
+			o->io_uring = false;
 		} else if (!strcmp(opt, "backend") && val) {
 			if (!strcmp(val, "pmem"))
 				o->backend = BLK_BACKEND_PMEM;

@@ -14,7 +14,8 @@
 struct mfsd_opts {
 	const char *device, *mountpoint; /* as given */
 	bool foreground, debug, read_only, allow_other, poison_inject, writeback;
-	unsigned atime;                 /* MFS_ATIME_* */
+	bool io_uring;  /* -o io_uring: FUSE over io_uring when the kernel offers it */
+	unsigned atime; /* MFS_ATIME_* */
 	bool fault_inject, fault_dying; /* -o fault_inject=N[+] (a test knob) */
 	uint64_t fault_nth;
 	enum blk_backend_type backend;

@@ -3,9 +3,10 @@
  * How requests reach the ops: a transport reads the requests of a mounted
  * FUSE session, hands each to libfuse (which decodes it and calls the ops
  * table, ops.c) and carries the replies back.  The ops never know which
- * transport carried a request.  Today there is one, /dev/fuse read through
- * libfuse's multithreaded session loop (transport_dev.c); FUSE over io_uring
- * would be a second struct mfsd_transport_ops beside it.
+ * transport carried a request.  There are two: /dev/fuse read through
+ * libfuse's multithreaded session loop (transport_dev.c), and FUSE over
+ * io_uring (transport_uring.c, -o io_uring), which keeps that loop for what
+ * the rings do not carry.
  *
  * main sets up the session (ops table, signal handlers, mount), then calls
  * start, loop (until unmount or a signal) and stop.  A transport calls
@@ -14,7 +15,9 @@
 #ifndef MENDFS_TRANSPORT_H
 #define MENDFS_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct fuse_session;
 struct mfsd_transport;
@@ -36,15 +39,30 @@ struct mfsd_transport_ops {
 	void (*stop)(struct mfsd_transport *t);
 };
 
+/* What `mendctl stats` shows of the transport (MENDFS_TRANSPORT_* in mendfs/ioctl.h). */
+enum { MFSD_TRANSPORT_DEV_FUSE = 1, MFSD_TRANSPORT_IO_URING = 2 };
+
+struct mfsd_transport_stats {
+	_Atomic unsigned kind;          /* the transport carrying requests now */
+	_Atomic uint64_t ring_requests; /* requests that arrived in a ring entry */
+};
+
 struct mfsd_transport {
 	const struct mfsd_transport_ops *ops;
 	struct fuse_session *se; /* mounted, with the ops table */
 	unsigned threads;        /* worker threads at most; 0: the transport's default */
 	bool killpriv_v2;        /* grant FUSE_HANDLE_KILLPRIV_V2 if offered (killpriv.h) */
 	void *priv;              /* the transport's own */
+	struct mfsd_transport_stats *tstats; /* the daemon's, updated by the transport */
 };
 
 /* /dev/fuse, libfuse's multithreaded session loop and our read/writev hooks. */
 extern const struct mfsd_transport_ops mfsd_transport_dev;
+
+/* FUSE over io_uring, /dev/fuse beside it (or alone if the kernel refuses). */
+extern const struct mfsd_transport_ops mfsd_transport_uring;
+
+/* The /dev/fuse session loop (the loop of both transports). */
+int mfsd_dev_loop(struct mfsd_transport *t);
 
 #endif

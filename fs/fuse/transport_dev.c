@@ -6,6 +6,7 @@
  * (no clone_fd).  Calls libfuse, killpriv.c and the daemon's log.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <syslog.h>
 
@@ -20,11 +21,13 @@ static const struct fuse_custom_io dev_io = {
 
 static int dev_start(struct mfsd_transport *t)
 {
+	if (t->tstats)
+		atomic_store(&t->tstats->kind, MFSD_TRANSPORT_DEV_FUSE);
 	mfsd_killpriv_want(t->killpriv_v2);
 	return fuse_session_custom_io(t->se, &dev_io, fuse_session_fd(t->se));
 }
 
-static int dev_loop(struct mfsd_transport *t)
+int mfsd_dev_loop(struct mfsd_transport *t)
 {
 	struct fuse_loop_config *lcfg;
 	int ret;
@@ -54,6 +57,6 @@ static void dev_stop(struct mfsd_transport *t)
 const struct mfsd_transport_ops mfsd_transport_dev = {
         .name = "dev",
         .start = dev_start,
-        .loop = dev_loop,
+        .loop = mfsd_dev_loop,
         .stop = dev_stop,
 };

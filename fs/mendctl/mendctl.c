@@ -676,6 +676,19 @@ out:
 	return ret;
 }
 
+/* The FUSE transport the daemon reports (MENDFS_TRANSPORT_*). */
+static const char *transport_name(uint64_t t)
+{
+	switch (t) {
+	case MENDFS_TRANSPORT_DEV_FUSE:
+		return "dev_fuse";
+	case MENDFS_TRANSPORT_IO_URING:
+		return "io_uring";
+	default:
+		return "unknown";
+	}
+}
+
 static int cmd_stats(const char *path)
 {
 	struct mendfs_ioc_stats a;
@@ -717,13 +730,16 @@ static int cmd_stats(const char *path)
 		        {"commits", a.commits},
 		        {"journal_blocks", a.journal_blocks},
 		        {"checkpoints", a.checkpoints},
+		        {"ring_requests", a.ring_requests},
 		};
 		size_t n = sizeof(c) / sizeof(c[0]);
+		const char *transport = transport_name(a.transport);
 		struct json_object *r;
 
 		int ret;
 
 		if (!json) {
+			printf("%-18s %s\n", "transport", transport);
 			for (size_t i = 0; i < n; i++)
 				printf("%-18s %" PRIu64 "\n", c[i].name, c[i].v);
 			ret = stats_queues(fd, path, NULL) ? 1 : 0;
@@ -731,6 +747,11 @@ static int cmd_stats(const char *path)
 			return ret;
 		}
 		r = json_object_new_object();
+		if (r &&
+		    json_object_object_add(r, "transport", json_object_new_string(transport))) {
+			json_object_put(r);
+			r = NULL;
+		}
 		for (size_t i = 0; r && i < n; i++) {
 			if (mfs_json_add_u64(r, c[i].name, c[i].v)) {
 				json_object_put(r);

@@ -100,8 +100,14 @@ struct mendfs_ioc_stats {
 	/* out: filesystem */
 	uint64_t meta_reads, meta_writes, meta_repairs, meta_lost;
 	uint64_t commits, journal_blocks, checkpoints;
-	uint64_t spare[16]; /* out: 0, room for more counters */
+	/* out: the daemon's FUSE transport (MENDFS_TRANSPORT_*; 0 from a daemon before it) */
+	uint64_t transport;
+	uint64_t ring_requests; /* requests carried by FUSE over io_uring */
+	uint64_t spare[14];     /* out: 0, room for more counters */
 };
+
+#define MENDFS_TRANSPORT_DEV_FUSE 1 /* read(2) and writev(2) on /dev/fuse */
+#define MENDFS_TRANSPORT_IO_URING 2 /* FUSE over io_uring (mendfs -o io_uring) */
 
 /*
  * Per hardware queue engine counters (blk_dev_get_queue_stats).  The daemon

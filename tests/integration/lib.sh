@@ -16,7 +16,11 @@
 #                       everything is undone on exit, whatever happened
 #   mkfs_mendfs ARG...  mkfs.mendfs -q ARG..., its output shown on failure
 #   mount_fg [OPTS]     a foreground daemon on ${DEV:-$IMG} at $MNT (-o OPTS),
-#                       its pid in $DPID, waited for until mounted
+#                       its pid in $DPID, waited for until mounted; with
+#                       MENDFS_TEST_TRANSPORT=io_uring (CI's second pass of the
+#                       suite) over FUSE over io_uring, checked with mendctl
+#   uring_enable        the fuse module's enable_uring on (restored on exit);
+#                       skip if the kernel has no FUSE over io_uring
 #   umount_fg           unmount; the daemon must exit 0
 #   crash               kill -9 the daemon and remove its dead mount
 #   wait_gone PID SECS  true once PID has ended
@@ -111,6 +115,7 @@ lib_cleanup() {
 		wait_gone "$p" 10 || kill -9 "$p" 2>/dev/null
 	done
 	declare -F on_cleanup >/dev/null && on_cleanup
+	[ -n "$URING_WAS" ] && echo "$URING_WAS" >"$URING_PARAM"
 	rm -rf "$WORK"
 }
 
@@ -140,11 +145,37 @@ wait_mounted() {
 	fail "$d not mounted after 20 s"
 }
 
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_WAS="" # enable_uring before uring_enable, restored by lib_cleanup
+
+uring_enable() {
+	[ -e "$URING_PARAM" ] || skip "the kernel has no FUSE over io_uring ($URING_PARAM)"
+	if [ -z "$URING_WAS" ]; then
+		URING_WAS=$(cat "$URING_PARAM")
+		echo 1 >"$URING_PARAM" || fail "cannot set $URING_PARAM"
+	fi
+}
+
+# transport_of DIR: the FUSE transport of the mount at DIR, as mendctl stats says
+transport_of() {
+	"$MENDCTL" --json stats "$1" | sed -n 's/.*"transport":"\([a-z_]*\)".*/\1/p'
+}
+
 mount_fg() {
-	"$MENDFS" -f ${1:+-o "$1"} "${DEV:-$IMG}" "$MNT" 2>>"$LOG" &
+	local opts=${1:-}
+	if [ "${MENDFS_TEST_TRANSPORT:-}" = io_uring ]; then
+		uring_enable
+		opts=${opts:+$opts,}io_uring
+	fi
+	"$MENDFS" -f ${opts:+-o "$opts"} "${DEV:-$IMG}" "$MNT" 2>>"$LOG" &
 	DPID=$!
 	PIDS+=("$DPID")
 	wait_mounted "$MNT"
+	if [ "${MENDFS_TEST_TRANSPORT:-}" = io_uring ]; then
+		local tr
+		tr=$(transport_of "$MNT") || fail "mendctl stats $MNT"
+		[ "$tr" = io_uring ] || fail "MENDFS_TEST_TRANSPORT=io_uring, but the transport is '$tr'"
+	fi
 }
 
 umount_fg() {

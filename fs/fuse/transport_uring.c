@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE over io_uring transport (transport.h, -o io_uring): requests
+ * arrive in ring entries the daemon registered with the kernel, and replies
+ * go back with the COMMIT_AND_FETCH that also hands the entry back for the
+ * next request (uring_abi.h has the kernel's ABI).  One ring and one thread
+ * per kernel queue, i.e. per possible CPU (the kernel picks the queue of the
+ * CPU the calling process runs on, and switches to the rings only once
+ * every queue has entries); each thread runs on its CPU.
+ *
+ * Each request is dispatched through libfuse (fuse_session_process_buf),
+ * into the same ops as the /dev/fuse transport: the headers are copied in
+ * front of the payload, where the entry's buffer leaves room for them, so
+ * the request is one contiguous buffer as libfuse expects and the payload
+ * (a write's data) is not copied.  The reply comes back through the
+ * session's writev hook, which recognises a ring request by its unique id
+ * and copies the reply into the entry instead of writing /dev/fuse.  Replies
+ * of one batch of completions go to the kernel in one io_uring_enter.
+ *
+ * What the rings do not carry keeps using /dev/fuse, read by the same
+ * session loop as the classic transport (transport_dev.c): INIT (the rings
+ * are registered right after its reply), FORGET, INTERRUPT, notifications.
+ * When the kernel does not offer FUSE_OVER_IO_URING, or refuses a
+ * registration (it then falls back by itself), the daemon logs it once and
+ * /dev/fuse carries everything.
+ *
+ * A request that may wait long (FUSE_IOCTL: the damage-event ioctl waits up
+ * to a second for an event) must not hold up its queue: it runs on a thread
+ * of its own, whose reply the ring's thread submits (only a ring's own
+ * thread submits to it, so that the kernel delivers the entry's next
+ * request to a thread that waits for it).
+ *
+ * Calls libfuse, liburing, killpriv.c and the daemon's log.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "killpriv.h"
+#include "transport.h"
+#include "uring_abi.h"
+
+#define RING_DEPTH 8u    /* entries per queue */
+#define HDR_AREA   4096u /* the headers, then room to put them in front of the payload */
+#define EVFD_TAG   1u    /* user_data of the eventfd read (entries are pointers) */
+
+struct uring_tr;
+struct ring;
+
+struct ring_ent {
+	struct ring *r;
+	struct mfsd_fuse_uring_req_header *hdr; /* the entry's memory starts with it */
+	char *payload;                          /* hdr + HDR_AREA */
+	struct iovec iov[2];                    /* what REGISTER hands the kernel */
+	uint64_t commit_id;
+	_Atomic uint64_t unique; /* of the request being handled, 0 when none */
+	bool dead;               /* ended by the kernel (connection gone) or refused */
+	uint32_t last_cmd;
+	struct ring_ent *next_done; /* on the ring's list of replies made elsewhere */
+};
+
+struct ring {
+	struct uring_tr *tr;
+	struct io_uring ring;
+	bool ring_ok;
+	unsigned qid;
+	pthread_t th;   /* as pthread_create gave it (for the join) */
+	pthread_t self; /* as the thread sees itself: commit() compares with it */
+	bool th_ok;
+	_Atomic bool started; /* self is set */
+	int evfd;
+	uint64_t evbuf;
+	pthread_mutex_t done_lock;
+	struct ring_ent *done; /* replied by an ioctl thread, to be committed */
+	struct ring_ent ents[RING_DEPTH];
+};
+
+struct uring_tr {
+	struct mfsd_transport *t;
+	int fuse_fd;
+	unsigned nq;
+	struct ring *rings;
+	size_t payload_sz; /* per entry, set at INIT */
+	void *mem;         /* every entry's memory */
+	size_t mem_sz;
+	sem_t go; /* INIT answered: register (or stop) */
+	_Atomic bool stop;
+	_Atomic bool granted; /* FUSE_OVER_IO_URING in the INIT reply */
+	_Atomic bool refused; /* a registration failed: /dev/fuse carries everything */
+	_Atomic bool live;    /* entries registered: a reply may be a ring request's */
+	_Atomic uint64_t init_unique;
+	_Atomic bool init_offered;
+	_Atomic unsigned ioctl_threads;
+	pthread_mutex_t ioctl_lock;
+	pthread_cond_t ioctl_cond;
+};
+
+static struct uring_tr *the_tr;           /* the session hooks have no pointer of their own */
+static __thread struct ring_ent *cur_ent; /* the entry whose request this thread runs */
+static __thread bool cur_replied;         /* ... and it has had its reply */
+
+static void log_fallback(const char *why)
+{
+	mfsd_log(LOG_WARNING, "FUSE over io_uring: %s: requests go through /dev/fuse", why);
+	if (the_tr && the_tr->t->tstats)
+		atomic_store(&the_tr->t->tstats->kind, MFSD_TRANSPORT_DEV_FUSE);
+}
+
+/* --- submission (a ring's own thread only) ------------------------------------------------- */
+
+static struct io_uring_sqe *get_sqe(struct ring *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe) {
+		io_uring_submit(&r->ring);
+		sqe = io_uring_get_sqe(&r->ring);
+	}
+	return sqe;
+}
+
+static void queue_cmd(struct ring_ent *e, uint32_t cmd)
+{
+	struct io_uring_sqe *sqe = get_sqe(e->r);
+	struct mfsd_fuse_uring_cmd_req *req;
+
+	if (!sqe) {
+		mfsd_log(LOG_ERR, "FUSE over io_uring: submission queue full");
+		e->dead = true;
+		return;
+	}
+	memset(sqe, 0, 2 * sizeof(*sqe)); /* 128-byte entries */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->flags = IOSQE_FIXED_FILE;
+	sqe->fd = 0;
+	sqe->cmd_op = cmd;
+	io_uring_sqe_set_data(sqe, e);
+	req = (struct mfsd_fuse_uring_cmd_req *)sqe->cmd;
+	req->qid = (uint16_t)e->r->qid;
+	if (cmd == MFSD_FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	} else {
+		req->commit_id = e->commit_id;
+	}
+	e->last_cmd = cmd;
+}
+
+static void queue_evfd_read(struct ring *r)
+{
+	struct io_uring_sqe *sqe = get_sqe(r);
+
+	if (!sqe)
+		return;
+	io_uring_prep_read(sqe, r->evfd, &r->evbuf, sizeof(r->evbuf), 0);
+	io_uring_sqe_set_data64(sqe, EVFD_TAG);
+}
+
+/* --- replies ------------------------------------------------------------------------------ */
+
+/* The entry handling request @unique, if a ring carries it. */
+static struct ring_ent *find_ent(struct uring_tr *tr, uint64_t unique)
+{
+	unsigned q, i;
+
+	if (cur_ent && atomic_load_explicit(&cur_ent->unique, memory_order_relaxed) == unique)
+		return cur_ent;
+	for (q = 0; q < tr->nq; q++)
+		for (i = 0; i < RING_DEPTH; i++)
+			if (atomic_load(&tr->rings[q].ents[i].unique) == unique)
+				return &tr->rings[q].ents[i];
+	return NULL;
+}
+
+/* The reply is in the entry: commit it (from the ring's thread, or through it). */
+static void commit(struct ring_ent *e)
+{
+	struct ring *r = e->r;
+	uint64_t one = 1;
+
+	if (e == cur_ent)
+		cur_replied = true;
+	atomic_store(&e->unique, 0); /* from here on the entry may carry the next request */
+	if (atomic_load(&r->started) && pthread_equal(pthread_self(), r->self)) {
+		queue_cmd(e, MFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+		return;
+	}
+	pthread_mutex_lock(&r->done_lock);
+	e->next_done = r->done;
+	r->done = e;
+	pthread_mutex_unlock(&r->done_lock);
+	if (write(r->evfd, &one, sizeof(one)) != sizeof(one))
+		mfsd_log(LOG_ERR, "FUSE over io_uring: waking queue %u: %s", r->qid,
+		         strerror(errno));
+}
+
+/* A reply libfuse wrote (iov[0] the out header) into the entry of a ring request. */
+static ssize_t ring_reply(struct ring_ent *e, const struct iovec *iov, int count)
+{
+	struct fuse_out_header out;
+	size_t len = 0;
+	int i;
+
+	if (iov[0].iov_len != sizeof(out)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(&out, iov[0].iov_base, sizeof(out));
+	for (i = 1; i < count; i++) {
+		if (len + iov[i].iov_len > e->r->tr->payload_sz) {
+			mfsd_log(LOG_ERR, "FUSE over io_uring: a reply of more than %zu bytes",
+			         e->r->tr->payload_sz);
+			out.error = -EIO;
+			len = 0;
+			break;
+		}
+		if (iov[i].iov_base != e->payload + len)
+			memcpy(e->payload + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	out.len = (uint32_t)(sizeof(out) + len);
+	memcpy(e->hdr->in_out, &out, sizeof(out));
+	e->hdr->ring_ent_in_out.payload_sz = (uint32_t)len;
+	commit(e);
+	return (ssize_t)(sizeof(out) + len);
+}
+
+static void reply_error(struct ring_ent *e, uint64_t unique, int error)
+{
+	struct fuse_out_header out = {.len = sizeof(out), .error = -error, .unique = unique};
+	struct iovec iov = {.iov_base = &out, .iov_len = sizeof(out)};
+
+	ring_reply(e, &iov, 1);
+}
+
+/* --- the session hooks (struct fuse_custom_io) -------------------------------------------- */
+
+static ssize_t uring_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = mfsd_killpriv_read(fd, buf, len, userdata);
+	const struct fuse_in_header *in = buf;
+	const struct fuse_init_in *init = (const void *)(in + 1);
+
+	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4) &&
+	    in->opcode == FUSE_INIT && the_tr) {
+		bool offered = init->major == 7 && init->minor >= MFSD_FUSE_OVER_IO_URING_MINOR &&
+		               (init->flags & MFSD_FUSE_INIT_EXT) &&
+		               (init->flags2 & MFSD_FUSE_OVER_IO_URING_FLAG2);
+
+		atomic_store(&the_tr->init_offered, offered);
+		atomic_store(&the_tr->init_unique, in->unique);
+	}
+	return n;
+}
+
+static int alloc_entries(struct uring_tr *tr, size_t payload);
+
+/* The INIT reply: grant FUSE over io_uring if offered and the entries could be made. */
+static void init_reply(struct uring_tr *tr, struct iovec *iov, int count)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	struct fuse_init_out *init;
+	size_t payload;
+
+	atomic_store(&tr->init_unique, 0);
+	if (count < 2 || out->error ||
+	    iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(init->flags2))
+		return;
+	if (!atomic_load(&tr->init_offered)) {
+		log_fallback("not offered by the kernel (the fuse module's enable_uring is off, "
+		             "or the kernel predates 6.14)");
+		return;
+	}
+	init = iov[1].iov_base;
+	/* the kernel's own rule for the payload of a ring entry */
+	payload = init->max_write;
+	if ((init->flags & FUSE_MAX_PAGES) && (size_t)init->max_pages * 4096 > payload)
+		payload = (size_t)init->max_pages * 4096;
+	if (payload < 8192)
+		payload = 8192;
+	if (alloc_entries(tr, payload)) {
+		log_fallback("no memory for the ring entries");
+		return;
+	}
+	init->flags |= MFSD_FUSE_INIT_EXT;
+	init->flags2 |= MFSD_FUSE_OVER_IO_URING_FLAG2;
+	atomic_store(&tr->granted, true);
+}
+
+static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct uring_tr *tr = the_tr;
+	const struct fuse_out_header *out = iov[0].iov_base;
+	struct ring_ent *e;
+	ssize_t n;
+	unsigned q;
+
+	if (tr && iov[0].iov_len >= sizeof(*out) && out->unique) {
+		e = atomic_load_explicit(&tr->live, memory_order_relaxed)
+		            ? find_ent(tr, out->unique)
+		            : NULL;
+		if (e)
+			return ring_reply(e, iov, count);
+		if (out->unique == atomic_load(&tr->init_unique))
+			init_reply(tr, iov, count);
+	}
+	n = mfsd_killpriv_writev(fd, iov, count, userdata);
+	if (tr && atomic_exchange(&tr->granted, false) && n >= 0) {
+		atomic_store(&tr->live, true);
+		for (q = 0; q < tr->nq; q++)
+			sem_post(&tr->go); /* the kernel took the reply: register */
+	}
+	return n;
+}
+
+static const struct fuse_custom_io uring_io = {
+        .read = uring_read,
+        .writev = uring_writev,
+};
+
+/* --- dispatch ----------------------------------------------------------------------------- */
+
+static void run_request(struct ring_ent *e, void *buf, size_t len)
+{
+	struct fuse_buf fb = {.size = len, .mem = buf};
+	uint64_t unique = ((struct fuse_in_header *)buf)->unique;
+
+	mfsd_killpriv_note(buf, len);
+	cur_ent = e;
+	cur_replied = false;
+	fuse_session_process_buf(e->r->tr->t->se, &fb);
+	if (!cur_replied) {
+		mfsd_log(LOG_ERR, "FUSE over io_uring: request %llu (opcode %u) had no reply",
+		         (unsigned long long)unique, ((struct fuse_in_header *)buf)->opcode);
+		reply_error(e, unique, EIO);
+	}
+	cur_ent = NULL;
+}
+
+struct slow_req {
+	struct ring_ent *e;
+	void *buf;
+	size_t len;
+};
+
+static void *slow_thread(void *arg)
+{
+	struct slow_req *s = arg;
+	struct uring_tr *tr = s->e->r->tr;
+
+	run_request(s->e, s->buf, s->len);
+	free(s);
+	pthread_mutex_lock(&tr->ioctl_lock);
+	if (atomic_fetch_sub(&tr->ioctl_threads, 1) == 1)
+		pthread_cond_broadcast(&tr->ioctl_cond);
+	pthread_mutex_unlock(&tr->ioctl_lock);
+	return NULL;
+}
+
+/* A request that may wait: on a thread of its own (its reply goes through the ring's thread). */
+static void run_slow(struct ring_ent *e, void *buf, size_t len)
+{
+	struct slow_req *s = malloc(sizeof(*s));
+	pthread_attr_t attr;
+	pthread_t th;
+	int ret = ENOMEM;
+
+	if (s) {
+		*s = (struct slow_req){.e = e, .buf = buf, .len = len};
+		atomic_fetch_add(&e->r->tr->ioctl_threads, 1);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ret = pthread_create(&th, &attr, slow_thread, s);
+		pthread_attr_destroy(&attr);
+		if (!ret)
+			return;
+		atomic_fetch_sub(&e->r->tr->ioctl_threads, 1);
+		free(s);
+	}
+	mfsd_log(LOG_WARNING, "FUSE over io_uring: no thread for an ioctl: %s", strerror(ret));
+	run_request(e, buf, len);
+}
+
+/* A request arrived in @e: make it one buffer (headers in front of the payload) and run it. */
+static void dispatch(struct ring_ent *e)
+{
+	struct fuse_in_header in;
+	uint32_t plen = e->hdr->ring_ent_in_out.payload_sz;
+	size_t oplen;
+	char *buf;
+
+	memcpy(&in, e->hdr->in_out, sizeof(in));
+	e->commit_id = e->hdr->ring_ent_in_out.commit_id;
+	if (in.len < sizeof(in) + (size_t)plen || plen > e->r->tr->payload_sz ||
+	    in.len - sizeof(in) - plen > MFSD_FUSE_URING_OP_IN_OUT_SZ) {
+		mfsd_log(LOG_ERR, "FUSE over io_uring: malformed request (opcode %u, %u bytes)",
+		         in.opcode, in.len);
+		reply_error(e, in.unique, EIO);
+		return;
+	}
+	oplen = in.len - sizeof(in) - plen;
+	buf = e->payload - sizeof(in) - oplen;
+	memcpy(buf, &in, sizeof(in));
+	memcpy(buf + sizeof(in), e->hdr->op_in, oplen);
+	atomic_store(&e->unique, in.unique);
+	if (in.opcode == FUSE_IOCTL)
+		run_slow(e, buf, in.len);
+	else
+		run_request(e, buf, in.len);
+}
+
+static void ring_done_list(struct ring *r)
+{
+	struct ring_ent *e, *next;
+
+	pthread_mutex_lock(&r->done_lock);
+	e = r->done;
+	r->done = NULL;
+	pthread_mutex_unlock(&r->done_lock);
+	for (; e; e = next) {
+		next = e->next_done;
+		queue_cmd(e, MFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+	}
+}
+
+/* One completion: a request, an entry ended, or the eventfd.  Returns false to stop. */
+static bool completion(struct ring *r, struct io_uring_cqe *cqe)
+{
+	struct uring_tr *tr = r->tr;
+	struct ring_ent *e;
+	int res = cqe->res;
+
+	if (cqe->user_data == EVFD_TAG) {
+		if (atomic_load(&tr->stop))
+			return false;
+		queue_evfd_read(r);
+		return true;
+	}
+	e = io_uring_cqe_get_data(cqe);
+	if (res == 0) {
+		if (tr->t->tstats) {
+			atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
+			                      memory_order_relaxed);
+			atomic_fetch_add_explicit(&tr->t->tstats->ring_requests, 1,
+			                          memory_order_relaxed);
+		}
+		dispatch(e);
+		return true;
+	}
+	if (res == -EAGAIN || res == -EINTR) {
+		queue_cmd(e, e->last_cmd);
+		return true;
+	}
+	e->dead = true;
+	if (e->last_cmd == MFSD_FUSE_IO_URING_CMD_REGISTER && res != -ENOTCONN &&
+	    res != -ECONNABORTED && !atomic_exchange(&tr->refused, true)) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
+		         strerror(-res));
+		log_fallback(why);
+	} else if (res != -ENOTCONN && res != -ECONNABORTED && res != -ECANCELED) {
+		mfsd_log(LOG_ERR, "FUSE over io_uring: queue %u: %s", r->qid, strerror(-res));
+	}
+	return true;
+}
+
+static void *ring_thread(void *arg)
+{
+	struct ring *r = arg;
+	struct uring_tr *tr = r->tr;
+	struct io_uring_cqe *cqe;
+	cpu_set_t cpus;
+	unsigned i, head, n;
+	bool go = true;
+	int ret;
+
+	r->self = pthread_self();
+	atomic_store(&r->started, true);
+	CPU_ZERO(&cpus);
+	CPU_SET(r->qid, &cpus);
+	(void)sched_setaffinity(0, sizeof(cpus), &cpus); /* an offline CPU: run anywhere */
+	while (sem_wait(&tr->go) && errno == EINTR)
+		;
+	if (atomic_load(&tr->stop))
+		return NULL;
+	for (i = 0; i < RING_DEPTH; i++)
+		queue_cmd(&r->ents[i], MFSD_FUSE_IO_URING_CMD_REGISTER);
+	queue_evfd_read(r);
+	while (go) {
+		ret = io_uring_submit_and_wait(&r->ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			mfsd_log(LOG_ERR, "FUSE over io_uring: queue %u: %s", r->qid,
+			         strerror(-ret));
+			break;
+		}
+		n = 0;
+		io_uring_for_each_cqe(&r->ring, head, cqe)
+		{
+			n++;
+			if (!completion(r, cqe)) {
+				go = false;
+				break;
+			}
+		}
+		io_uring_cq_advance(&r->ring, n);
+		ring_done_list(r);
+	}
+	return NULL;
+}
+
+/* --- set-up and teardown ------------------------------------------------------------------ */
+
+static int alloc_entries(struct uring_tr *tr, size_t payload)
+{
+	size_t per = HDR_AREA + ((payload + 4095) & ~(size_t)4095);
+	unsigned q, i;
+	char *p;
+
+	tr->mem_sz = per * RING_DEPTH * tr->nq;
+	tr->mem =
+	        mmap(NULL, tr->mem_sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tr->mem == MAP_FAILED) {
+		tr->mem = NULL;
+		return -ENOMEM;
+	}
+	tr->payload_sz = payload;
+	p = tr->mem;
+	for (q = 0; q < tr->nq; q++)
+		for (i = 0; i < RING_DEPTH; i++, p += per) {
+			struct ring_ent *e = &tr->rings[q].ents[i];
+
+			e->hdr = (void *)p;
+			e->payload = p + HDR_AREA;
+			e->iov[0] = (struct iovec){.iov_base = e->hdr, .iov_len = sizeof(*e->hdr)};
+			e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = payload};
+		}
+	return 0;
+}
+
+static void uring_teardown(struct uring_tr *tr)
+{
+	unsigned q;
+
+	for (q = 0; q < tr->nq; q++) {
+		struct ring *r = &tr->rings[q];
+
+		if (r->ring_ok)
+			io_uring_queue_exit(&r->ring);
+		if (r->evfd >= 0)
+			close(r->evfd);
+		pthread_mutex_destroy(&r->done_lock);
+	}
+	if (tr->mem)
+		munmap(tr->mem, tr->mem_sz);
+	sem_destroy(&tr->go);
+	pthread_mutex_destroy(&tr->ioctl_lock);
+	pthread_cond_destroy(&tr->ioctl_cond);
+	free(tr->rings);
+	free(tr);
+}
+
+static int ring_init(struct uring_tr *tr, struct ring *r, unsigned qid)
+{
+	struct io_uring_params p = {0};
+	unsigned i;
+	int ret;
+
+	r->tr = tr;
+	r->qid = qid;
+	for (i = 0; i < RING_DEPTH; i++)
+		r->ents[i].r = r;
+	r->evfd = eventfd(0, EFD_CLOEXEC);
+	if (r->evfd < 0)
+		return -errno;
+	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+	p.cq_entries = 4 * (RING_DEPTH + 1);
+	ret = io_uring_queue_init_params(2 * (RING_DEPTH + 1), &r->ring, &p);
+	if (ret)
+		return ret;
+	r->ring_ok = true;
+	ret = io_uring_register_files(&r->ring, &tr->fuse_fd, 1);
+	return ret < 0 ? ret : 0;
+}
+
+/* The kernel's queues: one per possible CPU (/sys/devices/system/cpu/possible, "0-N"). */
+static unsigned possible_cpus(void)
+{
+	char buf[256];
+	ssize_t n = -1;
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	const char *last;
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return (unsigned)get_nprocs_conf();
+	buf[n] = 0;
+	last = buf + strcspn(buf, "\n");
+	while (last > buf && (last[-1] >= '0' && last[-1] <= '9'))
+		last--;
+	return (unsigned)strtoul(last, NULL, 10) + 1;
+}
+
+static int uring_start(struct mfsd_transport *t)
+{
+	struct uring_tr *tr = calloc(1, sizeof(*tr));
+	unsigned q;
+	int ret;
+
+	if (!tr)
+		return -ENOMEM;
+	tr->t = t;
+	tr->fuse_fd = fuse_session_fd(t->se);
+	tr->nq = possible_cpus();
+	sem_init(&tr->go, 0, 0);
+	pthread_mutex_init(&tr->ioctl_lock, NULL);
+	pthread_cond_init(&tr->ioctl_cond, NULL);
+	tr->rings = calloc(tr->nq, sizeof(*tr->rings));
+	if (!tr->rings) {
+		free(tr);
+		return -ENOMEM;
+	}
+	for (q = 0; q < tr->nq; q++) {
+		tr->rings[q].evfd = -1;
+		pthread_mutex_init(&tr->rings[q].done_lock, NULL);
+	}
+	for (q = 0, ret = 0; q < tr->nq && !ret; q++)
+		ret = ring_init(tr, &tr->rings[q], q);
+	for (q = 0; q < tr->nq && !ret; q++) {
+		ret = -pthread_create(&tr->rings[q].th, NULL, ring_thread, &tr->rings[q]);
+		tr->rings[q].th_ok = !ret;
+	}
+	if (ret) {
+		char why[128];
+
+		atomic_store(&tr->stop, true);
+		for (q = 0; q < tr->nq; q++)
+			sem_post(&tr->go);
+		for (q = 0; q < tr->nq; q++)
+			if (tr->rings[q].th_ok)
+				pthread_join(tr->rings[q].th, NULL);
+		uring_teardown(tr);
+		snprintf(why, sizeof(why), "cannot set up the rings (%s)", strerror(-ret));
+		log_fallback(why);
+		return mfsd_transport_dev.start(t);
+	}
+	t->priv = tr;
+	the_tr = tr;
+	mfsd_killpriv_want(t->killpriv_v2);
+	return fuse_session_custom_io(t->se, &uring_io, tr->fuse_fd);
+}
+
+static void uring_stop(struct mfsd_transport *t)
+{
+	struct uring_tr *tr = t->priv;
+	uint64_t one = 1;
+	unsigned q;
+
+	if (!tr)
+		return;
+	atomic_store(&tr->stop, true);
+	for (q = 0; q < tr->nq; q++) {
+		sem_post(&tr->go);
+		if (write(tr->rings[q].evfd, &one, sizeof(one)) != sizeof(one))
+			mfsd_log(LOG_ERR, "FUSE over io_uring: stopping queue %u: %s", q,
+			         strerror(errno));
+	}
+	for (q = 0; q < tr->nq; q++)
+		pthread_join(tr->rings[q].th, NULL);
+	pthread_mutex_lock(&tr->ioctl_lock);
+	while (atomic_load(&tr->ioctl_threads))
+		pthread_cond_wait(&tr->ioctl_cond, &tr->ioctl_lock);
+	pthread_mutex_unlock(&tr->ioctl_lock);
+	the_tr = NULL;
+	uring_teardown(tr);
+	t->priv = NULL;
+}
+
+const struct mfsd_transport_ops mfsd_transport_uring = {
+        .name = "io_uring",
+        .start = uring_start,
+        .loop = mfsd_dev_loop, /* /dev/fuse still carries INIT, FORGET, INTERRUPT */
+        .stop = uring_stop,
+};

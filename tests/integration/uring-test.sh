@@ -1,0 +1,144 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# FUSE over io_uring (mendfs -o io_uring, fs/fuse/transport_uring.c):
+#   io         the rings carry the requests (mendctl stats: transport io_uring,
+#              ring_requests growing), data written and read back intact, on
+#              both CPUs' queues
+#   ioctl      a follower of the damage events (an ioctl that waits a second
+#              at a time) does not hold up the other requests of its CPU
+#   teardown   umount, umount -l, SIGTERM, a connection abort and kill -9 in
+#              the middle of writes: the daemon ends, the image is consistent
+#              and what was synced is there
+#   fallback   enable_uring off: one message, the transport is /dev/fuse, and
+#              everything works
+# Needs root, /dev/fuse and a kernel with FUSE over io_uring (6.14 or later).
+name=uring
+. "$(dirname "$0")/lib.sh"
+need_root_fuse
+need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS
+uring_enable
+work_init uring /dev/shm
+
+FUSECTL=/sys/fs/fuse/connections
+FUSECTL_MOUNTED=0
+on_cleanup() {
+	[ "$FUSECTL_MOUNTED" = 1 ] && umount "$FUSECTL" 2>/dev/null
+}
+
+stat_of() { # stat_of KEY: a counter of mendctl stats
+	"$MENDCTL" stats "$MNT" | awk -v k="$1" '$1 == k { print $2 }'
+}
+
+fsck_clean() {
+	"$FSCK_MENDFS" -n "$IMG" >"$WORK/fsck.log" 2>&1 ||
+		{ cat "$WORK/fsck.log" >&2; fail "fsck.mendfs -n after $step"; }
+}
+
+mkfs_mendfs "$IMG" 256M
+
+step=io
+mount_fg io_uring
+[ "$(transport_of "$MNT")" = io_uring ] || fail "transport $(transport_of "$MNT"), not io_uring"
+r0=$(stat_of ring_requests)
+head -c 8M /dev/urandom >"$WORK/data"
+for cpu in 0 1; do
+	taskset -c $cpu dd if="$WORK/data" of="$MNT/f$cpu" bs=4k conv=fsync status=none ||
+		fail "writing from CPU $cpu"
+done
+echo 3 >/proc/sys/vm/drop_caches
+for cpu in 0 1; do
+	taskset -c $cpu cmp "$WORK/data" "$MNT/f$cpu" || fail "f$cpu read back differs (CPU $cpu)"
+done
+r1=$(stat_of ring_requests)
+# 2 x 2048 writes of 4 KiB, each a request of its own (the reads are readahead's, fewer)
+[ "$r1" -ge $((r0 + 4096)) ] || fail "ring_requests $r0 -> $r1: the rings did not carry the I/O"
+grep -q "FUSE over io_uring" "$LOG" && fail "unexpected message: $(grep "FUSE over io_uring" "$LOG")"
+
+step=ioctl
+# the follower's ioctls arrive on CPU 0's queue and wait up to a second each
+taskset -c 0 "$MENDCTL" --json events "$MNT" >"$WORK/events" 2>&1 &
+FOLLOWER=$!
+sleep 1.5
+t0=$SECONDS
+for i in $(seq 300); do
+	taskset -c 0 sh -c "echo $i > '$MNT/s'; cat '$MNT/s' >/dev/null" || fail "small I/O $i"
+done
+elapsed=$((SECONDS - t0))
+kill -0 $FOLLOWER 2>/dev/null || fail "mendctl events ended: $(cat "$WORK/events")"
+kill $FOLLOWER
+wait $FOLLOWER 2>/dev/null
+# 300 rounds take well under a second; behind a waiting ioctl each would wait for it
+[ "$elapsed" -lt 60 ] || fail "300 small I/Os beside an events follower took ${elapsed}s"
+[ "$(cat "$MNT/s")" = 300 ] || fail "s holds '$(cat "$MNT/s")'"
+
+step="umount"
+umount_fg
+fsck_clean
+
+step="umount -l"
+mount_fg io_uring
+cmp "$WORK/data" "$MNT/f0" || fail "f0 differs after a remount"
+pid=$DPID
+umount -l "$MNT" || fail "umount -l"
+wait_gone "$pid" 30 || fail "the daemon did not exit after umount -l"
+reap "$pid" || fail "the daemon exited with status $? after umount -l"
+fsck_clean
+
+step=SIGTERM
+mount_fg io_uring
+pid=$DPID
+kill -TERM "$pid"
+wait_gone "$pid" 30 || fail "the daemon did not exit on SIGTERM"
+reap "$pid" || fail "the daemon exited with status $? on SIGTERM"
+mountpoint -q "$MNT" && fail "still mounted after SIGTERM"
+fsck_clean
+
+step=abort
+if ! mountpoint -q "$FUSECTL"; then
+	mount -t fusectl none "$FUSECTL" || fail "mounting fusectl"
+	FUSECTL_MOUNTED=1
+fi
+mount_fg io_uring
+pid=$DPID
+conn=$FUSECTL/$(($(stat -c '%d' "$MNT")))
+[ -e "$conn/abort" ] || fail "no $conn/abort"
+echo 1 >"$conn/abort"
+wait_gone "$pid" 30 || fail "the daemon did not exit after the connection was aborted"
+reap "$pid" || true # an aborted connection may end the loop with an error
+undo_mount "$MNT"
+if [ "$FUSECTL_MOUNTED" = 1 ]; then
+	umount "$FUSECTL" && FUSECTL_MOUNTED=0
+fi
+mount_fg io_uring # replays the journal if the abort cut it short
+cmp "$WORK/data" "$MNT/f1" || fail "f1 differs after the abort"
+umount_fg
+fsck_clean
+
+step="kill -9"
+mount_fg io_uring
+dd if="$WORK/data" of="$MNT/synced" bs=64k conv=fsync status=none || fail "writing synced"
+(while :; do dd if="$WORK/data" of="$MNT/busy" bs=4k status=none 2>/dev/null || exit 0; done) &
+writer=$!
+sleep 1
+crash
+wait $writer 2>/dev/null
+mount_fg io_uring
+cmp "$WORK/data" "$MNT/synced" || fail "synced differs after kill -9"
+umount_fg
+fsck_clean
+
+step=fallback
+echo 0 >"$URING_PARAM"
+: >"$LOG"
+mount_fg io_uring
+[ "$(transport_of "$MNT")" = dev_fuse ] || fail "transport $(transport_of "$MNT") with enable_uring off"
+n=$(grep -c "FUSE over io_uring: not offered by the kernel" "$LOG")
+[ "$n" = 1 ] || fail "the fallback was said $n times, not once"
+cmp "$WORK/data" "$MNT/f0" || fail "f0 differs over /dev/fuse"
+echo fallback >"$MNT/fb" && [ "$(cat "$MNT/fb")" = fallback ] || fail "writing over /dev/fuse"
+[ "$(stat_of ring_requests)" = 0 ] || fail "ring_requests $(stat_of ring_requests) with no rings"
+umount_fg
+fsck_clean
+echo 1 >"$URING_PARAM"
+echo "ok: uring"
