@@ -6,7 +6,10 @@
  * next request (uring_abi.h has the kernel's ABI).  One ring and one thread
  * per kernel queue, i.e. per possible CPU (the kernel picks the queue of the
  * CPU the calling process runs on, and switches to the rings only once
- * every queue has entries); each thread runs on its CPU.
+ * every queue has entries).  The threads are not bound to their CPUs: bound,
+ * a thread answering one CPU's stream of small requests kept that CPU's
+ * kernel workers from running for tens of seconds (an ext4 fsync beside it
+ * took that long, and the kernel reported a workqueue lockup).
  *
  * Each request is dispatched through libfuse (fuse_session_process_buf),
  * into the same ops as the /dev/fuse transport: the headers are copied in
@@ -485,16 +488,12 @@ static void *ring_thread(void *arg)
 	struct ring *r = arg;
 	struct uring_tr *tr = r->tr;
 	struct io_uring_cqe *cqe;
-	cpu_set_t cpus;
 	unsigned i, head, n;
 	bool go = true;
 	int ret;
 
 	r->self = pthread_self();
 	atomic_store(&r->started, true);
-	CPU_ZERO(&cpus);
-	CPU_SET(r->qid, &cpus);
-	(void)sched_setaffinity(0, sizeof(cpus), &cpus); /* an offline CPU: run anywhere */
 	while (sem_wait(&tr->go) && errno == EINTR)
 		;
 	if (atomic_load(&tr->stop))

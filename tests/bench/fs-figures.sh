@@ -5,6 +5,9 @@
 # directory) on tmpfs (/dev/shm), in one run (not part of the test suite):
 #
 #   mendfs          this tree's daemon over a mkfs.mendfs image
+#   mendfs_uring    the same with -o io_uring (FUSE over io_uring; the fuse
+#                   module's enable_uring is set for it and restored after),
+#                   only when --only names it; a table of its own compares it
 #   passthrough_ll  libfuse's example over a tmpfs directory: FUSE itself
 #                   with nothing behind it (built here from the shipped source)
 #   fuse2fs         another FUSE filesystem, over an ext4 image
@@ -35,6 +38,7 @@
 #   --meta-limit S     upper bound per metadata phase (default 60; a phase that
 #                      hits it is marked '*' with the count it reached)
 #   --only LIST        comma-separated subset of mendfs,passthrough_ll,fuse2fs,ext4
+#                      and mendfs_uring
 #   --mendfs-opts OPTS extra -o options for mendfs (e.g. writeback)
 #   --mkfs-opts OPTS   extra options for mkfs.mendfs (e.g. '-O data_csum'), split on blanks
 #   --pt-opts OPTS     extra -o options for passthrough_ll (e.g. default_permissions,
@@ -130,6 +134,9 @@ BSRC=$(sed -n 's/.*"source": *"\([^"]*\)".*/\1/p' "$BUILD/meson-info/meson-info.
 [ -d "$BSRC" ] || BSRC=$SRCROOT
 MENDFS=$BUILD/fs/fuse/mendfs
 MKFS_MENDFS=$BUILD/mkfs/mkfs.mendfs
+MENDCTL=$BUILD/fs/mendctl/mendctl
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_WAS=
 if [ ! -x "$MENDFS" ] || [ ! -x "$MKFS_MENDFS" ]; then
 	die "no mendfs build in $BUILD; make one with:
   cd $SRCROOT && meson setup build-fsbench --buildtype=release && ninja -C build-fsbench"
@@ -153,6 +160,7 @@ cleanup() {
 		wait_gone "$DPID" 10 || kill -9 "$DPID" 2>/dev/null
 	fi
 	[ -n "$LOOPDEV" ] && losetup -d "$LOOPDEV" 2>/dev/null
+	[ -n "$URING_WAS" ] && echo "$URING_WAS" >"$URING_PARAM"
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -213,11 +221,23 @@ fs_up() {
 	DPID=
 	: >"$WORK/daemon.log"
 	case $1 in
-	mendfs)
+	mendfs | mendfs_uring)
+		local o=$MENDFS_OPTS
+		if [ "$1" = mendfs_uring ]; then
+			[ -e "$URING_PARAM" ] || { echo "no $URING_PARAM" >>"$WORK/daemon.log"; return 1; }
+			[ -n "$URING_WAS" ] || URING_WAS=$(cat "$URING_PARAM")
+			echo 1 >"$URING_PARAM" || return 1
+			o=${o:+$o,}io_uring
+		fi
 		# shellcheck disable=SC2086 # MKFS_OPTS is a list of options
 		"$MKFS_MENDFS" -q $MKFS_OPTS "$img" "$SIZE" >"$WORK/mkfs.log" 2>&1 || return 1
-		"$MENDFS" -f ${MENDFS_OPTS:+-o "$MENDFS_OPTS"} "$img" "$MNT" 2>>"$WORK/daemon.log" &
+		"$MENDFS" -f ${o:+-o "$o"} "$img" "$MNT" 2>>"$WORK/daemon.log" &
 		DPID=$!
+		if [ "$1" = mendfs_uring ]; then
+			wait_mounted "$MNT" || return 1
+			"$MENDCTL" --json stats "$MNT" | grep -q '"transport":"io_uring"' ||
+				{ echo "mendfs_uring: not running over io_uring" >>"$WORK/daemon.log"; return 1; }
+		fi
 		;;
 	passthrough_ll)
 		mkdir -p "$WORK/ptdir"
@@ -380,7 +400,7 @@ T0=$SECONDS
 IFS=, read -r -a FSLIST <<<"$ONLY"
 for fs in "${FSLIST[@]}"; do
 	case $fs in
-	mendfs | passthrough_ll | fuse2fs | ext4) ;;
+	mendfs | mendfs_uring | passthrough_ll | fuse2fs | ext4) ;;
 	*) die "--only: unknown filesystem '$fs'" ;;
 	esac
 done
@@ -457,6 +477,22 @@ for w in "${WORKLOADS[@]}"; do
 		"$(cell mendfs "$w")" "$(cell passthrough_ll "$w")" "$(cell fuse2fs "$w")" \
 		"$(cell ext4 "$w")" "$rp" "$rf"
 done
+if has mendfs_uring; then
+	echo
+	echo "FUSE over io_uring (mendfs -o io_uring) against the same runs:"
+	printf '| %-34s | %10s | %10s | %14s | %10s | %10s | %9s | %10s |\n' workload "mendfs" \
+		"io_uring" passthrough_ll fuse2fs "uring/classic" "uring/pt" "uring/f2fs"
+	printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..36})" "$(printf -- '-%.0s' {1..12})" \
+		"$(printf -- '-%.0s' {1..12})" "$(printf -- '-%.0s' {1..16})" "$(printf -- '-%.0s' {1..12})" \
+		"$(printf -- '-%.0s' {1..12})" "$(printf -- '-%.0s' {1..11})" "$(printf -- '-%.0s' {1..12})"
+	for w in "${WORKLOADS[@]}"; do
+		printf '| %-34s | %10s | %10s | %14s | %10s | %10s | %9s | %10s |\n' "${LABEL[$w]}" \
+			"$(cell mendfs "$w")" "$(cell mendfs_uring "$w")" "$(cell passthrough_ll "$w")" \
+			"$(cell fuse2fs "$w")" "$(ratio "${RES[mendfs_uring,$w]:-}" "${RES[mendfs,$w]:-}")" \
+			"$(ratio "${RES[mendfs_uring,$w]:-}" "${RES[passthrough_ll,$w]:-}")" \
+			"$(ratio "${RES[mendfs_uring,$w]:-}" "${RES[fuse2fs,$w]:-}")"
+	done
+fi
 echo
 has mendfs && has passthrough_ll && has fuse2fs &&
 	echo "aim: mendfs >= 1.0x passthrough_ll and >= 2x fuse2fs on every workload"
@@ -483,7 +519,7 @@ if [ "$JSON" = 1 ]; then
 		sep=
 		for w in "${WORKLOADS[@]}"; do
 			printf '%s"%s":{"unit":"%s"' "$sep" "$w" "$(unit_of "$w")"
-			for fs in mendfs passthrough_ll fuse2fs ext4; do
+			for fs in mendfs mendfs_uring passthrough_ll fuse2fs ext4; do
 				v=${RES[$fs,$w]:-}
 				if [[ $v =~ ^[0-9]+$ ]]; then printf ',"%s":%s' "$fs" "$v"
 				elif [ -n "$v" ]; then printf ',"%s":"%s"' "$fs" "$v"; fi

@@ -16,7 +16,8 @@ if [ ! -d "$B" ]; then
 		-Dbuildtype=debugoptimized -Dtests=disabled
 fi
 ninja -C "$B" -j2 tests/fuzz/fsck-fuzz mkfs/mkfs.mendfs tests/fsck/fsck-img
-W=$(mktemp -d /tmp/mendfs-fuzz-XXXXXX)
+# on tmpfs: a template write-back (msync) must not wait for a busy disk (libFuzzer -timeout)
+W=$(mktemp -d /dev/shm/mendfs-fuzz-XXXXXX 2>/dev/null || mktemp -d /tmp/mendfs-fuzz-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 ASAN_OPTIONS=detect_leaks=0 "$B/mkfs/mkfs.mendfs" -q "$W/template.img" 16M
 ASAN_OPTIONS=detect_leaks=0 "$B/tests/fsck/fsck-img" populate "$W/template.img" 2>/dev/null
