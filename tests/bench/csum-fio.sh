@@ -64,7 +64,9 @@ die() {
 command -v fio >/dev/null || die "fio is missing (apt-get install fio)"
 MENDFS=$BUILD/fs/fuse/mendfs
 MKFS_MENDFS=$BUILD/mkfs/mkfs.mendfs
-[ -x "$MENDFS" ] && [ -x "$MKFS_MENDFS" ] || die "no mendfs build in $BUILD"
+if [ ! -x "$MENDFS" ] || [ ! -x "$MKFS_MENDFS" ]; then
+	die "no mendfs build in $BUILD"
+fi
 
 WORK=$(mktemp -d /dev/shm/csum-fio.XXXXXX)
 MNT=$WORK/mnt
