@@ -11,7 +11,8 @@
  * the next is one event per file, each with its own sectors and byte range,
  * numbered in sector order; events posted later (before or while it is
  * resolved) move up behind the pieces, and a reader resuming from any seq
- * sees every piece once.
+ * sees every piece once; one file's two ranges with another's data between
+ * are two events.
  */
 #include <check.h>
 #include <pthread.h>
@@ -403,6 +404,51 @@ START_TEST(test_range_over_two_files)
 }
 END_TEST
 
+/*
+ * One file's data on both sides of another's: a's blocks 0-1, b's block 0,
+ * a's block 2 (a grows after b took the block behind it).  Poison over all
+ * four blocks is three events: a bytes [0, 8192), b [0, 4096), a [8192,
+ * 12288) - a's two ranges continue each other in the file but not on the
+ * device, so each keeps its own sectors.
+ */
+START_TEST(test_one_file_on_both_sides)
+{
+	uint8_t buf[3 * BS];
+	struct mfs_event ev[8];
+	struct mfs_events_pos pos;
+	uint64_t ia, ib, pa[3], pb;
+	char pad[32];
+
+	fill(buf, sizeof(buf), 9);
+	ia = fixture_file("a");
+	write_all(ia, buf, 2 * BS, 0);
+	for (unsigned i = 0;; i++) {
+		ck_assert_uint_lt(i, 10000);
+		ib = fixture_file("b");
+		if (first_goal(ib) == first_goal(ia))
+			break;
+		snprintf(pad, sizeof(pad), "pad-%u", i);
+		ck_assert_int_eq(mfs_rename(fs, MFS_ROOT_INO, "b", MFS_ROOT_INO, pad, 0), 0);
+	}
+	write_all(ib, buf, BS, 0);
+	write_all(ia, buf + 2 * BS, BS, 2 * BS);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	for (unsigned k = 0; k < 3; k++)
+		bmap(ia, k, &pa[k], NULL, NULL);
+	bmap(ib, 0, &pb, NULL, NULL);
+	/* the layout the test needs: a a b a */
+	ck_assert_uint_eq(pa[1], pa[0] + 1);
+	ck_assert_uint_eq(pb, pa[0] + 2);
+	ck_assert_uint_eq(pa[2], pa[0] + 3);
+	ck_assert_int_eq(blk_poison_add(fs->dev, pa[0] * MFS_SECTORS_PER_BLOCK, 32), 0);
+	ck_assert_int_eq(mfs_events_read(fs, 0, ev, 8, 0, &pos), 3);
+	expect(&ev[0], 1, pa[0] * MFS_SECTORS_PER_BLOCK, 16, ia, "/a", 0, 2 * BS);
+	expect(&ev[1], 2, pb * MFS_SECTORS_PER_BLOCK, 8, ib, "/b", 0, BS);
+	expect(&ev[2], 3, pa[2] * MFS_SECTORS_PER_BLOCK, 8, ia, "/a", 2 * BS, BS);
+	ck_assert_uint_eq(pos.next, 4);
+}
+END_TEST
+
 /* The owner lookup, posting one more event while it runs (the ring unlocked). */
 static struct mfs_event *resolve_and_post(struct mfs *f, const struct mfs_event *evs, unsigned n,
                                           size_t *nout)
@@ -462,6 +508,7 @@ static Suite *events_suite(void)
 	tcase_add_checked_fixture(tc, setup_fs, fixture_teardown);
 	tcase_add_test(tc, test_range_over_two_files);
 	tcase_add_test(tc, test_split_moves_later_events);
+	tcase_add_test(tc, test_one_file_on_both_sides);
 	suite_add_tcase(s, tc);
 	return s;
 }
