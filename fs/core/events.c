@@ -133,15 +133,54 @@ void mfs_events_attach(struct mfs *fs, bool on)
 }
 
 /*
+ * Put the resolved events @out (*m of them, pieces of the events [s0, s1),
+ * each with the seq of the event it came from) in the ring in place of those
+ * events, numbered on from the first of them still held; the events posted
+ * meanwhile ([s1, next_seq), in @tail, room for MFS_EVENTS_RING) move up
+ * behind them.  What no longer fits is dropped, oldest first, as posting
+ * drops.  Lock held.
+ */
+static void __events_splice(struct mfs_events *ev, uint64_t s0, uint64_t s1,
+                            const struct mfs_event *out, size_t m, struct mfs_event *tail)
+{
+	uint64_t oldest = __events_oldest(ev), first = s0 > oldest ? s0 : oldest;
+	uint64_t t0 = s1 > oldest ? s1 : oldest, nt = ev->next_seq > t0 ? ev->next_seq - t0 : 0;
+	uint64_t seq = first, resolved;
+	size_t i;
+
+	for (i = 0; i < nt; i++) /* before their slots are written over */
+		tail[i] = ev->ring[(t0 + i) % MFS_EVENTS_RING];
+	for (i = 0; i < m; i++) {
+		if (out[i].seq < first)
+			continue; /* its event was dropped while it was resolved */
+		ev->ring[seq % MFS_EVENTS_RING] = out[i];
+		ev->ring[seq % MFS_EVENTS_RING].seq = seq;
+		seq++;
+	}
+	resolved = seq;
+	for (i = 0; i < nt; i++, seq++) {
+		ev->ring[seq % MFS_EVENTS_RING] = tail[i];
+		ev->ring[seq % MFS_EVENTS_RING].seq = seq;
+	}
+	ev->next_seq = seq;
+	oldest = __events_oldest(ev);
+	ev->resolved = resolved > oldest ? resolved : oldest;
+}
+
+/*
  * Resolve every event posted and not yet resolved: copy them out, find their
  * owners without the ring's lock (that does I/O, and may post more events),
- * copy the answers back to the slots that still hold them.
+ * then put the answers back: in the slots that still hold the events when
+ * each stayed one event, else through __events_splice (an event split over
+ * several files; without the memory for that, each keeps its first piece,
+ * over its whole range).
  */
 static void events_resolve_pending(struct mfs *fs)
 {
 	struct mfs_events *ev = &fs->events;
-	struct mfs_event *tmp;
+	struct mfs_event *tmp, *out = NULL, *tail = NULL;
 	uint64_t s0, s1, s;
+	size_t m = 0;
 	unsigned n, i;
 
 	pthread_mutex_lock(&ev->resolve_lock);
@@ -162,20 +201,44 @@ static void events_resolve_pending(struct mfs *fs)
 	pthread_mutex_unlock(&ev->lock);
 
 	if (tmp && ev->resolve)
-		ev->resolve(fs, tmp, n); /* else: shown without owners */
+		out = ev->resolve(fs, tmp, n, &m); /* else: shown without owners */
+	if (out && m > n && !(tail = malloc(MFS_EVENTS_RING * sizeof(*tail)))) {
+		size_t k = 0;
+
+		/* no room to split: the first piece of each, over the event's sectors */
+		for (size_t j = 0; j < m; j++)
+			if (!k || out[j].seq != out[k - 1].seq) {
+				out[k] = out[j];
+				out[k].sector = tmp[out[k].seq - s0].sector;
+				out[k].count = tmp[out[k].seq - s0].count;
+				k++;
+			}
+		m = k;
+	}
+	if (out && m == n) { /* one each: nothing moves */
+		free(tmp);
+		tmp = out;
+		out = NULL;
+	}
 
 	pthread_mutex_lock(&ev->lock);
-	for (i = 0; tmp && i < n; i++) {
-		s = s0 + i;
-		if (s >= __events_oldest(ev) && ev->ring[s % MFS_EVENTS_RING].seq == s)
-			ev->ring[s % MFS_EVENTS_RING] = tmp[i];
+	if (out) {
+		__events_splice(ev, s0, s1, out, m, tail);
+	} else {
+		for (i = 0; tmp && i < n; i++) {
+			s = s0 + i;
+			if (s >= __events_oldest(ev) && ev->ring[s % MFS_EVENTS_RING].seq == s)
+				ev->ring[s % MFS_EVENTS_RING] = tmp[i];
+		}
+		if (ev->resolved < s1)
+			ev->resolved = s1;
 	}
-	if (ev->resolved < s1)
-		ev->resolved = s1;
 	pthread_cond_broadcast(&ev->cond);
 	pthread_mutex_unlock(&ev->lock);
 	pthread_mutex_unlock(&ev->resolve_lock);
 	free(tmp);
+	free(out);
+	free(tail);
 }
 
 int mfs_events_read(struct mfs *fs, uint64_t from, struct mfs_event *out, unsigned max,

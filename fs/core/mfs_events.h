@@ -13,6 +13,14 @@
  * directory tree for all events pending at that time; only then is an event
  * visible to readers.  Nothing runs while nothing is damaged.
  *
+ * An event over the data of more than one file (or over two separate byte
+ * ranges of one) becomes, when resolved, one event per file and byte range,
+ * with consecutive seqs in sector order; the events posted after it and not
+ * yet resolved move up by as many.  So a seq is final once the event is
+ * visible: a reader that goes on from the last seq it saw plus one (or from
+ * pos->next) sees every piece once.  head and next_seq count seqs given so
+ * far, not damage found.
+ *
  * The ring keeps the newest MFS_EVENTS_RING events; older ones are dropped
  * and counted.  Every function returns 0 or -errno.
  */
@@ -21,6 +29,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct mfs;
@@ -75,7 +84,8 @@ struct mfs_events {
 	 * The owner lookup (mfs_events_resolve, set by mount.c): a hook, as it
 	 * sits above the files that post events.  NULL: events have no owners.
 	 */
-	void (*resolve)(struct mfs *fs, struct mfs_event *evs, unsigned n);
+	struct mfs_event *(*resolve)(struct mfs *fs, const struct mfs_event *evs, unsigned n,
+	                             size_t *nout);
 };
 
 /* Where a read left off. */
@@ -113,14 +123,27 @@ int mfs_events_read(struct mfs *fs, uint64_t from, struct mfs_event *out, unsign
 /* Wake every waiting reader; from now on reads do not wait (unmount). */
 void mfs_events_stop(struct mfs *fs);
 
-/* Fill in the owners of @n events (events_resolve.c): inode, file range, path. */
-void mfs_events_resolve(struct mfs *fs, struct mfs_event *evs, unsigned n);
+/*
+ * The owners of @n events (events_resolve.c): inode, file range, path.  An
+ * event of kind poison or data_csum whose sectors hold written data of more
+ * than one file, or two byte ranges of one file that do not continue each
+ * other, is split into one event per file and byte range (its "pieces", in
+ * sector order, dividing its sectors among them: each from the first sector
+ * of its range, the first from the event's start, to where the next begins,
+ * the last to the event's end).  Returns a malloc'd array of *nout events,
+ * each marked resolved, the pieces of evs[0] first, each keeping the seq of
+ * the event it came from (events.c numbers them); NULL when out of memory.
+ */
+struct mfs_event *mfs_events_resolve(struct mfs *fs, const struct mfs_event *evs, unsigned n,
+                                     size_t *nout);
 
 /*
- * Pass 1 of mfs_events_resolve alone: the inode and file range of each of
- * the @n events (kind poison or data_csum, ino 0) that a regular file maps
- * as written data; no path.  The scrub's data pass uses it to tell a file's
- * sector from a free or unwritten block's (whose table entry is garbage).
+ * Pass 1 of mfs_events_resolve alone, in place and with no split: the inode
+ * and file range of each of the @n events (kind poison or data_csum, ino 0)
+ * that a regular file maps as written data (the first file found, for an
+ * event over several); no path.  The scrub's data pass uses it, one event
+ * per block, to tell a file's sector from a free or unwritten block's (whose
+ * table entry is garbage).
  */
 void mfs_events_owners(struct mfs *fs, struct mfs_event *evs, unsigned n);
 

@@ -6,6 +6,19 @@
  * lost; a dirty buffer skipped; nothing written read-only; and the cache
  * keeps what it held (the scrubbed block passes through, evicting nothing).
  * Images are sparse files under /tmp built by testfs.h.
+ *
+ * And whole scrubs (fs/core/scrub.c, scrub_fixed.c: mfs_scrub_step from the
+ * start to the end) on images made by the real mkfs.mendfs and mounted with
+ * mfs_mount (fixture.h): a byte flipped on the image of a data_csum
+ * filesystem is found, counted and named (file, byte range: a data_csum
+ * event, BADRANGES), once per mount, and not after an overwrite; a bad
+ * superblock copy, either one, is rewritten (metadata_healed event); a live
+ * journal block's bad copy is rewritten from its twin, and one with no good
+ * copy is checkpointed away, the data it held intact after a remount.
+ *
+ * A second scrub beside a running one is refused (EBUSY) by the daemon, not
+ * the core: the core's scrub keeps no state (the caller keeps the cursor),
+ * so that is tested by tests/integration/scrub-test.sh, not here.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_util.h"
+#include "mfs_recovery.h"
+#include "mfs_scrub.h"
 #include "testfs.h"
 
 #define NB 4096 /* 16 MiB */
@@ -214,10 +230,246 @@ START_TEST(test_scrub_evicts_nothing)
 }
 END_TEST
 
+/* A whole scrub of the fixture's filesystem, in small steps; its counts. */
+static struct mfs_scrub_counts scrub_all(void)
+{
+	struct mfs_scrub_cursor cur = {MFS_SCRUB_PHASE_META, 0};
+	struct mfs_scrub_counts c;
+	unsigned steps = 0;
+
+	memset(&c, 0, sizeof(c));
+	while (cur.phase != MFS_SCRUB_PHASE_DONE) {
+		ck_assert_int_eq(mfs_scrub_step(fs, &cur, 64, 256 << 10, &c), 0);
+		ck_assert_uint_lt(++steps, 100000);
+	}
+	ck_assert_int_eq(c.refresh_err, 0);
+	return c;
+}
+
+/* Flip byte @off of the (unmounted) image, as dd would. */
+static void flip_image_byte(uint64_t off)
+{
+	int fd = open(img, O_RDWR);
+	uint8_t v;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &v, 1, (off_t)off), 1);
+	v ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &v, 1, (off_t)off), 1);
+	ck_assert_int_eq(fsync(fd), 0);
+	close(fd);
+}
+
+/* Flip a byte of device block @blk, behind the mounted filesystem. */
+static void flip_device_block(uint64_t blk)
+{
+	uint8_t *b = bufs(1);
+
+	ck_assert_int_eq(blk_read(fs->dev, blk * MFS_SECTORS_PER_BLOCK, b, MFS_BLOCK_SIZE, 0), 0);
+	b[1000] ^= 0x5a;
+	ck_assert_int_eq(blk_write(fs->dev, blk * MFS_SECTORS_PER_BLOCK, b, MFS_BLOCK_SIZE, 0), 0);
+	free(b);
+}
+
+/* Are device blocks @a and @b equal? */
+static bool device_blocks_equal(uint64_t a, uint64_t b)
+{
+	uint8_t *x = bufs(2);
+	bool eq;
+
+	ck_assert_int_eq(blk_read(fs->dev, a * MFS_SECTORS_PER_BLOCK, x, MFS_BLOCK_SIZE, 0), 0);
+	ck_assert_int_eq(
+	        blk_read(fs->dev, b * MFS_SECTORS_PER_BLOCK, x + MFS_BLOCK_SIZE, MFS_BLOCK_SIZE, 0),
+	        0);
+	eq = !memcmp(x, x + MFS_BLOCK_SIZE, MFS_BLOCK_SIZE);
+	free(x);
+	return eq;
+}
+
+static void expect_healed_event(uint64_t seq, uint64_t bad, uint64_t block)
+{
+	struct mfs_event ev[4];
+	struct mfs_events_pos pos;
+
+	ck_assert_int_eq(mfs_events_read(fs, seq, ev, 4, 0, &pos), 1);
+	ck_assert_uint_eq(ev[0].seq, seq);
+	ck_assert_uint_eq(ev[0].kind, MFS_EV_META_HEALED);
+	ck_assert_uint_eq(ev[0].cause, MFS_EVC_CORRUPT);
+	ck_assert_uint_eq(ev[0].sector, bad * MFS_SECTORS_PER_BLOCK);
+	ck_assert_uint_eq(ev[0].count, MFS_SECTORS_PER_BLOCK);
+	ck_assert_uint_eq(ev[0].block, block);
+	ck_assert_uint_eq(ev[0].ino, 0);
+}
+
+static void setup_csum(void)
+{
+	fixture_create("scrub", "-O data_csum", "64M");
+}
+
+static void setup_plain(void)
+{
+	fixture_create("scrub", "", "64M");
+}
+
+#define NBLK 16u
+
+/*
+ * data_csum: a byte of sector 3 of block 5 of /f flipped on the image while
+ * unmounted.  No read touches it: the scrub finds it, once, names /f and
+ * bytes [22016, 22528); a clean file beside it is not named; a second scrub
+ * counts it again with no second event; after an overwrite nothing.
+ */
+START_TEST(test_scrub_data_csum_flip)
+{
+	uint8_t *ref = malloc(NBLK * BS);
+	uint64_t f = fixture_file("f"), g = fixture_file("g"), pblk, next;
+	struct mfs_scrub_counts c;
+	struct mfs_event ev[4];
+	struct mfs_events_pos pos;
+	struct mfs_frange r[4];
+	unsigned nr;
+	bool last;
+
+	ck_assert(fs->data_csum);
+	fill(ref, NBLK * BS, 5);
+	write_all(f, ref, NBLK * BS, 0);
+	write_all(g, ref, 4 * BS, 0);
+	bmap(f, 5, &pblk, NULL, NULL);
+	ck_assert_uint_ne(pblk, 0);
+	fixture_umount();
+	flip_image_byte(pblk * BS + 3 * 512 + 100);
+	fixture_mount(NULL);
+	ck_assert_int_eq(mfs_events_read(fs, 0, ev, 4, 0, &pos), 0);
+
+	c = scrub_all();
+	ck_assert_uint_eq(c.csum_found, 1);
+	ck_assert_uint_eq(c.poison_found, 0);
+	ck_assert_uint_eq(c.meta_healed + c.meta_bad + c.meta_lost, 0);
+	ck_assert_uint_ge(c.data_bytes, (NBLK + 4) * BS);
+	ck_assert_uint_gt(c.meta_checked, 0);
+	/* named: one data_csum event, file and byte range */
+	ck_assert_int_eq(mfs_events_read(fs, 0, ev, 4, 0, &pos), 1);
+	ck_assert_uint_eq(ev[0].kind, MFS_EV_DATA_CSUM);
+	ck_assert_uint_eq(ev[0].cause, MFS_EVC_CORRUPT);
+	ck_assert_uint_eq(ev[0].sector, pblk * MFS_SECTORS_PER_BLOCK + 3);
+	ck_assert_uint_eq(ev[0].count, 1);
+	ck_assert_uint_eq(ev[0].ino, f);
+	ck_assert_str_eq(ev[0].path, "/f");
+	ck_assert_uint_eq(ev[0].offset, 22016);
+	ck_assert_uint_eq(ev[0].length, 512);
+	/* and in the damage report (BADRANGES): exactly it, nothing in g */
+	ck_assert_int_eq(mfs_badranges(fs, f, 0, r, 4, &nr, &next, &last), 0);
+	ck_assert(last);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 22016);
+	ck_assert_uint_eq(r[0].length, 512);
+	ck_assert_int_eq(mfs_badranges(fs, g, 0, r, 4, &nr, &next, &last), 0);
+	ck_assert_uint_eq(nr, 0);
+	/* found again, not a new event */
+	c = scrub_all();
+	ck_assert_uint_eq(c.csum_found, 1);
+	ck_assert_int_eq(mfs_events_read(fs, pos.next, ev, 4, 0, &pos), 0);
+	/* overwritten: gone */
+	write_all(f, ref + 22016, 512, 22016);
+	c = scrub_all();
+	ck_assert_uint_eq(c.csum_found, 0);
+	check_read(f, ref, NBLK * BS, 0);
+	free(ref);
+}
+END_TEST
+
+/* Either superblock copy bad on the device: rewritten, the copies equal again. */
+START_TEST(test_scrub_superblock_copies)
+{
+	uint64_t last = fs->sb.nr_blocks - 1;
+	struct mfs_scrub_counts c;
+
+	ck_assert(device_blocks_equal(0, last));
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed + c.meta_bad + c.meta_lost, 0);
+	/* the backup */
+	flip_device_block(last);
+	ck_assert(!device_blocks_equal(0, last));
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed, 1);
+	ck_assert_uint_eq(c.meta_bad + c.meta_lost, 0);
+	ck_assert(device_blocks_equal(0, last));
+	expect_healed_event(1, last, 0);
+	/* the primary */
+	flip_device_block(0);
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed, 1);
+	ck_assert(device_blocks_equal(0, last));
+	expect_healed_event(2, 0, 0);
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed + c.meta_bad + c.meta_lost, 0);
+	/* and what was rewritten mounts */
+	fixture_remount();
+	ck_assert(device_blocks_equal(0, last));
+}
+END_TEST
+
+/*
+ * The live journal (jtail .. jhead): a block's primary copy bad is rewritten
+ * from its twin; a block with both copies bad is checkpointed away (replay
+ * no longer needs it) and every file written reads back after a remount.
+ */
+START_TEST(test_scrub_journal)
+{
+	uint8_t data[BS];
+	uint64_t ino[6], blk, twin;
+	struct mfs_scrub_counts c;
+	char name[16];
+
+	for (unsigned i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "j%u", i);
+		ino[i] = fixture_file(name);
+		fill(data, BS, i);
+		write_all(ino[i], data, BS, 0);
+		ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	}
+	ck_assert_uint_ne(fs->jtail, fs->jhead); /* a live journal to check */
+	blk = fs->sb.journal_start + fs->jtail;
+	twin = mfs_twin(fs, blk);
+	ck_assert_uint_ne(twin, 0);
+	ck_assert(device_blocks_equal(blk, twin));
+	flip_device_block(blk);
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed, 1);
+	ck_assert_uint_eq(c.meta_bad + c.meta_lost, 0);
+	ck_assert(device_blocks_equal(blk, twin));
+	expect_healed_event(1, blk, blk);
+	/* both copies bad: no good copy, checkpointed */
+	ck_assert_uint_eq(fs->sb.journal_start + fs->jtail, blk); /* still live */
+	flip_device_block(blk);
+	flip_device_block(twin);
+	c = scrub_all();
+	ck_assert_uint_eq(c.meta_healed, 1);
+	ck_assert_uint_eq(c.meta_lost + c.meta_bad, 0);
+	ck_assert_uint_eq(fs->jtail, fs->jhead); /* replay needs nothing */
+	fixture_remount();
+	for (unsigned i = 0; i < 6; i++) {
+		fill(data, BS, i);
+		check_read(ino[i], data, BS, 0);
+	}
+}
+END_TEST
+
 static Suite *scrub_suite(void)
 {
 	Suite *s = suite_create("scrub");
 	TCase *tc = tcase_create("meta");
+	TCase *csum = tcase_create("data_csum"), *fixed = tcase_create("fixed");
+
+	tcase_add_checked_fixture(csum, setup_csum, fixture_teardown);
+	tcase_set_timeout(csum, 240);
+	tcase_add_test(csum, test_scrub_data_csum_flip);
+	suite_add_tcase(s, csum);
+	tcase_add_checked_fixture(fixed, setup_plain, fixture_teardown);
+	tcase_set_timeout(fixed, 240);
+	tcase_add_test(fixed, test_scrub_superblock_copies);
+	tcase_add_test(fixed, test_scrub_journal);
+	suite_add_tcase(s, fixed);
 
 	tcase_add_test(tc, test_scrub_clean);
 	tcase_add_test(tc, test_scrub_heals_primary_and_twin);
