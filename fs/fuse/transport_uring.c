@@ -212,6 +212,24 @@ static void commit(struct ring_ent *e)
 		         strerror(errno));
 }
 
+/*
+ * Map the pages of a reply's source before copying them.  A read is often
+ * answered straight from the image's mapping (the core's direct read), whose
+ * pages this process has not touched yet: over /dev/fuse the kernel copies
+ * them without faulting, but a copy here takes a page fault per 4 KiB, which
+ * costs more than the copy (a first sequential read ran at 221 MB/s instead
+ * of 2.1 GB/s).  One madvise(MADV_POPULATE_READ) maps them all; a single page
+ * is left to its fault.
+ */
+static void prefault(const void *p, size_t len)
+{
+	uintptr_t start = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t end = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+
+	if (end - start > 4096)
+		(void)madvise((void *)start, end - start, MADV_POPULATE_READ);
+}
+
 /* A reply libfuse wrote (iov[0] the out header) into the entry of a ring request. */
 static ssize_t ring_reply(struct ring_ent *e, const struct iovec *iov, int count)
 {
@@ -232,8 +250,10 @@ static ssize_t ring_reply(struct ring_ent *e, const struct iovec *iov, int count
 			len = 0;
 			break;
 		}
-		if (iov[i].iov_base != e->payload + len)
+		if (iov[i].iov_base != e->payload + len) {
+			prefault(iov[i].iov_base, iov[i].iov_len);
 			memcpy(e->payload + len, iov[i].iov_base, iov[i].iov_len);
+		}
 		len += iov[i].iov_len;
 	}
 	out.len = (uint32_t)(sizeof(out) + len);
