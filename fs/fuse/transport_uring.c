@@ -72,7 +72,6 @@ struct ring_ent {
 	struct iovec iov[2];                    /* what REGISTER hands the kernel */
 	uint64_t commit_id;
 	_Atomic uint64_t unique; /* of the request being handled, 0 when none */
-	bool dead;               /* ended by the kernel (connection gone) or refused */
 	uint32_t last_cmd;
 	struct ring_ent *next_done; /* on the ring's list of replies made elsewhere */
 };
@@ -144,7 +143,6 @@ static void queue_cmd(struct ring_ent *e, uint32_t cmd)
 
 	if (!sqe) {
 		mfsd_log(LOG_ERR, "FUSE over io_uring: submission queue full");
-		e->dead = true;
 		return;
 	}
 	memset(sqe, 0, 2 * sizeof(*sqe)); /* 128-byte entries */
@@ -477,8 +475,11 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	e = io_uring_cqe_get_data(cqe);
 	if (res == 0) {
 		if (tr->t->tstats) {
-			atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
-			                      memory_order_relaxed);
+			/* once: a store per request would bounce the line between the rings */
+			if (atomic_load_explicit(&tr->t->tstats->kind, memory_order_relaxed) !=
+			    MFSD_TRANSPORT_IO_URING)
+				atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
+				                      memory_order_relaxed);
 			atomic_fetch_add_explicit(&tr->t->tstats->ring_requests, 1,
 			                          memory_order_relaxed);
 		}
@@ -489,7 +490,7 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 		queue_cmd(e, e->last_cmd);
 		return true;
 	}
-	e->dead = true;
+	/* the entry is gone (the connection ended, or the kernel refused it) */
 	if (e->last_cmd == MFSD_FUSE_IO_URING_CMD_REGISTER && res != -ENOTCONN &&
 	    res != -ECONNABORTED && !atomic_exchange(&tr->refused, true)) {
 		char why[128];
