@@ -5,8 +5,9 @@
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
  * data path, with two exceptions on a page-cache mapping (an image file): a
- * store of 64 KiB or more is a pwrite(2) (see pmem_store), and the first
- * store into a 64 KiB chunk populates it with one madvise(2) (pmem_populate).
+ * load or store of 64 KiB or more is a pread(2) or pwrite(2) (pmem_load,
+ * pmem_store), and the first store into a 64 KiB chunk populates it with one
+ * madvise(2) (pmem_populate).
  *
  * Durability follows the mapping's store granularity (docs/design/engine.md §2.7):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -168,7 +169,7 @@ int blk_pmem_flush_sync(struct blk_dev *dev)
  * so the next FLUSH fdatasyncs them (and no msync of the range is needed).
  * One syscall per 64 KiB or more is noise beside the copy.
  */
-#define PMEM_FD_STORE_MIN (64u * 1024)
+#define PMEM_FD_IO_MIN (64u * 1024)
 
 static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
                       uint64_t *failed_at);
@@ -222,7 +223,7 @@ static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src,
 	uint64_t failed_at;
 
 	if (pd->page_gran) {
-		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
+		if (len >= PMEM_FD_IO_MIN && !pd->devdax)
 			return pmem_fd_io(pd, off, (void *)src, len, true, &failed_at);
 		pmem_prepare_store(pd, off, len);
 		memcpy(pd->addr + off, src, len);
@@ -230,6 +231,29 @@ static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src,
 		pd->memcpy_fn(pd->addr + off, src, len, PMEM2_F_MEM_NODRAIN);
 	}
 	return 1;
+}
+
+/*
+ * Load on the fast path.  A large load from a page-cache mapping is a
+ * pread(2), for the same reason as a large store is a pwrite: the pages of a
+ * fresh mapping (every mount; and stores of 64 KiB or more leave it
+ * untouched) cost a read fault per 4 KiB, where the kernel copies straight
+ * from the page cache (a cold 1 MiB-block read of a 512 MiB file: see
+ * docs/design/engine.md §2.7).  Same pages, so the bytes are the same: the
+ * emulation's protected pages are never asked for (the dispatch check sends
+ * a request touching known poison to the slow path, latent poison is
+ * filtered before that).  A pread that fails (an I/O error of the file's own
+ * filesystem) falls back to the mapping, under the batch's guard, which
+ * reports the fault.
+ */
+static inline void pmem_load(struct pmem_dev *pd, void *dst, uint64_t off, size_t len)
+{
+	uint64_t failed_at;
+
+	if (pd->page_gran && !pd->devdax && len >= PMEM_FD_IO_MIN &&
+	    !pmem_fd_io(pd, off, dst, len, false, &failed_at))
+		return;
+	memcpy(dst, pd->addr + off, len);
 }
 
 static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
@@ -255,11 +279,11 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 	switch (rq->op) {
 	case BLK_OP_READ:
 		blk_rq_for_each_bio (bio, rq) {
-			const char *src = pd->addr + blk_bio_pos(bio);
+			uint64_t off = blk_bio_pos(bio);
 
 			for (i = 0; i < bio->nr_segs; i++) {
-				memcpy(bio->iov[i].iov_base, src, bio->iov[i].iov_len);
-				src += bio->iov[i].iov_len;
+				pmem_load(pd, bio->iov[i].iov_base, off, bio->iov[i].iov_len);
+				off += bio->iov[i].iov_len;
 			}
 		}
 		return;

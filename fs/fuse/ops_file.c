@@ -2,8 +2,9 @@
 /*
  * The handlers of open files (ops.h), with the hot path: READ and WRITE.
  * Reads of an image file are answered straight from its page-cache mapping
- * (mfs_read_direct_ip, the kernel copies from it); other reads are copied into a
- * buffer first.  Every call on an open file passes the inode its handle pins
+ * (mfs_read_direct_ip, the kernel copies from it), except large reads over
+ * io_uring, made in the ring entry (MFSD_AREA_READ_MIN); other reads are
+ * copied into a buffer first.  Every call on an open file passes the inode its handle pins
  * (mfsd_file_open, from OPEN to RELEASE) to the core's _ip calls: no I/O takes
  * the inode cache's lock.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
  * under the write's own inode lock.  Calls the node table, suid.c, the kill
@@ -16,8 +17,19 @@
 #include "killpriv.h"
 #include "ops.h"
 #include "suid.h"
+#include "transport.h"
 
 #define MFSD_COPY_CHUNK (1u << 20)
+
+/*
+ * Over io_uring, a read of this size or more is made through the engine
+ * straight into the ring entry (mfsd_transport_reply_area): the pmem backend
+ * reads it with pread(2), the kernel copying from the image's page cache.  A
+ * direct (zero-copy) reply would be copied by the daemon out of the image's
+ * mapping instead, faulting on every page this process has not touched.
+ * Smaller reads stay direct: no engine request, and at most a page or two.
+ */
+#define MFSD_AREA_READ_MIN (64u * 1024)
 
 /*
  * The daemon cleared setuid/setgid on its own (a write or open(O_TRUNC)
@@ -91,6 +103,17 @@ void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
 	/* before the reply: a stat right after the read must see the new atime */
 	(void)ino;
 	mfsd_accessed(D(req)->fs, ip, fi->flags);
+	/* over io_uring a large read is made in the ring entry: one copy, by the kernel */
+	buf = size >= MFSD_AREA_READ_MIN ? mfsd_transport_reply_area(size) : NULL;
+	if (buf) {
+		n = mfs_read_ip(D(req)->fs, ip, buf, size, off);
+		if (n < 0) {
+			fuse_reply_err(req, (int)-n);
+			return;
+		}
+		fuse_reply_buf(req, buf, (size_t)n);
+		return;
+	}
 	ret = mfs_read_direct_ip(D(req)->fs, ip, size, off, reply_direct, req);
 	if (ret != -EOPNOTSUPP) {
 		if (ret)

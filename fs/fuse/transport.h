@@ -65,4 +65,15 @@ extern const struct mfsd_transport_ops mfsd_transport_uring;
 /* The /dev/fuse session loop (the loop of both transports). */
 int mfsd_dev_loop(struct mfsd_transport *t);
 
+/*
+ * A buffer of at least @size bytes where the handler of the request this
+ * thread runs may build its reply data in place: the payload of the ring
+ * entry carrying the request (FUSE over io_uring), which a reply made from it
+ * with fuse_reply_buf() is not copied out of again.  NULL when there is none
+ * (a request that came through /dev/fuse, or @size larger than the entry).
+ * For handlers whose request has no payload of its own (READ): the buffer is
+ * the one the request arrived in.
+ */
+void *mfsd_transport_reply_area(size_t size);
+
 #endif

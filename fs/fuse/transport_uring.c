@@ -174,6 +174,11 @@ static void queue_evfd_read(struct ring *r)
 
 /* --- replies ------------------------------------------------------------------------------ */
 
+void *mfsd_transport_reply_area(size_t size)
+{
+	return cur_ent && size <= cur_ent->r->tr->payload_sz ? cur_ent->payload : NULL;
+}
+
 /* The entry handling request @unique, if a ring carries it. */
 static struct ring_ent *find_ent(struct uring_tr *tr, uint64_t unique)
 {

@@ -275,6 +275,51 @@ START_TEST(test_read_stops_at_poison)
 }
 END_TEST
 
+/*
+ * Reads of 64 KiB or more on an image are pread(2)s of its page cache, not
+ * loads through the mapping (pmem_load): the poison check before them is all
+ * that stops them.  Known poison deep inside such a read, and latent poison
+ * planted in a later range, still fail it at the first bad sector.
+ */
+START_TEST(test_large_read_stops_at_poison)
+{
+	static unsigned char buf[256 * 1024];
+	struct blk_stats st;
+	struct blk_bio bio;
+	struct fix f;
+	unsigned i;
+
+	fix_setup(&f, "700 2\n");
+	/* 128 KiB of clean sectors: one bio, read whole */
+	memset(buf, 0xee, sizeof(buf));
+	ck_assert_int_eq(bio_io(f.dev, &bio, BLK_OP_READ, 0, buf, 128 * 1024, 0), 0);
+	ck_assert(memcmp(buf, f.pat, 128 * 1024) == 0);
+	/* 256 KiB from sector 512: poison at 700, 188 sectors in */
+	memset(buf, 0xee, sizeof(buf));
+	ck_assert_int_eq(bio_io(f.dev, &bio, BLK_OP_READ, 512 * SECT, buf, sizeof(buf), 0), -EIO);
+	ck_assert_uint_eq(bio.status, BLK_STS_MEDIA);
+	ck_assert_uint_eq(bio.bad_sector, 700);
+	ck_assert_uint_eq(bio.done, 188 * SECT);
+	ck_assert(memcmp(buf, f.pat + 512 * SECT, 188 * SECT) == 0);
+	ck_assert(all_bytes(buf + 188 * SECT, sizeof(buf) - 188 * SECT, 0xee));
+	/* a recovery read of the same range: every clean byte, zeros for 700-701 */
+	memset(buf, 0xee, sizeof(buf));
+	ck_assert_int_eq(
+	        bio_io(f.dev, &bio, BLK_OP_READ, 512 * SECT, buf, sizeof(buf), BLK_BIO_RECOVERY),
+	        0);
+	for (i = 0; i < sizeof(buf) / SECT; i++) {
+		if (512 + i == 700 || 512 + i == 701)
+			ck_assert(all_bytes(buf + i * SECT, SECT, 0));
+		else
+			ck_assert_msg(memcmp(buf + i * SECT, f.pat + (512 + i) * SECT, SECT) == 0,
+			              "sector %u", 512 + i);
+	}
+	get_stats(&f, &st);
+	ck_assert_uint_eq(st.poison_hits, 2);
+	fix_teardown(&f);
+}
+END_TEST
+
 START_TEST(test_recovery_read)
 {
 	static unsigned char buf[64 * SECT];
@@ -560,6 +605,7 @@ static Suite *poison_suite(bool forking)
 	TCase *tc_wr = tcase_create("write");
 
 	tcase_add_test(tc_rd, test_read_stops_at_poison);
+	tcase_add_test(tc_rd, test_large_read_stops_at_poison);
 	tcase_add_test(tc_rd, test_recovery_read);
 	tcase_add_test(tc_rd, test_recovery_read_merged);
 	suite_add_tcase(s, tc_rd);
