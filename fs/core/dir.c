@@ -247,6 +247,20 @@ int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st)
 	return 0;
 }
 
+void mfs_getattr_pinned(struct mfs *fs, struct mfs_ino *ip, struct stat *st)
+{
+	(void)fs;
+	pthread_rwlock_rdlock(&ip->lock);
+	mfs_inode_to_stat(ip, st);
+	if (!ip->di.mode) {
+		/* freed: its type and permissions from before, no blocks */
+		st->st_mode = ip->freed_mode;
+		st->st_nlink = 0;
+		st->st_blocks = 0;
+	}
+	pthread_rwlock_unlock(&ip->lock);
+}
+
 int mfs_lookup_get(struct mfs *fs, uint64_t dir, const char *name, struct mfs_ino **ipp)
 {
 	struct mfs_ino *dp;

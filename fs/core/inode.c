@@ -381,8 +381,10 @@ int mfs_inode_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	ret = mfs_inode_clear_slot(fs, txn, ip->ino, di->generation);
 	if (!ret)
 		ret = mfs_free_ino(fs, txn, ip->ino);
-	if (!ret)
+	if (!ret) {
+		ip->freed_mode = di->mode;
 		di->mode = 0;
+	}
 	return ret;
 }
 

@@ -92,6 +92,8 @@ struct mfs_ino {
 	bool dead;
 	/* references that are pins (mfs_ipin), not users of the inode; icache_lock */
 	int pins;
+	/* di.mode when it was freed (di.mode is then 0): what mfs_getattr_pinned shows */
+	uint32_t freed_mode;
 	struct mfs_ino *hnext;
 	/* a newer atime than the device's: on fs->atime_head's list (atime.c) */
 	_Atomic bool atime_dirty;
@@ -157,6 +159,23 @@ int mfs_lookup(struct mfs *fs, uint64_t dir, const char *name, struct stat *st);
  */
 int mfs_lookup_get(struct mfs *fs, uint64_t dir, const char *name, struct mfs_ino **ipp);
 int mfs_getattr(struct mfs *fs, uint64_t ino, struct stat *st);
+/*
+ * The attributes of @ip, which the caller holds a reference to (a pin's
+ * counts: see mfs_iref), freed or not: for an unlinked inode freed while the
+ * kernel still knows it (an O_PATH descriptor, a removed working directory,
+ * where mfs_getattr answers -ENOENT), its last attributes with nlink 0, as a
+ * local filesystem shows an unlinked inode still referenced.
+ */
+void mfs_getattr_pinned(struct mfs *fs, struct mfs_ino *ip, struct stat *st);
+/*
+ * One more reference to @ip for a caller that holds one already, or knows
+ * a pin of @ip that cannot go meanwhile (the daemon's node table, under its
+ * lock): ref is not zero, so no icache_lock is needed.  mfs_iput it.
+ */
+static inline void mfs_iref(struct mfs_ino *ip)
+{
+	atomic_fetch_add_explicit(&ip->ref, 1, memory_order_relaxed);
+}
 /* @valid: FATTR bits below; size changes truncate/extend; ctime updated. */
 #define MFS_SET_MODE      (1u << 0)
 #define MFS_SET_UID       (1u << 1)

@@ -90,6 +90,27 @@ int mfsd_node_attach(struct mfsd *d, struct mfs_ino *ip, struct fuse_entry_param
 	return 0;
 }
 
+int mfsd_node_getattr(struct mfsd *d, uint64_t ino, struct stat *st)
+{
+	struct mfsd_nodes *nt = &d->nodes;
+	struct mfs_ino *ip = NULL;
+	struct mfsd_node *n;
+
+	pthread_mutex_lock(&nt->lock);
+	for (n = nt->buckets[node_hash(ino)]; n; n = n->next)
+		if (n->ino == ino) {
+			ip = n->ip;
+			mfs_iref(ip); /* the node's pin holds it: no core lock taken */
+			break;
+		}
+	pthread_mutex_unlock(&nt->lock);
+	if (!ip)
+		return -ENOENT;
+	mfs_getattr_pinned(d->fs, ip, st);
+	mfs_iput(d->fs, ip);
+	return 0;
+}
+
 void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup)
 {
 	struct mfsd_nodes *nt = &d->nodes;

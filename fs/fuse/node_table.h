@@ -10,8 +10,9 @@
  * freed as soon as no file is open on it and no request is under way on it
  * (in the unlink's own transaction when it is small and unused), whether the
  * kernel still knows it or not; from then on the core answers -ENOENT for
- * its number (getattr, open, setattr, xattrs, ioctls: every handler goes
- * through mfs_iget), and the number is not handed out again until the
+ * its number (open, setattr, xattrs, ioctls: every handler goes through
+ * mfs_iget; getattr falls back to the pinned memory, mfsd_node_getattr), and
+ * the number is not handed out again until the
  * kernel's FORGET drops the pin.  Numbers cannot be reused while the kernel
  * knows them, so a node id never names two inodes.
  *
@@ -28,6 +29,7 @@
 struct fuse_entry_param;
 struct fuse_file_info;
 struct mfsd;
+struct stat;
 
 /* A node the kernel knows: its lookup count and the reference it pins. */
 struct mfsd_node {
@@ -66,6 +68,15 @@ int mfsd_node_get(struct mfsd *d, uint64_t ino, struct fuse_entry_param *e);
  * the reference is the node's, or dropped; on error too.
  */
 int mfsd_node_attach(struct mfsd *d, struct mfs_ino *ip, struct fuse_entry_param *e);
+
+/*
+ * The attributes of a node the core no longer answers for (mfs_getattr:
+ * -ENOENT): an unlinked inode freed while the kernel still holds it without
+ * an open file (an O_PATH descriptor, a removed working directory), shown
+ * with nlink 0 as a local filesystem shows it (mfs_getattr_pinned).  Returns
+ * 0, or -ENOENT when the kernel does not know @ino either.
+ */
+int mfsd_node_getattr(struct mfsd *d, uint64_t ino, struct stat *st);
 
 /* The kernel forgets @nlookup lookups of @ino; the last one unpins it. */
 void mfsd_node_forget(struct mfsd *d, uint64_t ino, uint64_t nlookup);

@@ -117,6 +117,8 @@ void mfsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	(void)fi;
 	ret = mfs_getattr(D(req)->fs, ino, &st);
+	if (ret == -ENOENT) /* unlinked and freed, the kernel still holding it */
+		ret = mfsd_node_getattr(D(req), ino, &st);
 	if (ret)
 		goto fail;
 	fuse_reply_attr(req, &st, D(req)->timeout);

@@ -10,8 +10,10 @@
 # file, immediately, for plain files, the last of two hard links, and a file
 # renamed over.  Also while an O_PATH descriptor keeps the kernel's inode
 # (no FORGET until it is closed, no OPEN either): the file is freed at the
-# unlink all the same, and reopening it through /proc/self/fd answers
-# ENOENT or ESTALE, never data.  A file open while unlinked keeps its blocks and stays
+# unlink all the same, fstat of the descriptor shows it with nlink 0 (as a
+# local filesystem does), and reopening it through /proc/self/fd answers
+# ENOENT or ESTALE, never data.  stat . in a removed working directory
+# shows it with nlink 0 too.  A file open while unlinked keeps its blocks and stays
 # readable until it is closed, then they come back.  The daemon logs no
 # error, and fsck.mendfs -n after the unmount is clean.
 #
@@ -81,11 +83,18 @@ python3 - "$MNT/p" "$b0" "$i0" <<'PY' || fail "see above"
 import errno, os, sys
 path, b0, i0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 fd = os.open(path, os.O_PATH)
+before = os.fstat(fd)
 os.unlink(path)
 sv = os.statvfs(os.path.dirname(path))
 if (sv.f_bfree, sv.f_ffree) != (b0, i0):
     sys.exit(f"O_PATH held: {sv.f_bfree} free blocks, {sv.f_ffree} free inodes right after the "
              f"unlink, expected {b0} and {i0}")
+# fstat of the descriptor still works, as on a local filesystem: nlink 0
+st = os.fstat(fd)
+if (st.st_nlink, st.st_mode, st.st_uid, st.st_ino) != (0, before.st_mode, before.st_uid,
+                                                       before.st_ino):
+    sys.exit(f"O_PATH held: fstat after the unlink: nlink {st.st_nlink} mode {st.st_mode:o} "
+             f"ino {st.st_ino}, expected 0, {before.st_mode:o}, {before.st_ino}")
 try:
     os.close(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY))
     sys.exit("O_PATH held: the freed file opened again")
@@ -95,6 +104,14 @@ except OSError as e:
 os.close(fd)
 PY
 counts "O_PATH closed" "$b0" "$i0"
+
+step="removed working directory"
+mkdir "$MNT/cwd"
+# stat . in a working directory removed from under it: nlink 0, not ENOENT
+links=$(cd "$MNT/cwd" && rmdir "$MNT/cwd" && stat -c '%h %F' .) ||
+	fail "stat of a removed working directory failed"
+[ "$links" = "0 directory" ] || fail "a removed working directory: '$links', expected '0 directory'"
+counts "removed working directory" "$b0" "$i0"
 
 step="open while unlinked"
 mkdata "$MNT/o" 8
