@@ -56,7 +56,7 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # run BUILD CONFIG: prints "cold_ticks cold_MBps warm_ticks warm_MBps"
 run() {
-	local b=$1 cfg=$2 o= mk= i t0 t1 s0 s1 out=
+	local b=$1 cfg=$2 o='' mk='' t0 t1 s0 s1 out='' _
 	case $cfg in *uring*) o="-o io_uring" ;; esac
 	case $cfg in *csum) mk="-O data_csum" ;; esac
 	# shellcheck disable=SC2086 # option lists
@@ -65,13 +65,13 @@ run() {
 	# shellcheck disable=SC2086
 	"$b/fs/fuse/mendfs" -f $o "$WORK/img" "$MNT" 2>>"$WORK/daemon.log" &
 	DPID=$!
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		mountpoint -q "$MNT" && break
 		sleep 0.1
 	done
 	mountpoint -q "$MNT" || { cat "$WORK/daemon.log" >&2; exit 1; }
 	dd if=/dev/zero of="$MNT/f" bs=1M count=512 conv=fsync status=none
-	for i in 1 2; do
+	for _ in 1 2; do
 		sync
 		echo 3 >/proc/sys/vm/drop_caches
 		t0=$(ticks $DPID)
