@@ -141,28 +141,6 @@ static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 	return fx_check(fs, ip, x);
 }
 
-struct ge_arg {
-	struct mfs_fx *x;
-	bool found;
-	bool bad;
-};
-
-static int ge_fn(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	struct ge_arg *a = arg;
-	struct mfs_extent e;
-
-	if (len != sizeof(e)) {
-		a->bad = true;
-		return 1;
-	}
-	memcpy(&e, val, sizeof(e));
-	fx_load(a->x, &e);
-	a->bad = a->x->lblk != key;
-	a->found = true;
-	return 1;
-}
-
 /* The extent with the smallest lblk >= @lblk.  -ENOENT if none. */
 static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x)
 {
@@ -179,14 +157,15 @@ static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 		return -ENOENT;
 	}
 	struct mfs_btree bt = ext_tree(ip);
-	struct ge_arg a = {.x = x};
-	int ret = mfs_bt_iterate(fs, &bt, lblk, ge_fn, &a);
+	struct mfs_extent e;
+	uint16_t len = sizeof(e);
+	uint64_t key;
+	int ret = mfs_bt_lookup_ge(fs, &bt, lblk, &key, &e, &len);
 
-	if (ret < 0)
+	if (ret)
 		return ret;
-	if (!a.found)
-		return -ENOENT;
-	if (a.bad)
+	fx_load(x, &e);
+	if (len != sizeof(e) || x->lblk != key)
 		return -EUCLEAN;
 	return fx_check(fs, ip, x);
 }

@@ -488,6 +488,9 @@ int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void
 /* The entry with the greatest key <= @key.  -ENOENT if none. */
 int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
                      void *val, uint16_t *len);
+/* The entry with the smallest key >= @key (one descent, no copy of a leaf).  -ENOENT if none. */
+int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
+                     void *val, uint16_t *len);
 int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
                   const void *val, uint16_t len); /* -EEXIST */
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,

@@ -251,6 +251,7 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #define mfs_txn_dirty    mock_txn_dirty
 #define mfs_bt_lookup    mock_bt_lookup
 #define mfs_bt_lookup_le mock_bt_lookup_le
+#define mfs_bt_lookup_ge mock_bt_lookup_ge
 #define mfs_bt_insert    mock_bt_insert
 #define mfs_bt_update    mock_bt_update
 #define mfs_bt_delete    mock_bt_delete
@@ -268,6 +269,7 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #undef mfs_txn_dirty
 #undef mfs_bt_lookup
 #undef mfs_bt_lookup_le
+#undef mfs_bt_lookup_ge
 #undef mfs_bt_insert
 #undef mfs_bt_update
 #undef mfs_bt_delete
@@ -282,7 +284,7 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 
 const struct layer mock_layer = {
         BT(lookup),  BT(lookup_le), BT(insert),      BT(update),    BT(delete),
-        BT(iterate), BT(destroy),   MOCK(meta_read), MOCK(buf_put),
+        BT(iterate), BT(destroy),   MOCK(meta_read), MOCK(buf_put), BT(lookup_ge),
 };
 
 const struct layer *L = &mock_layer;
