@@ -288,28 +288,42 @@ int mfs_fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
 	return fx_new(a, start, len);
 }
 
-/* Take [start, start + n) out of free extent @f (which holds it). */
+/* Recompute smax on the by-start path from @t down to @x, after x->len changed. */
+static void s_fix(struct mfs_fext *t, const struct mfs_fext *x)
+{
+	if (t != x)
+		s_fix(x->start < t->start ? t->sl : t->sr, x);
+	s_upd(t);
+}
+
+/*
+ * Take [start, start + n) out of free extent @f (which holds it).  What stays
+ * of @f (its head, or else its tail) keeps its place in the by-start treap:
+ * it lies inside the old extent, and no other free extent does, so only the
+ * largest lengths on its path change (s_fix); only the by-size treap moves it.
+ * A take from the middle adds the tail as a new extent.
+ */
 int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_t n)
 {
 	uint64_t fend = f->start + f->len, end = start + n;
+	bool head = start > f->start, tail = end < fend;
 
-	fx_unlink(a, f);
-	if (start > f->start && end < fend) {
-		f->len = start - f->start;
-		fx_link(a, f);
-		return fx_new(a, end, fend - end);
+	a->by_size = z_erase(a->by_size, f);
+	if (!head && !tail) {
+		a->by_start = s_erase(a->by_start, f);
+		a->nr_ext--;
+		free(f);
+		return 0;
 	}
-	if (start > f->start) {
+	if (head) {
 		f->len = start - f->start;
-		fx_link(a, f);
-	} else if (end < fend) {
+	} else {
 		f->start = end;
 		f->len = fend - end;
-		fx_link(a, f);
-	} else {
-		free(f);
 	}
-	return 0;
+	s_fix(a->by_start, f);
+	a->by_size = z_insert(a->by_size, f);
+	return head && tail ? fx_new(a, end, fend - end) : 0;
 }
 
 /* Remove [start, start + len) from the index wherever it is free (mount: poison). */
