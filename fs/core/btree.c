@@ -152,6 +152,84 @@ int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, u
 	return bt_find(fs, bt, key, BT_GE, found, val, len);
 }
 
+/*
+ * One descent for both neighbours of @key.  Only when one lies in another
+ * leaf (@key at a leaf's edge) does that one cost a second descent.
+ */
+int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                         void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                         uint16_t *ge_len)
+{
+	struct bt_bounds bd = {0}, cbd;
+	uint64_t blocknr = bt->root;
+	bool le_other = false, ge_other = false;
+	unsigned level;
+	int ret, found = 0;
+
+	if (!bt->root)
+		return 0;
+	ret = mfs_bt_tree_check(bt);
+	if (ret)
+		return ret;
+	for (level = bt->depth;; level--) {
+		struct mfs_buf *b;
+		unsigned i, nr;
+
+		ret = mfs_bt_node_get(fs, bt, blocknr, level, level == bt->depth ? NULL : &bd, &b);
+		if (ret)
+			return ret;
+		if (level) {
+			i = node_child(b->data, key); /* 0 below the first separator */
+			child_bounds(b->data, i, level == bt->depth ? NULL : &bd, &cbd);
+			blocknr = ptr_child(b->data, i);
+			bd = cbd;
+			pthread_mutex_unlock(&b->lock);
+			mfs_buf_put(b);
+			continue;
+		}
+		nr = node_nr(b->data);
+		i = leaf_lower(b->data, key);
+		if (i < nr) {
+			*ge_key = slot_key(b->data, i);
+			leaf_copy_out(b->data, i, ge_val, ge_len);
+			found |= MFS_BT_GE;
+		} else {
+			/* the next leaf starts at this one's upper bound (exact separators) */
+			ge_other = bt->depth > 0 && bd.has_hi && bd.hi > key;
+		}
+		if (i < nr && slot_key(b->data, i) == key) {
+			*le_key = key;
+			leaf_copy_out(b->data, i, le_val, le_len);
+			found |= MFS_BT_LE;
+		} else if (i > 0) {
+			*le_key = slot_key(b->data, i - 1);
+			leaf_copy_out(b->data, i - 1, le_val, le_len);
+			found |= MFS_BT_LE;
+		} else {
+			/* keys below this leaf's lower bound are in an earlier leaf */
+			le_other = bt->depth > 0 && bd.has_lo;
+		}
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		break;
+	}
+	if (le_other) {
+		ret = bt_find(fs, bt, key, BT_LE, le_key, le_val, le_len);
+		if (!ret)
+			found |= MFS_BT_LE;
+		else if (ret != -ENOENT)
+			return ret;
+	}
+	if (ge_other) {
+		ret = bt_find(fs, bt, key, BT_GE, ge_key, ge_val, ge_len);
+		if (!ret)
+			found |= MFS_BT_GE;
+		else if (ret != -ENOENT)
+			return ret;
+	}
+	return found;
+}
+
 /* --- iteration --------------------------------------------------------------------- */
 
 int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, mfs_bt_iter_fn *fn,

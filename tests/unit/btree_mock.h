@@ -104,6 +104,8 @@ struct layer {
 	void (*buf_put)(struct mfs_buf *);
 	int (*lookup_ge)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
 	                 uint16_t *);
+	int (*lookup_around)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
+	                     uint16_t *, uint64_t *, void *, uint16_t *);
 };
 
 extern const struct layer mock_layer;

@@ -254,6 +254,28 @@ START_TEST(test_lookup_le)
 		T_UEQ(len, value_of(want, 0, w));
 		T_ASSERT(memcmp(v, w, len) == 0);
 	}
+	/* lookup_around: both neighbours, at and between keys, at every leaf's edges */
+	for (k = 0; k < 100 + 10 * 60000 + 50; k += 1) {
+		uint64_t last = 100 + 10 * 59999, lo = 0, hi = 0;
+		uint64_t want_ge = k <= 100 ? 100 : k + (10 - (k - 100) % 10) % 10;
+		uint64_t want_le = k >= last ? last : k - (k - 100) % 10;
+		uint8_t ref[MFS_BT_MAX_VALUE];
+		uint16_t len2 = sizeof(w);
+		int want = (k >= 100 ? MFS_BT_LE : 0) | (want_ge <= last ? MFS_BT_GE : 0);
+
+		len = sizeof(v);
+		T_IEQ(L->lookup_around(fs, &bt, k, &lo, v, &len, &hi, w, &len2), want);
+		if (want & MFS_BT_LE) {
+			T_UEQ(lo, want_le);
+			T_UEQ(len, value_of(want_le, 0, ref));
+			T_ASSERT(memcmp(v, ref, len) == 0);
+		}
+		if (want & MFS_BT_GE) {
+			T_UEQ(hi, want_ge);
+			T_UEQ(len2, value_of(want_ge, 0, ref));
+			T_ASSERT(memcmp(w, ref, len2) == 0);
+		}
+	}
 	T_IEQ(L->destroy(fs, txn, &bt), 0);
 	T_IEQ(mock.live, 0);
 	mock_clean();
