@@ -415,6 +415,24 @@ int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t 
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
              bool *unwritten)
 {
+	/* the read and overwrite paths' case: an inline map whose extent holds @lblk */
+	if (!is_tree(ip) && nr_inline(ip) <= MFS_INLINE_EXTENTS) {
+		struct mfs_fx x;
+
+		for (unsigned i = nr_inline(ip); i-- > 0;) {
+			fx_load(&x, &ip->di.u.ext[i]);
+			if (x.lblk > lblk)
+				continue;
+			if (x.lblk + x.len <= lblk)
+				break; /* a hole: the full lookup measures it */
+			if (fx_check(fs, ip, &x))
+				return -EUCLEAN; /* as the full lookup would */
+			*pblk = x.pblk + (lblk - x.lblk);
+			*count = x.lblk + x.len - lblk;
+			*unwritten = x.flags & MFS_EXT_UNWRITTEN;
+			return 0;
+		}
+	}
 	return mfs_fmap_lookup(fs, ip, lblk, pblk, count, unwritten, NULL);
 }
 
