@@ -236,17 +236,39 @@ static void fx_unlink(struct mfs_alloc *a, struct mfs_fext *x)
 	a->nr_ext--;
 }
 
+/* A node for the index: from the spares, a new slab's when there are none. */
 static int fx_new(struct mfs_alloc *a, uint64_t start, uint64_t len)
 {
-	struct mfs_fext *x = calloc(1, sizeof(*x));
+	struct mfs_fext *x = a->spare;
 
-	if (!x)
-		return -ENOMEM;
+	if (!x) {
+		struct mfs_fext_slab *sl = malloc(sizeof(*sl));
+		unsigned i;
+
+		if (!sl)
+			return -ENOMEM;
+		sl->next = a->slabs;
+		a->slabs = sl;
+		for (i = 1; i < MFS_FX_SLAB; i++)
+			sl->node[i].sl = i + 1 < MFS_FX_SLAB ? &sl->node[i + 1] : NULL;
+		a->spare = &sl->node[1];
+		x = &sl->node[0];
+	} else {
+		a->spare = x->sl;
+	}
+	/* the treaps set every link on insert */
 	x->start = start;
 	x->len = len;
 	x->prio = fx_prio(a);
 	fx_link(a, x);
 	return 0;
+}
+
+/* A node leaves the index: back to the spares. */
+static void fx_put(struct mfs_alloc *a, struct mfs_fext *x)
+{
+	x->sl = a->spare;
+	a->spare = x;
 }
 
 /* Does [start, start + len) overlap a free extent? */
@@ -273,7 +295,7 @@ int mfs_fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
 		if (next) {
 			fx_unlink(a, next);
 			prev->len += next->len;
-			free(next);
+			fx_put(a, next);
 		}
 		fx_link(a, prev);
 		return 0;
@@ -312,7 +334,7 @@ int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_
 	if (!head && !tail) {
 		a->by_start = s_erase(a->by_start, f);
 		a->nr_ext--;
-		free(f);
+		fx_put(a, f);
 		return 0;
 	}
 	if (head) {
@@ -349,11 +371,14 @@ int mfs_fx_carve(struct mfs_alloc *a, uint64_t start, uint64_t len, uint64_t *ca
 	return 0;
 }
 
-void mfs_fx_free_all(struct mfs_fext *t)
+void mfs_fx_destroy(struct mfs_alloc *a)
 {
-	if (!t)
-		return;
-	mfs_fx_free_all(t->sl);
-	mfs_fx_free_all(t->sr);
-	free(t);
+	while (a->slabs) {
+		struct mfs_fext_slab *sl = a->slabs;
+
+		a->slabs = sl->next;
+		free(sl);
+	}
+	a->by_start = a->by_size = a->spare = NULL;
+	a->nr_ext = 0;
 }

@@ -677,7 +677,7 @@ START_TEST(test_extent_index)
 		}
 		fx_check(&a, model);
 	}
-	mfs_fx_free_all(a.by_start);
+	mfs_fx_destroy(&a);
 }
 END_TEST
 
