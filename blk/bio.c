@@ -10,18 +10,7 @@
 void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *buf, uint32_t len,
                   blk_end_io_fn *end_io, void *private)
 {
-	memset(bio, 0, sizeof(*bio));
-	bio->op = (uint8_t)op;
-	bio->sector = sector;
-	bio->len = len;
-	bio->end_io = end_io;
-	bio->private = private;
-	if (buf && (op == BLK_OP_READ || op == BLK_OP_WRITE)) {
-		bio->inline_iov.iov_base = buf;
-		bio->inline_iov.iov_len = len;
-		bio->iov = &bio->inline_iov;
-		bio->nr_segs = 1;
-	}
+	__blk_bio_init(bio, op, sector, buf, len, end_io, private);
 }
 
 /* Walk @bio's segments from byte @skip, calling @fn on each piece. */

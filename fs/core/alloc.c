@@ -190,7 +190,7 @@ void mfs_alloc_destroy(struct mfs *fs)
 	if (fs->commit_hooks == &mfs_alloc_commit_hooks)
 		mfs_journal_set_hooks(fs, NULL);
 	fs->bt_alloc = NULL;
-	mfs_fx_free_all(a->by_start);
+	mfs_fx_destroy(a);
 	while (a->inflight) {
 		struct mfs_pending_batch *b = a->inflight;
 

@@ -236,17 +236,39 @@ static void fx_unlink(struct mfs_alloc *a, struct mfs_fext *x)
 	a->nr_ext--;
 }
 
+/* A node for the index: from the spares, a new slab's when there are none. */
 static int fx_new(struct mfs_alloc *a, uint64_t start, uint64_t len)
 {
-	struct mfs_fext *x = calloc(1, sizeof(*x));
+	struct mfs_fext *x = a->spare;
 
-	if (!x)
-		return -ENOMEM;
+	if (!x) {
+		struct mfs_fext_slab *sl = malloc(sizeof(*sl));
+		unsigned i;
+
+		if (!sl)
+			return -ENOMEM;
+		sl->next = a->slabs;
+		a->slabs = sl;
+		for (i = 1; i < MFS_FX_SLAB; i++)
+			sl->node[i].sl = i + 1 < MFS_FX_SLAB ? &sl->node[i + 1] : NULL;
+		a->spare = &sl->node[1];
+		x = &sl->node[0];
+	} else {
+		a->spare = x->sl;
+	}
+	/* the treaps set every link on insert */
 	x->start = start;
 	x->len = len;
 	x->prio = fx_prio(a);
 	fx_link(a, x);
 	return 0;
+}
+
+/* A node leaves the index: back to the spares. */
+static void fx_put(struct mfs_alloc *a, struct mfs_fext *x)
+{
+	x->sl = a->spare;
+	a->spare = x;
 }
 
 /* Does [start, start + len) overlap a free extent? */
@@ -273,7 +295,7 @@ int mfs_fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
 		if (next) {
 			fx_unlink(a, next);
 			prev->len += next->len;
-			free(next);
+			fx_put(a, next);
 		}
 		fx_link(a, prev);
 		return 0;
@@ -288,28 +310,42 @@ int mfs_fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len)
 	return fx_new(a, start, len);
 }
 
-/* Take [start, start + n) out of free extent @f (which holds it). */
+/* Recompute smax on the by-start path from @t down to @x, after x->len changed. */
+static void s_fix(struct mfs_fext *t, const struct mfs_fext *x)
+{
+	if (t != x)
+		s_fix(x->start < t->start ? t->sl : t->sr, x);
+	s_upd(t);
+}
+
+/*
+ * Take [start, start + n) out of free extent @f (which holds it).  What stays
+ * of @f (its head, or else its tail) keeps its place in the by-start treap:
+ * it lies inside the old extent, and no other free extent does, so only the
+ * largest lengths on its path change (s_fix); only the by-size treap moves it.
+ * A take from the middle adds the tail as a new extent.
+ */
 int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_t n)
 {
 	uint64_t fend = f->start + f->len, end = start + n;
+	bool head = start > f->start, tail = end < fend;
 
-	fx_unlink(a, f);
-	if (start > f->start && end < fend) {
-		f->len = start - f->start;
-		fx_link(a, f);
-		return fx_new(a, end, fend - end);
+	a->by_size = z_erase(a->by_size, f);
+	if (!head && !tail) {
+		a->by_start = s_erase(a->by_start, f);
+		a->nr_ext--;
+		fx_put(a, f);
+		return 0;
 	}
-	if (start > f->start) {
+	if (head) {
 		f->len = start - f->start;
-		fx_link(a, f);
-	} else if (end < fend) {
+	} else {
 		f->start = end;
 		f->len = fend - end;
-		fx_link(a, f);
-	} else {
-		free(f);
 	}
-	return 0;
+	s_fix(a->by_start, f);
+	a->by_size = z_insert(a->by_size, f);
+	return head && tail ? fx_new(a, end, fend - end) : 0;
 }
 
 /* Remove [start, start + len) from the index wherever it is free (mount: poison). */
@@ -335,11 +371,14 @@ int mfs_fx_carve(struct mfs_alloc *a, uint64_t start, uint64_t len, uint64_t *ca
 	return 0;
 }
 
-void mfs_fx_free_all(struct mfs_fext *t)
+void mfs_fx_destroy(struct mfs_alloc *a)
 {
-	if (!t)
-		return;
-	mfs_fx_free_all(t->sl);
-	mfs_fx_free_all(t->sr);
-	free(t);
+	while (a->slabs) {
+		struct mfs_fext_slab *sl = a->slabs;
+
+		a->slabs = sl->next;
+		free(sl);
+	}
+	a->by_start = a->by_size = a->spare = NULL;
+	a->nr_ext = 0;
 }

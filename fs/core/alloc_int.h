@@ -49,10 +49,20 @@ struct mfs_bmap {
 	uint64_t zone, zone_twin; /* poison is looked up here (0: not at all) */
 };
 
+/* Index nodes come in slabs of this many: no malloc per split extent. */
+#define MFS_FX_SLAB 126u
+
+struct mfs_fext_slab {
+	struct mfs_fext_slab *next;
+	struct mfs_fext node[MFS_FX_SLAB];
+};
+
 struct mfs_alloc {
 	struct mfs_fext *by_start, *by_size; /* protected by fs->alloc_lock */
 	uint64_t nr_ext;
 	uint32_t rnd;
+	struct mfs_fext *spare;      /* alloc_lock: unused index nodes, linked by sl */
+	struct mfs_fext_slab *slabs; /* alloc_lock: every node's slab, freed by mfs_fx_destroy */
 	/*
 	 * Data groups: group g is data bitmap block g (MFS_BITMAP_BITS blocks
 	 * from data_start + g * MFS_BITMAP_BITS).  Only loaded groups are in the
@@ -125,8 +135,8 @@ int mfs_fx_add(struct mfs_alloc *a, uint64_t start, uint64_t len);
 int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_t n);
 /* Remove [start, start + len) wherever it is free; *carved += blocks removed. */
 int mfs_fx_carve(struct mfs_alloc *a, uint64_t start, uint64_t len, uint64_t *carved);
-/* Free every extent of by-start tree @t. */
-void mfs_fx_free_all(struct mfs_fext *t);
+/* Free the whole index, every node's slab (unmount). */
+void mfs_fx_destroy(struct mfs_alloc *a);
 
 /* --- bitmaps, counters, poison (alloc_bitmap.c) ----------------------------------------- */
 

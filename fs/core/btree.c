@@ -62,11 +62,15 @@ static void leaf_copy_out(uint8_t *blk, unsigned i, void *val, uint16_t *len)
 	}
 }
 
+enum bt_find_mode { BT_EXACT, BT_LE, BT_GE };
+
 /*
- * Descend to the leaf for @key and look it up: exactly (@le false) or the
- * greatest key <= @key.
+ * Descend to the leaf for @key and look it up: exactly, the greatest key <=
+ * @key (BT_LE) or the smallest >= @key (BT_GE: past the end of its leaf, the
+ * next leaf, whose lowest key is the leaf's upper bound, as separators are
+ * exact).  One node's lock at a time, no copy of the leaf.
  */
-static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, bool le,
+static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enum bt_find_mode mode,
                    uint64_t *found, void *val, uint16_t *len)
 {
 	struct bt_bounds bd = {0}, cbd;
@@ -88,12 +92,12 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, boo
 			return ret;
 		if (level) {
 			/* separators are exact: below the first one there is nothing */
-			if (key < ptr_key(b->data, 0)) {
+			if (key < ptr_key(b->data, 0) && mode != BT_GE) {
 				pthread_mutex_unlock(&b->lock);
 				mfs_buf_put(b);
 				return -ENOENT;
 			}
-			i = node_child(b->data, key);
+			i = node_child(b->data, key); /* 0 below the first separator */
 			child_bounds(b->data, i, level == bt->depth ? NULL : &bd, &cbd);
 			blocknr = ptr_child(b->data, i);
 			bd = cbd;
@@ -103,10 +107,19 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, boo
 		}
 		i = leaf_lower(b->data, key);
 		ret = 0;
-		if (i < node_nr(b->data) && slot_key(b->data, i) == key) {
-			/* exact hit */
-		} else if (le && i > 0) {
+		if (i < node_nr(b->data) && (mode == BT_GE || slot_key(b->data, i) == key)) {
+			/* exact hit, or the first key past @key */
+		} else if (mode == BT_LE && i > 0) {
 			i--;
+		} else if (mode == BT_GE && bt->depth > 0 && bd.has_hi && bd.hi > key) {
+			/* past this leaf's end: descend again to the next leaf */
+			pthread_mutex_unlock(&b->lock);
+			mfs_buf_put(b);
+			key = bd.hi;
+			blocknr = bt->root;
+			bd = (struct bt_bounds){0};
+			level = bt->depth + 1;
+			continue;
 		} else {
 			ret = -ENOENT;
 		}
@@ -124,13 +137,97 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, boo
 int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void *val,
                   uint16_t *len)
 {
-	return bt_find(fs, bt, key, false, NULL, val, len);
+	return bt_find(fs, bt, key, BT_EXACT, NULL, val, len);
 }
 
 int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
                      void *val, uint16_t *len)
 {
-	return bt_find(fs, bt, key, true, found, val, len);
+	return bt_find(fs, bt, key, BT_LE, found, val, len);
+}
+
+int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
+                     void *val, uint16_t *len)
+{
+	return bt_find(fs, bt, key, BT_GE, found, val, len);
+}
+
+/*
+ * One descent for both neighbours of @key.  Only when one lies in another
+ * leaf (@key at a leaf's edge) does that one cost a second descent.
+ */
+int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                         void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                         uint16_t *ge_len)
+{
+	struct bt_bounds bd = {0}, cbd;
+	uint64_t blocknr = bt->root;
+	bool le_other = false, ge_other = false;
+	unsigned level;
+	int ret, found = 0;
+
+	if (!bt->root)
+		return 0;
+	ret = mfs_bt_tree_check(bt);
+	if (ret)
+		return ret;
+	for (level = bt->depth;; level--) {
+		struct mfs_buf *b;
+		unsigned i, nr;
+
+		ret = mfs_bt_node_get(fs, bt, blocknr, level, level == bt->depth ? NULL : &bd, &b);
+		if (ret)
+			return ret;
+		if (level) {
+			i = node_child(b->data, key); /* 0 below the first separator */
+			child_bounds(b->data, i, level == bt->depth ? NULL : &bd, &cbd);
+			blocknr = ptr_child(b->data, i);
+			bd = cbd;
+			pthread_mutex_unlock(&b->lock);
+			mfs_buf_put(b);
+			continue;
+		}
+		nr = node_nr(b->data);
+		i = leaf_lower(b->data, key);
+		if (i < nr) {
+			*ge_key = slot_key(b->data, i);
+			leaf_copy_out(b->data, i, ge_val, ge_len);
+			found |= MFS_BT_GE;
+		} else {
+			/* the next leaf starts at this one's upper bound (exact separators) */
+			ge_other = bt->depth > 0 && bd.has_hi && bd.hi > key;
+		}
+		if (i < nr && slot_key(b->data, i) == key) {
+			*le_key = key;
+			leaf_copy_out(b->data, i, le_val, le_len);
+			found |= MFS_BT_LE;
+		} else if (i > 0) {
+			*le_key = slot_key(b->data, i - 1);
+			leaf_copy_out(b->data, i - 1, le_val, le_len);
+			found |= MFS_BT_LE;
+		} else {
+			/* keys below this leaf's lower bound are in an earlier leaf */
+			le_other = bt->depth > 0 && bd.has_lo;
+		}
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		break;
+	}
+	if (le_other) {
+		ret = bt_find(fs, bt, key, BT_LE, le_key, le_val, le_len);
+		if (!ret)
+			found |= MFS_BT_LE;
+		else if (ret != -ENOENT)
+			return ret;
+	}
+	if (ge_other) {
+		ret = bt_find(fs, bt, key, BT_GE, ge_key, ge_val, ge_len);
+		if (!ret)
+			found |= MFS_BT_GE;
+		else if (ret != -ENOENT)
+			return ret;
+	}
+	return found;
 }
 
 /* --- iteration --------------------------------------------------------------------- */

@@ -16,19 +16,28 @@
 
 /* --- leaf pages -------------------------------------------------------------------- */
 
-/* Lowest value offset: the end of the free gap after the slot array. */
-static unsigned leaf_data_start(uint8_t *blk)
+/*
+ * One pass over a leaf's slots: the bytes they take after the header
+ * (leaf_used()), and in *start the lowest offset of a value (the end of the
+ * gap after the slot array).
+ */
+static unsigned leaf_scan(uint8_t *blk, unsigned *start)
 {
-	unsigned nr = node_nr(blk), start = MFS_BLOCK_SIZE, i;
+	unsigned nr = node_nr(blk), used = nr * BT_SLOT, st = MFS_BLOCK_SIZE, i;
 
-	for (i = 0; i < nr; i++)
-		if (slot_len(blk, i) && slot_off(blk, i) < start)
-			start = slot_off(blk, i);
-	return start;
+	for (i = 0; i < nr; i++) {
+		unsigned len = slot_len(blk, i);
+
+		used += len;
+		if (len && slot_off(blk, i) < st)
+			st = slot_off(blk, i);
+	}
+	*start = st;
+	return used;
 }
 
-/* Pack the values against the end of the block and zero the gap. */
-static void leaf_compact(uint8_t *blk)
+/* Pack the values against the end of the block and zero the gap.  Returns the new data start. */
+static unsigned leaf_compact(uint8_t *blk)
 {
 	uint8_t tmp[MFS_BLOCK_SIZE];
 	unsigned nr = node_nr(blk), end = MFS_BLOCK_SIZE, i;
@@ -47,6 +56,22 @@ static void leaf_compact(uint8_t *blk)
 	}
 	memcpy(blk + end, tmp + end, MFS_BLOCK_SIZE - end);
 	memset(blk + BT_HDR + nr * BT_SLOT, 0, end - (BT_HDR + nr * BT_SLOT));
+	return end;
+}
+
+/*
+ * Store a value of @len (> 0) for slot @i, which holds none, given the data
+ * start of the other slots: compacts if the gap is too small.
+ */
+static void leaf_place_from(uint8_t *blk, unsigned i, const void *val, unsigned len, unsigned start)
+{
+	struct mfs_bt_slot *s = leaf_slots(blk);
+
+	if (start - (BT_HDR + node_nr(blk) * BT_SLOT) < len)
+		start = leaf_compact(blk);
+	memcpy(blk + start - len, val, len);
+	s[i].off = htole16(start - len);
+	s[i].len = htole16(len);
 }
 
 /* Store a value of @len for slot @i, compacting if the gap is too small. */
@@ -59,32 +84,31 @@ static void leaf_place(uint8_t *blk, unsigned i, const void *val, unsigned len)
 	s[i].off = htole16(MFS_BLOCK_SIZE);
 	if (!len)
 		return;
-	start = leaf_data_start(blk);
-	if (start - (BT_HDR + node_nr(blk) * BT_SLOT) < len) {
-		leaf_compact(blk);
-		start = leaf_data_start(blk);
-	}
-	memcpy(blk + start - len, val, len);
-	s[i].off = htole16(start - len);
-	s[i].len = htole16(len);
+	leaf_scan(blk, &start);
+	leaf_place_from(blk, i, val, len, start);
 }
 
-/* Insert at slot @i; the caller checked that leaf_used() + slot + len fits. */
-static void leaf_insert_at(uint8_t *blk, unsigned i, uint64_t key, const void *val, unsigned len)
+/*
+ * Insert at slot @i; the caller checked that leaf_used() + slot + len fits
+ * and passes the data start (leaf_scan()).
+ */
+static void leaf_insert_at(uint8_t *blk, unsigned i, uint64_t key, const void *val, unsigned len,
+                           unsigned start)
 {
 	struct mfs_bt_slot *s = leaf_slots(blk);
 	unsigned nr = node_nr(blk);
 
 	/* the slot array grows into the gap: make room for it first */
-	if (leaf_data_start(blk) - (BT_HDR + nr * BT_SLOT) < BT_SLOT + len)
-		leaf_compact(blk);
+	if (start - (BT_HDR + nr * BT_SLOT) < BT_SLOT + len)
+		start = leaf_compact(blk);
 	memmove(&s[i + 1], &s[i], (nr - i) * BT_SLOT);
 	s[i].key = htole64(key);
 	s[i].len = 0;
 	s[i].off = htole16(MFS_BLOCK_SIZE);
 	s[i].__pad = 0;
 	node_set_nr(blk, nr + 1);
-	leaf_place(blk, i, val, len);
+	if (len)
+		leaf_place_from(blk, i, val, len, start);
 }
 
 /* --- split ------------------------------------------------------------------------- */
@@ -203,7 +227,7 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	struct bt_ent e[BT_LEAF_MAX + 1];
 	struct bt_path path;
 	struct mfs_buf *leaf;
-	unsigned i, n;
+	unsigned i, n, start;
 	int ret;
 
 	if (len > MFS_BT_MAX_VALUE || (len && !val))
@@ -233,8 +257,8 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	pthread_mutex_lock(&leaf->lock);
 	if (i < node_nr(leaf->data) && slot_key(leaf->data, i) == key) {
 		ret = -EEXIST;
-	} else if (leaf_used(leaf->data) + BT_SLOT + len <= BT_SPACE) {
-		leaf_insert_at(leaf->data, i, key, val, len);
+	} else if (leaf_scan(leaf->data, &start) + BT_SLOT + len <= BT_SPACE) {
+		leaf_insert_at(leaf->data, i, key, val, len, start);
 		mfs_txn_dirty(txn, leaf);
 		pthread_mutex_unlock(&leaf->lock);
 		if (i == 0)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Zeroing file bytes in place, poison-aware (docs/RECOVERY.md): the tail of
+ * Waiting for a batch of bios (fio_sleep, fio_wake: the slow half of fio.h),
+ * and zeroing file bytes in place, poison-aware (docs/RECOVERY.md): the tail of
  * the old last block when a file grows, the partial edge blocks of a range.
  * Used by the write path, truncate and fallocate; calls the block map
  * (mfs_bmap) and the block engine.
@@ -11,10 +12,52 @@
  * the new size is set.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "csum.h"
 #include "fio.h"
+
+/* --- waiting for a batch (fio.h) ----------------------------------------------------- */
+
+static long fio_futex(_Atomic uint32_t *uaddr, int op, uint32_t val)
+{
+	return syscall(SYS_futex, (uint32_t *)uaddr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+/*
+ * Bios of @io are in flight: announce a sleeper (FIO_WAITER) and sleep until
+ * the last end_io takes pending to zero.  Flushes this thread's plug first:
+ * a plug opened around the caller must not hold the bios we wait for.
+ */
+void fio_sleep(struct fio *io)
+{
+	uint32_t v;
+
+	blk_flush_plug();
+	v = atomic_load_explicit(&io->pending, memory_order_acquire);
+	while (v & ~FIO_WAITER) {
+		if (!(v & FIO_WAITER)) {
+			if (!atomic_compare_exchange_weak_explicit(&io->pending, &v, v | FIO_WAITER,
+			                                           memory_order_acquire,
+			                                           memory_order_acquire))
+				continue;
+			v |= FIO_WAITER;
+		}
+		fio_futex(&io->pending, FUTEX_WAIT, v);
+		v = atomic_load_explicit(&io->pending, memory_order_acquire);
+	}
+	atomic_store_explicit(&io->pending, 0, memory_order_relaxed);
+}
+
+/* The last bio of @io ended and its owner sleeps (@io's memory may be reused by now). */
+void fio_wake(struct fio *io)
+{
+	fio_futex(&io->pending, FUTEX_WAKE, INT_MAX);
+}
 
 /*
  * Zero bytes [from, to) of device block @pblk in place: read-modify-write of

@@ -34,38 +34,52 @@ _Static_assert(BIO_MAX_BLOCKS < RQ_MAX_BLOCKS, "bios must be able to merge into 
 /*
  * A batch of bios, queued by fio_submit and submitted under one plug by
  * fio_wait.  It lives on its caller's stack (fio_init ... fio_done): no
- * allocation per I/O.
+ * allocation per I/O, and no lock: the bios' end_io count @pending down with
+ * one atomic each, and the owner sleeps on it (a futex) only if a bio is
+ * still in flight when it looks (a backend that completes inline, pmem,
+ * never makes it sleep).
  */
+#define FIO_WAITER 0x80000000u /* in pending: the owner sleeps, the last end_io wakes it */
+
 struct fio {
 	struct blk_dev *dev;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned pending; /* lock */
-	int err;          /* lock: first error */
-	unsigned nr;
+	_Atomic uint32_t pending; /* bios in flight, | FIO_WAITER */
+	_Atomic int err;          /* first error */
+	unsigned nr;              /* owner only: bios queued, not submitted */
 	struct blk_bio bio[FIO_BATCH];
 };
 
 static inline void fio_init(struct fio *io, struct mfs *fs)
 {
 	io->dev = fs->dev;
-	pthread_mutex_init(&io->lock, NULL);
-	pthread_cond_init(&io->cond, NULL);
-	io->pending = 0;
-	io->err = 0;
+	atomic_init(&io->pending, 0);
+	atomic_init(&io->err, 0);
 	io->nr = 0;
 }
+
+/* Sleep until every bio in flight has ended (fio.c). */
+void fio_sleep(struct fio *io);
+/* Wake the owner of @io sleeping in fio_sleep (fio.c). */
+void fio_wake(struct fio *io);
 
 static inline void fio_end_io(struct blk_bio *bio)
 {
 	struct fio *io = bio->private;
 
-	pthread_mutex_lock(&io->lock);
-	if (bio->status != BLK_STS_OK && !io->err)
-		io->err = -blk_status_to_errno((enum blk_status)bio->status);
-	if (--io->pending == 0)
-		pthread_cond_broadcast(&io->cond);
-	pthread_mutex_unlock(&io->lock);
+	if (bio->status != BLK_STS_OK) {
+		int none = 0;
+
+		atomic_compare_exchange_strong(&io->err, &none,
+		                               -blk_status_to_errno((enum blk_status)bio->status));
+	}
+	/*
+	 * The last touch of @io unless the owner sleeps: once pending reaches
+	 * zero the owner may return and its stack be reused, so the wake
+	 * (a futex on an address that may be stale by then) is all that may
+	 * follow, as in blk_submit_bio_wait.
+	 */
+	if (atomic_fetch_sub_explicit(&io->pending, 1, memory_order_acq_rel) == (FIO_WAITER | 1))
+		fio_wake(io);
 }
 
 /* Submit the queued bios under one plug and wait for them.  Returns the first error seen. */
@@ -73,39 +87,35 @@ static inline int fio_wait(struct fio *io)
 {
 	struct blk_plug plug;
 	unsigned i;
-	int err;
 
 	/*
 	 * The batch is submitted here, under one plug, with nothing else done
 	 * meanwhile: the map lookups that built it (metadata reads, buffer
-	 * locks) ran before, outside any plug.
+	 * locks) ran before, outside any plug.  A single bio needs no plug:
+	 * it goes to the backend at once, as the plug would send it.
 	 */
 	if (io->nr) {
-		pthread_mutex_lock(&io->lock);
-		io->pending += io->nr;
-		pthread_mutex_unlock(&io->lock);
-		blk_start_plug_nr_ios(&plug, (unsigned short)io->nr);
-		for (i = 0; i < io->nr; i++)
-			blk_submit_bio(io->dev, &io->bio[i]);
-		blk_finish_plug(&plug);
+		/* nothing is in flight between fio_waits: a plain store */
+		atomic_store_explicit(&io->pending, io->nr, memory_order_relaxed);
+		if (io->nr == 1) {
+			blk_submit_bio(io->dev, &io->bio[0]);
+		} else {
+			blk_start_plug_nr_ios(&plug, (unsigned short)io->nr);
+			for (i = 0; i < io->nr; i++)
+				blk_submit_bio(io->dev, &io->bio[i]);
+			blk_finish_plug(&plug);
+		}
+		io->nr = 0;
+		if (atomic_load_explicit(&io->pending, memory_order_acquire))
+			fio_sleep(io); /* a backend completing elsewhere (uring) */
 	}
-	pthread_mutex_lock(&io->lock);
-	while (io->pending)
-		pthread_cond_wait(&io->cond, &io->lock);
-	err = io->err;
-	pthread_mutex_unlock(&io->lock);
-	io->nr = 0;
-	return err;
+	return atomic_load_explicit(&io->err, memory_order_relaxed);
 }
 
 /* Submit and wait for what is queued, and end @io.  Returns the first error seen. */
 static inline int fio_done(struct fio *io)
 {
-	int err = fio_wait(io);
-
-	pthread_mutex_destroy(&io->lock);
-	pthread_cond_destroy(&io->cond);
-	return err;
+	return fio_wait(io);
 }
 
 /* Queue one op over @nblk device blocks from @pblk (@buf NULL for WRITE_ZEROES): fio_wait submits.
@@ -120,8 +130,8 @@ static inline void fio_submit(struct fio *io, enum blk_op op, uint64_t pblk, voi
 		if (io->nr == FIO_BATCH)
 			fio_wait(io); /* keeps io->err */
 		bio = &io->bio[io->nr++];
-		blk_bio_init(bio, op, pblk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(n * BS),
-		             fio_end_io, io);
+		__blk_bio_init(bio, op, pblk * MFS_SECTORS_PER_BLOCK, buf, (uint32_t)(n * BS),
+		               fio_end_io, io);
 		bio->flags = (uint8_t)flags;
 		bio->rec = rec;
 		pblk += n;

@@ -141,28 +141,6 @@ static int map_find_le(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 	return fx_check(fs, ip, x);
 }
 
-struct ge_arg {
-	struct mfs_fx *x;
-	bool found;
-	bool bad;
-};
-
-static int ge_fn(void *arg, uint64_t key, const void *val, uint16_t len)
-{
-	struct ge_arg *a = arg;
-	struct mfs_extent e;
-
-	if (len != sizeof(e)) {
-		a->bad = true;
-		return 1;
-	}
-	memcpy(&e, val, sizeof(e));
-	fx_load(a->x, &e);
-	a->bad = a->x->lblk != key;
-	a->found = true;
-	return 1;
-}
-
 /* The extent with the smallest lblk >= @lblk.  -ENOENT if none. */
 static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x)
 {
@@ -179,14 +157,50 @@ static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 		return -ENOENT;
 	}
 	struct mfs_btree bt = ext_tree(ip);
-	struct ge_arg a = {.x = x};
-	int ret = mfs_bt_iterate(fs, &bt, lblk, ge_fn, &a);
+	struct mfs_extent e;
+	uint16_t len = sizeof(e);
+	uint64_t key;
+	int ret = mfs_bt_lookup_ge(fs, &bt, lblk, &key, &e, &len);
 
-	if (ret < 0)
+	if (ret)
 		return ret;
-	if (!a.found)
+	fx_load(x, &e);
+	if (len != sizeof(e) || x->lblk != key)
+		return -EUCLEAN;
+	return fx_check(fs, ip, x);
+}
+
+/*
+ * A tree map's map_find_le and map_find_ge of @lblk in one call (one descent
+ * mostly): the first's result is returned and left in @x, the second's in @r
+ * and *has_right (0 or 1).
+ */
+static int map_find_around(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x,
+                           struct mfs_fx *r, int *has_right)
+{
+	struct mfs_btree bt = ext_tree(ip);
+	struct mfs_extent le, ge;
+	uint16_t le_len = sizeof(le), ge_len = sizeof(ge);
+	uint64_t le_key, ge_key;
+	int found =
+	        mfs_bt_lookup_around(fs, &bt, lblk, &le_key, &le, &le_len, &ge_key, &ge, &ge_len);
+	int ret;
+
+	if (found < 0)
+		return found;
+	*has_right = !!(found & MFS_BT_GE);
+	if (*has_right) {
+		fx_load(r, &ge);
+		if (ge_len != sizeof(ge) || r->lblk != ge_key)
+			return -EUCLEAN;
+		ret = fx_check(fs, ip, r);
+		if (ret)
+			return ret;
+	}
+	if (!(found & MFS_BT_LE))
 		return -ENOENT;
-	if (a.bad)
+	fx_load(x, &le);
+	if (le_len != sizeof(le) || x->lblk != le_key)
 		return -EUCLEAN;
 	return fx_check(fs, ip, x);
 }
@@ -341,7 +355,8 @@ static int map_maybe_inline(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino 
 int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk,
                     uint64_t *count, bool *unwritten, struct mfs_fmap_hole *h)
 {
-	struct mfs_fx x;
+	struct mfs_fx x, r;
+	int has_right = -1; /* -1: not looked up yet */
 	bool has_left;
 	int ret;
 
@@ -353,7 +368,10 @@ int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t 
 		*count = 1;
 		return 0;
 	}
-	ret = map_find_le(fs, ip, lblk, &x);
+	if (is_tree(ip))
+		ret = map_find_around(fs, ip, lblk, &x, &r, &has_right);
+	else
+		ret = map_find_le(fs, ip, lblk, &x);
 	if (ret && ret != -ENOENT)
 		return ret;
 	if (!ret && x.lblk + x.len > lblk) {
@@ -368,7 +386,14 @@ int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t 
 		if (has_left)
 			h->left = x;
 	}
-	ret = map_find_ge(fs, ip, lblk, &x);
+	if (has_right < 0) {
+		ret = map_find_ge(fs, ip, lblk, &x);
+	} else {
+		/* the tree's lookup brought the next extent along */
+		ret = has_right ? 0 : -ENOENT;
+		if (has_right)
+			x = r;
+	}
 	if (ret == -ENOENT) {
 		*count = MAX_FILE_BLOCKS - lblk;
 	} else if (ret) {
@@ -390,6 +415,24 @@ int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t 
 int mfs_bmap(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t *pblk, uint64_t *count,
              bool *unwritten)
 {
+	/* the read and overwrite paths' case: an inline map whose extent holds @lblk */
+	if (!is_tree(ip) && nr_inline(ip) <= MFS_INLINE_EXTENTS) {
+		struct mfs_fx x;
+
+		for (unsigned i = nr_inline(ip); i-- > 0;) {
+			fx_load(&x, &ip->di.u.ext[i]);
+			if (x.lblk > lblk)
+				continue;
+			if (x.lblk + x.len <= lblk)
+				break; /* a hole: the full lookup measures it */
+			if (fx_check(fs, ip, &x))
+				return -EUCLEAN; /* as the full lookup would */
+			*pblk = x.pblk + (lblk - x.lblk);
+			*count = x.lblk + x.len - lblk;
+			*unwritten = x.flags & MFS_EXT_UNWRITTEN;
+			return 0;
+		}
+	}
 	return mfs_fmap_lookup(fs, ip, lblk, pblk, count, unwritten, NULL);
 }
 

@@ -488,6 +488,20 @@ int mfs_bt_lookup(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, void
 /* The entry with the greatest key <= @key.  -ENOENT if none. */
 int mfs_bt_lookup_le(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
                      void *val, uint16_t *len);
+/* The entry with the smallest key >= @key (one descent, no copy of a leaf).  -ENOENT if none. */
+int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *found,
+                     void *val, uint16_t *len);
+/*
+ * Both neighbours of @key, mostly in one descent: the entry with the greatest
+ * key <= @key into @le_key/@le_val, the smallest >= @key into @ge_key/@ge_val
+ * (at most *len bytes each; *len becomes the value's size).  Returns the ones
+ * found (MFS_BT_LE | MFS_BT_GE) or -errno.
+ */
+#define MFS_BT_LE 1
+#define MFS_BT_GE 2
+int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                         void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                         uint16_t *ge_len);
 int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
                   const void *val, uint16_t len); /* -EEXIST */
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,

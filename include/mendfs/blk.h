@@ -119,6 +119,23 @@ static inline uint64_t blk_bio_pos(const struct blk_bio *bio)
 void blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *buf, uint32_t len,
                   blk_end_io_fn *end_io, void *private);
 
+/* blk_bio_init, inline: for callers that build a bio per 4 KiB I/O. */
+static inline void __blk_bio_init(struct blk_bio *bio, enum blk_op op, uint64_t sector, void *buf,
+                                  uint32_t len, blk_end_io_fn *end_io, void *private)
+{
+	*bio = (struct blk_bio){.sector = sector,
+	                        .len = len,
+	                        .op = (uint8_t)op,
+	                        .end_io = end_io,
+	                        .private = private};
+	if (buf && (op == BLK_OP_READ || op == BLK_OP_WRITE)) {
+		bio->inline_iov.iov_base = buf;
+		bio->inline_iov.iov_len = len;
+		bio->iov = &bio->inline_iov;
+		bio->nr_segs = 1;
+	}
+}
+
 /*
  * Per-thread plug.  Between blk_start_plug() and blk_finish_plug() the calling
  * thread's bios gather in the plug, merge when contiguous, and go to the

@@ -244,19 +244,21 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 /* a checked node is checked again: the tree keeps its nodes valid (btree_node.c) */
 #define MFS_BT_VERIFY_CHECKED
 
-#define mfs_meta_read    mock_meta_read
-#define mfs_meta_new     mock_meta_new
-#define mfs_buf_put      mock_buf_put
-#define mfs_meta_forget  mock_meta_forget
-#define mfs_txn_dirty    mock_txn_dirty
-#define mfs_bt_lookup    mock_bt_lookup
-#define mfs_bt_lookup_le mock_bt_lookup_le
-#define mfs_bt_insert    mock_bt_insert
-#define mfs_bt_update    mock_bt_update
-#define mfs_bt_delete    mock_bt_delete
-#define mfs_bt_iterate   mock_bt_iterate
-#define mfs_bt_destroy   mock_bt_destroy
-#define MFS_BT_SHARED    static /* the tree's shared helpers: this unit's own copies */
+#define mfs_meta_read        mock_meta_read
+#define mfs_meta_new         mock_meta_new
+#define mfs_buf_put          mock_buf_put
+#define mfs_meta_forget      mock_meta_forget
+#define mfs_txn_dirty        mock_txn_dirty
+#define mfs_bt_lookup        mock_bt_lookup
+#define mfs_bt_lookup_le     mock_bt_lookup_le
+#define mfs_bt_lookup_ge     mock_bt_lookup_ge
+#define mfs_bt_lookup_around mock_bt_lookup_around
+#define mfs_bt_insert        mock_bt_insert
+#define mfs_bt_update        mock_bt_update
+#define mfs_bt_delete        mock_bt_delete
+#define mfs_bt_iterate       mock_bt_iterate
+#define mfs_bt_destroy       mock_bt_destroy
+#define MFS_BT_SHARED        static /* the tree's shared helpers: this unit's own copies */
 #include "btree_node.c"
 #include "btree.c"
 #include "btree_delete.c"
@@ -268,6 +270,8 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #undef mfs_txn_dirty
 #undef mfs_bt_lookup
 #undef mfs_bt_lookup_le
+#undef mfs_bt_lookup_ge
+#undef mfs_bt_lookup_around
 #undef mfs_bt_insert
 #undef mfs_bt_update
 #undef mfs_bt_delete
@@ -281,8 +285,8 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 /* --- the layer a test runs on ------------------------------------------------------------ */
 
 const struct layer mock_layer = {
-        BT(lookup),  BT(lookup_le), BT(insert),      BT(update),    BT(delete),
-        BT(iterate), BT(destroy),   MOCK(meta_read), MOCK(buf_put),
+        BT(lookup),  BT(lookup_le),   BT(insert),    BT(update),    BT(delete),        BT(iterate),
+        BT(destroy), MOCK(meta_read), MOCK(buf_put), BT(lookup_ge), BT(lookup_around),
 };
 
 const struct layer *L = &mock_layer;

@@ -102,6 +102,10 @@ struct layer {
 	int (*destroy)(struct mfs *, struct mfs_txn *, struct mfs_btree *);
 	int (*meta_read)(struct mfs *, uint64_t, uint16_t, struct mfs_buf **);
 	void (*buf_put)(struct mfs_buf *);
+	int (*lookup_ge)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
+	                 uint16_t *);
+	int (*lookup_around)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
+	                     uint16_t *, uint64_t *, void *, uint16_t *);
 };
 
 extern const struct layer mock_layer;

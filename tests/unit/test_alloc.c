@@ -9,7 +9,9 @@
  * recovery after frees, poisoned frees quarantined and not reallocated until
  * released once clean, 4 threads never handed overlapping blocks.  Meta and
  * inodes: ranges, reuse, double frees refused.  After each test the free
- * counters equal a recount of the bitmaps.
+ * counters equal a recount of the bitmaps.  The free extent index alone,
+ * against a model: takes from the head, tail and middle and frees keep both
+ * treaps and the largest lengths right.
  */
 #include <check.h>
 #include <errno.h>
@@ -21,8 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mfs.h"
+#include "alloc_int.h"
 #include "fixture.h"
+#include "mfs.h"
 
 static uint64_t data_start, data_len;
 
@@ -559,6 +562,125 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* --- the free extent index against a model (alloc_extents.c, memory only) ---------------- */
+
+#define FX_BLOCKS 2048u
+
+static uint64_t fx_walk(const struct mfs_fext *t, const bool *model, uint64_t *prev_end)
+{
+	uint64_t n, m;
+
+	if (!t)
+		return 0;
+	n = fx_walk(t->sl, model, prev_end);
+	/* in start order, apart (merged when adjacent), every block free in the model */
+	ck_assert_uint_gt(t->start, *prev_end);
+	for (uint64_t b = t->start; b < t->start + t->len; b++)
+		ck_assert(model[b]);
+	/* the run is maximal: the blocks around it are not free */
+	ck_assert(t->start == 0 || !model[t->start - 1]);
+	ck_assert(t->start + t->len >= FX_BLOCKS || !model[t->start + t->len]);
+	*prev_end = t->start + t->len;
+	m = t->len;
+	if (t->sl && t->sl->smax > m)
+		m = t->sl->smax;
+	if (t->sr && t->sr->smax > m)
+		m = t->sr->smax;
+	ck_assert_uint_eq(t->smax, m);
+	return n + 1 + fx_walk(t->sr, model, prev_end);
+}
+
+static uint64_t fx_walk_size(const struct mfs_fext *t, const struct mfs_fext **prev)
+{
+	uint64_t n;
+
+	if (!t)
+		return 0;
+	n = fx_walk_size(t->zl, prev);
+	if (*prev)
+		ck_assert((*prev)->len < t->len ||
+		          ((*prev)->len == t->len && (*prev)->start < t->start));
+	*prev = t;
+	return n + 1 + fx_walk_size(t->zr, prev);
+}
+
+static void fx_check(struct mfs_alloc *a, const bool *model)
+{
+	const struct mfs_fext *prev = NULL;
+	uint64_t end = 0, want;
+
+	/* starts are >= 1 here: end 0 means "nothing before" */
+	ck_assert_uint_eq(fx_walk(a->by_start, model, &end), a->nr_ext);
+	ck_assert_uint_eq(fx_walk_size(a->by_size, &prev), a->nr_ext);
+	for (want = 1; want <= 64; want *= 4) {
+		uint64_t key = (uint64_t)rand() % FX_BLOCKS, b, run = 0, fit = 0;
+		const struct mfs_fext *f = mfs_fx_first_fit(a->by_start, key, want);
+
+		/* the first maximal run starting at or after key with want blocks */
+		for (b = 1; b <= FX_BLOCKS && !fit; b++) {
+			if (b < FX_BLOCKS && model[b]) {
+				run++;
+				continue;
+			}
+			if (run >= want && b - run >= key)
+				fit = b - run;
+			run = 0;
+		}
+		if (fit)
+			ck_assert(f && f->start == fit);
+		else
+			ck_assert_ptr_null(f);
+	}
+}
+
+/*
+ * Random takes (head, tail, middle, whole) and adds against a model bitmap:
+ * after each, the by-start treap holds the maximal free runs in order with
+ * the right largest lengths, the by-size treap the same nodes in (len, start)
+ * order, and first fit agrees with a scan of the model.
+ */
+START_TEST(test_extent_index)
+{
+	struct mfs_alloc a = {.rnd = 12345};
+	static bool model[FX_BLOCKS];
+	unsigned i;
+
+	srand(7);
+	memset(model, 0, sizeof(model));
+	for (uint64_t b = 1; b < FX_BLOCKS; b++)
+		model[b] = true;
+	ck_assert_int_eq(mfs_fx_add(&a, 1, FX_BLOCKS - 1), 0);
+	fx_check(&a, model);
+	for (i = 0; i < 4000; i++) {
+		uint64_t b = 1 + (uint64_t)rand() % (FX_BLOCKS - 1), n = 1 + (uint64_t)rand() % 8,
+		         e;
+		struct mfs_fext *f = mfs_fx_floor(a.by_start, b);
+
+		if (f && f->start + f->len > b && rand() % 3) {
+			/* take [b, b + n) clipped to the free extent: head, tail, middle or all */
+			e = b + n < f->start + f->len ? b + n : f->start + f->len;
+			if (rand() % 4 == 0)
+				b = f->start;
+			ck_assert_int_eq(mfs_fx_take(&a, f, b, e - b), 0);
+			for (; b < e; b++)
+				model[b] = false;
+		} else {
+			/* free [b, b + n) where it is all in use */
+			for (e = b; e < b + n && e < FX_BLOCKS && !model[e]; e++)
+				;
+			if (e == b)
+				continue;
+			ck_assert(!mfs_fx_overlaps(&a, b, e - b));
+			ck_assert_int_eq(mfs_fx_add(&a, b, e - b), 0);
+			for (; b < e; b++)
+				model[b] = true;
+		}
+		fx_check(&a, model);
+	}
+	mfs_fx_destroy(&a);
+}
+END_TEST
+
 static Suite *alloc_suite(void)
 {
 	Suite *s = suite_create("alloc");
@@ -577,6 +699,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(tc, test_meta_and_inodes);
 	tcase_add_test(tc, test_inodes_full);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_extent_index);
 	suite_add_tcase(s, tc);
 	return s;
 }

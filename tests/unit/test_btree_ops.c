@@ -2,7 +2,7 @@
 /*
  * test_btree_ops.c: the B+trees on the mock layer: an empty tree; 1 000 000
  * keys inserted, looked up, updated and deleted in random order, checked
- * against the reference and the structure checker; lookup_le; values grown
+ * against the reference and the structure checker; lookup_le and lookup_ge; values grown
  * until a split; iteration; split/merge under churn; allocation failures at
  * every step; lookups of one tree in threads while another is modified.
  */
@@ -153,6 +153,22 @@ void workload(struct mfs_btree *bt, size_t n, void (*cycle)(void))
 	}
 	if (r.keys[0] > 0)
 		T_IEQ(L->lookup_le(fs, bt, r.keys[0] - 1, NULL, NULL, NULL), -ENOENT);
+	/* lookup_ge at and just past keys (a quarter of them), past the last */
+	for (k = 1; k < n; k += 4) {
+		size_t i = perm[k];
+		uint64_t found = 0;
+
+		T_IEQ(L->lookup_ge(fs, bt, r.keys[i], &found, NULL, NULL), 0);
+		T_UEQ(found, r.keys[i]);
+		if (r.keys[i] + 1 == 0)
+			continue;
+		if (i + 1 < n) {
+			T_IEQ(L->lookup_ge(fs, bt, r.keys[i] + 1, &found, NULL, NULL), 0);
+			T_UEQ(found, r.keys[i + 1]);
+		} else {
+			T_IEQ(L->lookup_ge(fs, bt, r.keys[i] + 1, &found, NULL, NULL), -ENOENT);
+		}
+	}
 
 	/* a tenth of the values change size */
 	for (k = 0; k < n; k += 10) {
@@ -224,6 +240,42 @@ START_TEST(test_lookup_le)
 	}
 	T_IEQ(L->lookup_le(fs, &bt, UINT64_MAX, &found, NULL, NULL), 0);
 	T_UEQ(found, 100 + 10 * 59999);
+	/* lookup_ge: every key at and between, across every leaf boundary, below and past */
+	for (k = 0; k < 100 + 10 * 60000 + 50; k += 1) {
+		uint64_t want = k <= 100 ? 100 : k + (10 - (k - 100) % 10) % 10;
+
+		len = sizeof(v);
+		if (want > 100 + 10 * 59999) {
+			T_IEQ(L->lookup_ge(fs, &bt, k, &found, v, &len), -ENOENT);
+			continue;
+		}
+		T_IEQ(L->lookup_ge(fs, &bt, k, &found, v, &len), 0);
+		T_UEQ(found, want);
+		T_UEQ(len, value_of(want, 0, w));
+		T_ASSERT(memcmp(v, w, len) == 0);
+	}
+	/* lookup_around: both neighbours, at and between keys, at every leaf's edges */
+	for (k = 0; k < 100 + 10 * 60000 + 50; k += 1) {
+		uint64_t last = 100 + 10 * 59999, lo = 0, hi = 0;
+		uint64_t want_ge = k <= 100 ? 100 : k + (10 - (k - 100) % 10) % 10;
+		uint64_t want_le = k >= last ? last : k - (k - 100) % 10;
+		uint8_t ref[MFS_BT_MAX_VALUE];
+		uint16_t len2 = sizeof(w);
+		int want = (k >= 100 ? MFS_BT_LE : 0) | (want_ge <= last ? MFS_BT_GE : 0);
+
+		len = sizeof(v);
+		T_IEQ(L->lookup_around(fs, &bt, k, &lo, v, &len, &hi, w, &len2), want);
+		if (want & MFS_BT_LE) {
+			T_UEQ(lo, want_le);
+			T_UEQ(len, value_of(want_le, 0, ref));
+			T_ASSERT(memcmp(v, ref, len) == 0);
+		}
+		if (want & MFS_BT_GE) {
+			T_UEQ(hi, want_ge);
+			T_UEQ(len2, value_of(want_ge, 0, ref));
+			T_ASSERT(memcmp(w, ref, len2) == 0);
+		}
+	}
 	T_IEQ(L->destroy(fs, txn, &bt), 0);
 	T_IEQ(mock.live, 0);
 	mock_clean();
