@@ -328,3 +328,28 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
 		return -EINVAL;
 	}
 }
+
+int mfs_scrub_owner_claim(struct mfs_scrub_owner *o, pid_t pid, time_t now, bool (*alive)(pid_t),
+                          struct mfs_scrub_owner *prev)
+{
+	if (o->pid && o->pid != pid && now - o->at <= MFS_SCRUB_OWNER_IDLE_S &&
+	    (o->pid < 0 || alive(o->pid)))
+		return -EBUSY;
+	*prev = *o;
+	o->pid = pid;
+	o->at = now;
+	return 0;
+}
+
+void mfs_scrub_owner_undo(struct mfs_scrub_owner *o, pid_t pid, const struct mfs_scrub_owner *prev)
+{
+	if (o->pid == pid)
+		*o = *prev;
+}
+
+void mfs_scrub_owner_stepped(struct mfs_scrub_owner *o, pid_t pid, bool done, time_t now)
+{
+	if (done && o->pid == pid)
+		o->pid = 0;
+	o->at = now;
+}
