@@ -8,6 +8,20 @@
  */
 #include <errno.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/*
+ * x86-64: XXH3's AVX2 loop compiled here too, for CPUs that have it (chosen
+ * once at load, csum_cpu): 216 instead of 477 instructions per sector.  Its
+ * accumulator loads are aligned to 32 bytes; the secret's are not.
+ */
+#include <immintrin.h>
+#define CSUM_AVX2         1
+#define XXH_DISPATCH_AVX2 1
+#define XXH_TARGET_AVX2   __attribute__((target("avx2")))
+#define XXH_ACC_ALIGN     64
+#else
+#define CSUM_AVX2 0
+#endif
 #define XXH_INLINE_ALL /* the hash compiled here, with our flags: vectorised (SSE2) */
 #include <xxhash.h>
 
@@ -18,9 +32,60 @@
 #define SS      BLK_SECTOR_SIZE
 #define RUN_MAX 256u /* blocks read and checked in one batch (1 MiB) */
 
+_Static_assert(sizeof(((struct mfs *)0)->csum_secret) == XXH3_SECRET_DEFAULT_SIZE,
+               "struct mfs holds XXH3's default-size secret");
+
+bool mfs_csum_avx2;
+
+#if CSUM_AVX2
+__attribute__((constructor)) static void csum_cpu(void)
+{
+	__builtin_cpu_init(); /* a constructor may run before libgcc's */
+	mfs_csum_avx2 = __builtin_cpu_supports("avx2");
+}
+
+/* hash_sectors() with the AVX2 loop: the same values. */
+__attribute__((target("avx2"))) static void
+hash_sectors_avx2(const uint8_t *secret, const uint8_t *d, size_t n, uint32_t *v)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)XXH3_hashLong_64b_internal(
+		        d + i * SS, SS, secret, XXH3_SECRET_DEFAULT_SIZE, XXH3_accumulate_512_avx2,
+		        XXH3_scrambleAcc_avx2);
+}
+#endif
+
+void mfs_csum_init(struct mfs *fs)
+{
+	XXH3_generateSecret_fromSeed(fs->csum_secret, fs->sb.csum_seed);
+}
+
+/*
+ * The checksums of the @n sectors at @d into @v.  A sector is longer than
+ * 240 bytes, so XXH3 with a seed hashes it with a secret derived from the
+ * seed; made once per mount (mfs_csum_init), not once per sector as
+ * XXH3_64bits_withSeed does: the same values (test_csum checks).
+ */
+static void hash_sectors(const struct mfs *fs, const uint8_t *d, size_t n, uint32_t *v)
+{
+	_Static_assert(SS > XXH3_MIDSIZE_MAX, "a sector takes XXH3's long-input path");
+#if CSUM_AVX2
+	if (mfs_csum_avx2) {
+		hash_sectors_avx2(fs->csum_secret, d, n, v);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)XXH3_64bits_withSecretandSeed(d + i * SS, SS, fs->csum_secret,
+		                                               sizeof(fs->csum_secret), fs->seed);
+}
+
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector)
 {
-	return (uint32_t)XXH3_64bits_withSeed(sector, SS, fs->seed);
+	uint32_t v;
+
+	hash_sectors(fs, sector, 1, &v);
+	return v;
 }
 
 /*
@@ -69,17 +134,20 @@ int mfs_csum_set_sectors(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uns
 {
 	uint32_t v[SPB];
 
-	for (unsigned i = 0; i < nsect; i++)
-		v[i] = mfs_csum_sector(fs, (const uint8_t *)data + i * SS);
+	hash_sectors(fs, data, nsect, v);
 	return store(fs, txn, pblk, s, nsect, v);
 }
 
 int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void *data,
                  uint64_t nblk)
 {
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 	const uint8_t *d = data;
 
-	/* one table block at a time: one lookup, one lock, one dirtying for up to 126 blocks */
+	/*
+	 * one table block at a time: one lookup, one lock, one dirtying for up
+	 * to 126 blocks; hashed before the lock (readers of the block wait less)
+	 */
 	while (nblk) {
 		struct mfs_buf *b;
 		unsigned off;
@@ -91,13 +159,9 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
 			return ret;
 		if (n > nblk)
 			n = nblk;
+		hash_sectors(fs, d, n * SPB, v);
 		pthread_mutex_lock(&b->lock);
-		for (uint64_t k = 0; k < n; k++) {
-			uint32_t *v = (uint32_t *)(b->data + off + k * MFS_CSUM_ENTRY_SIZE);
-
-			for (unsigned i = 0; i < SPB; i++)
-				v[i] = mfs_csum_sector(fs, d + k * MFS_BLOCK_SIZE + i * SS);
-		}
+		memcpy(b->data + off, v, n * MFS_CSUM_ENTRY_SIZE);
 		mfs_txn_dirty(txn, b);
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
@@ -114,7 +178,7 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
  */
 static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_t nblk)
 {
-	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 
 	while (nblk) {
 		struct mfs_buf *b;
@@ -131,8 +195,9 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
+		hash_sectors(fs, data, n * SPB, h);
 		for (uint64_t i = 0; i < n * SPB; i++)
-			if (mfs_csum_sector(fs, data + i * SS) != v[i]) {
+			if (h[i] != v[i]) {
 				mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
 				               pblk * SPB + i, 1, 0);
 				return -EIO;
@@ -240,7 +305,7 @@ int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned
 
 int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
 {
-	uint32_t v[SPB];
+	uint32_t v[SPB], h[SPB];
 	struct mfs_buf *b;
 	unsigned off;
 	int ret, mask = 0;
@@ -252,8 +317,9 @@ int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
 	memcpy(v, b->data + off, sizeof(v));
 	pthread_mutex_unlock(&b->lock);
 	mfs_buf_put(b);
+	hash_sectors(fs, data, SPB, h);
 	for (unsigned i = 0; i < SPB; i++)
-		if (mfs_csum_sector(fs, (const uint8_t *)data + i * SS) != v[i])
+		if (h[i] != v[i])
 			mask |= 1 << i;
 	return mask;
 }

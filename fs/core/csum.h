@@ -21,8 +21,18 @@
 
 #include "mfs_int.h"
 
-/* The checksum of one 512-byte sector as the table stores it. */
+/*
+ * Make fs->csum_secret, XXH3's secret derived from sb.csum_seed, once per
+ * mount (mfs_mount, before any checksum is computed).
+ */
+void mfs_csum_init(struct mfs *fs);
+/* The checksum of one 512-byte sector as the table stores it (mfs_csum_init done). */
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
+/*
+ * The AVX2 hash is in use (x86-64 CPUs that have AVX2, chosen at load).
+ * Tests clear it to check the other path; nothing else writes it.
+ */
+extern bool mfs_csum_avx2;
 
 /*
  * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data

@@ -7,7 +7,8 @@
  * device behind the filesystem's back (plain read: EIO only over it;
  * recovery read: zeros exactly there; badranges: exactly it), a partial write
  * into it (EIO, nothing written), an overwrite or a zero-init that clears
- * it, persistence across a remount, and the feature off.
+ * it, persistence across a remount, and the feature off; the hash's values
+ * (the secret made once per mount, the AVX2 loop) against XXH3_64bits_withSeed.
  */
 #include <check.h>
 #include <errno.h>
@@ -99,6 +100,42 @@ START_TEST(test_layout)
 	                  sb->meta_start + sb->meta_len);
 	/* direct reads would hand out unchecked data */
 	ck_assert(!fs->direct_reads);
+}
+END_TEST
+
+/*
+ * The hash mfs_csum_sector computes (XXH3 with the secret made once per
+ * mount, AVX2 or not) equals XXH3_64bits_withSeed's, the format's
+ * definition, on random sectors at every alignment mod 64; and a write
+ * without the AVX2 path stores what check_table computes.
+ */
+START_TEST(test_hash_values)
+{
+	bool avx2 = mfs_csum_avx2;
+	uint8_t *buf = malloc(64 * 512 + 64), *ref = malloc(NBLK * BS);
+	uint64_t ino;
+
+	srand(17);
+	for (unsigned i = 0; i < 64 * 512 + 64; i++)
+		buf[i] = (uint8_t)rand();
+	for (int pass = 0; pass < 2; pass++) {
+		mfs_csum_avx2 = pass == 0 && avx2;
+		for (unsigned k = 0; k < 64; k++) {
+			const uint8_t *p = buf + k * 512 + k; /* misaligned by k */
+			uint32_t want = (uint32_t)XXH3_64bits_withSeed(p, 512, fs->sb.csum_seed);
+
+			ck_assert_msg(mfs_csum_sector(fs, p) == want, "sector %u, avx2 %d", k,
+			              mfs_csum_avx2);
+		}
+		memset(buf, 0, 512);
+		ck_assert_uint_eq(mfs_csum_sector(fs, buf),
+		                  (uint32_t)XXH3_64bits_withSeed(buf, 512, fs->sb.csum_seed));
+	}
+	ino = make_file("h", ref); /* without AVX2 (pass 1) */
+	check_table(ino, NBLK);
+	mfs_csum_avx2 = avx2;
+	free(buf);
+	free(ref);
 }
 END_TEST
 
@@ -228,6 +265,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_layout);
+	tcase_add_test(tc, test_hash_values);
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
 	suite_add_tcase(s, tc);
