@@ -235,23 +235,32 @@ static int txn_put(struct mfs_txn *txn, bool own, int ret)
 int mfs_csum_zeroed(struct mfs *fs, uint64_t sector, uint64_t nr)
 {
 	static const uint8_t zero[SS];
-	uint32_t v[SPB], z = mfs_csum_sector(fs, zero);
+	uint32_t z = mfs_csum_sector(fs, zero);
 	struct mfs_txn *txn;
 	bool own;
 	int ret;
 
-	for (unsigned i = 0; i < SPB; i++)
-		v[i] = z;
 	ret = txn_get(fs, &txn, &own);
 	if (ret)
 		return ret;
+	/* one table block at a time (its entries' sectors are consecutive) */
 	while (!ret && nr) {
-		uint64_t pblk = sector / SPB;
-		unsigned s = (unsigned)(sector % SPB), n = SPB - s;
+		uint64_t room, n;
+		struct mfs_buf *b;
+		unsigned off, s = (unsigned)(sector % SPB);
+		uint32_t *v;
 
-		if (n > nr)
-			n = (unsigned)nr;
-		ret = store(fs, txn, pblk, s, n, v);
+		ret = table_get(fs, sector / SPB, &b, &off, &room);
+		if (ret)
+			break;
+		n = room * SPB - s < nr ? room * SPB - s : nr;
+		pthread_mutex_lock(&b->lock);
+		v = (uint32_t *)(b->data + off) + s;
+		for (uint64_t i = 0; i < n; i++)
+			v[i] = z;
+		mfs_txn_dirty(txn, b);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
 		sector += n;
 		nr -= n;
 	}
