@@ -312,25 +312,48 @@ int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned
 	}
 }
 
+int mfs_csum_bad_masks(struct mfs *fs, uint64_t pblk, const void *data, uint64_t nblk,
+                       uint8_t *masks)
+{
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+	const uint8_t *d = data;
+
+	while (nblk) {
+		struct mfs_buf *b;
+		unsigned off;
+		uint64_t n;
+		int ret;
+
+		ret = table_get(fs, pblk, &b, &off, &n);
+		if (ret)
+			return ret;
+		if (n > nblk)
+			n = nblk;
+		pthread_mutex_lock(&b->lock);
+		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		hash_sectors(fs, d, n * SPB, h);
+		for (uint64_t k = 0; k < n; k++) {
+			masks[k] = 0;
+			for (unsigned i = 0; i < SPB; i++)
+				if (h[k * SPB + i] != v[k * SPB + i])
+					masks[k] |= (uint8_t)(1u << i);
+		}
+		pblk += n;
+		d += n * MFS_BLOCK_SIZE;
+		masks += n;
+		nblk -= n;
+	}
+	return 0;
+}
+
 int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
 {
-	uint32_t v[SPB], h[SPB];
-	struct mfs_buf *b;
-	unsigned off;
-	int ret, mask = 0;
+	uint8_t mask;
+	int ret = mfs_csum_bad_masks(fs, pblk, data, 1, &mask);
 
-	ret = table_get(fs, pblk, &b, &off, NULL);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	memcpy(v, b->data + off, sizeof(v));
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	hash_sectors(fs, data, SPB, h);
-	for (unsigned i = 0; i < SPB; i++)
-		if (h[i] != v[i])
-			mask |= 1 << i;
-	return mask;
+	return ret ? ret : mask;
 }
 
 /* Add device sectors [s, s + n) to @rec as the engine does for poison. */

@@ -71,6 +71,13 @@ int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned
  * unreadable).
  */
 int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data);
+/*
+ * The same for the @nblk blocks from @pblk, contents @data: @masks[k] for
+ * block @pblk + k, one table lookup per table block (126 data blocks).
+ * Returns 0 or -errno (a table block unreadable: @masks partly filled).
+ */
+int mfs_csum_bad_masks(struct mfs *fs, uint64_t pblk, const void *data, uint64_t nblk,
+                       uint8_t *masks);
 
 /*
  * mfs_file_read_blocks for data_csum (same contract): reads the blocks,
