@@ -11,8 +11,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /*
  * x86-64: XXH3's AVX2 loop compiled here too, for CPUs that have it (chosen
- * once at load, csum_cpu): 216 instead of 477 instructions per sector.  Its
- * accumulator loads are aligned to 32 bytes; the secret's are not.
+ * once at load, csum_cpu): 216 instead of 477 instructions per sector in a
+ * standalone loop.  Its accumulator loads need 32-byte alignment
+ * (XXH_ACC_ALIGN: 64, as xxHash's own dispatching build sets it); the
+ * secret's are unaligned loads.
  */
 #include <immintrin.h>
 #define CSUM_AVX2         1
