@@ -8,6 +8,22 @@
  */
 #include <errno.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/*
+ * x86-64: XXH3's AVX2 loop compiled here too, for CPUs that have it (chosen
+ * once at load, csum_cpu): 216 instead of 477 instructions per sector in a
+ * standalone loop.  Its accumulator loads need 32-byte alignment
+ * (XXH_ACC_ALIGN: 64, as xxHash's own dispatching build sets it); the
+ * secret's are unaligned loads.
+ */
+#include <immintrin.h>
+#define CSUM_AVX2         1
+#define XXH_DISPATCH_AVX2 1
+#define XXH_TARGET_AVX2   __attribute__((target("avx2")))
+#define XXH_ACC_ALIGN     64
+#else
+#define CSUM_AVX2 0
+#endif
 #define XXH_INLINE_ALL /* the hash compiled here, with our flags: vectorised (SSE2) */
 #include <xxhash.h>
 
@@ -18,9 +34,60 @@
 #define SS      BLK_SECTOR_SIZE
 #define RUN_MAX 256u /* blocks read and checked in one batch (1 MiB) */
 
+_Static_assert(sizeof(((struct mfs *)0)->csum_secret) == XXH3_SECRET_DEFAULT_SIZE,
+               "struct mfs holds XXH3's default-size secret");
+
+bool mfs_csum_avx2;
+
+#if CSUM_AVX2
+__attribute__((constructor)) static void csum_cpu(void)
+{
+	__builtin_cpu_init(); /* a constructor may run before libgcc's */
+	mfs_csum_avx2 = __builtin_cpu_supports("avx2");
+}
+
+/* hash_sectors() with the AVX2 loop: the same values. */
+__attribute__((target("avx2"))) static void
+hash_sectors_avx2(const uint8_t *secret, const uint8_t *d, size_t n, uint32_t *v)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)XXH3_hashLong_64b_internal(
+		        d + i * SS, SS, secret, XXH3_SECRET_DEFAULT_SIZE, XXH3_accumulate_512_avx2,
+		        XXH3_scrambleAcc_avx2);
+}
+#endif
+
+void mfs_csum_init(struct mfs *fs)
+{
+	XXH3_generateSecret_fromSeed(fs->csum_secret, fs->sb.csum_seed);
+}
+
+/*
+ * The checksums of the @n sectors at @d into @v.  A sector is longer than
+ * 240 bytes, so XXH3 with a seed hashes it with a secret derived from the
+ * seed; made once per mount (mfs_csum_init), not once per sector as
+ * XXH3_64bits_withSeed does: the same values (test_csum checks).
+ */
+static void hash_sectors(const struct mfs *fs, const uint8_t *d, size_t n, uint32_t *v)
+{
+	_Static_assert(SS > XXH3_MIDSIZE_MAX, "a sector takes XXH3's long-input path");
+#if CSUM_AVX2
+	if (mfs_csum_avx2) {
+		hash_sectors_avx2(fs->csum_secret, d, n, v);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)XXH3_64bits_withSecretandSeed(d + i * SS, SS, fs->csum_secret,
+		                                               sizeof(fs->csum_secret), fs->seed);
+}
+
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector)
 {
-	return (uint32_t)XXH3_64bits_withSeed(sector, SS, fs->seed);
+	uint32_t v;
+
+	hash_sectors(fs, sector, 1, &v);
+	return v;
 }
 
 /*
@@ -69,17 +136,20 @@ int mfs_csum_set_sectors(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uns
 {
 	uint32_t v[SPB];
 
-	for (unsigned i = 0; i < nsect; i++)
-		v[i] = mfs_csum_sector(fs, (const uint8_t *)data + i * SS);
+	hash_sectors(fs, data, nsect, v);
 	return store(fs, txn, pblk, s, nsect, v);
 }
 
 int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void *data,
                  uint64_t nblk)
 {
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 	const uint8_t *d = data;
 
-	/* one table block at a time: one lookup, one lock, one dirtying for up to 126 blocks */
+	/*
+	 * one table block at a time: one lookup, one lock, one dirtying for up
+	 * to 126 blocks; hashed before the lock (readers of the block wait less)
+	 */
 	while (nblk) {
 		struct mfs_buf *b;
 		unsigned off;
@@ -91,13 +161,9 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
 			return ret;
 		if (n > nblk)
 			n = nblk;
+		hash_sectors(fs, d, n * SPB, v);
 		pthread_mutex_lock(&b->lock);
-		for (uint64_t k = 0; k < n; k++) {
-			uint32_t *v = (uint32_t *)(b->data + off + k * MFS_CSUM_ENTRY_SIZE);
-
-			for (unsigned i = 0; i < SPB; i++)
-				v[i] = mfs_csum_sector(fs, d + k * MFS_BLOCK_SIZE + i * SS);
-		}
+		memcpy(b->data + off, v, n * MFS_CSUM_ENTRY_SIZE);
 		mfs_txn_dirty(txn, b);
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
@@ -114,7 +180,7 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
  */
 static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_t nblk)
 {
-	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 
 	while (nblk) {
 		struct mfs_buf *b;
@@ -131,8 +197,9 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
 		pthread_mutex_unlock(&b->lock);
 		mfs_buf_put(b);
+		hash_sectors(fs, data, n * SPB, h);
 		for (uint64_t i = 0; i < n * SPB; i++)
-			if (mfs_csum_sector(fs, data + i * SS) != v[i]) {
+			if (h[i] != v[i]) {
 				mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
 				               pblk * SPB + i, 1, 0);
 				return -EIO;
@@ -170,23 +237,32 @@ static int txn_put(struct mfs_txn *txn, bool own, int ret)
 int mfs_csum_zeroed(struct mfs *fs, uint64_t sector, uint64_t nr)
 {
 	static const uint8_t zero[SS];
-	uint32_t v[SPB], z = mfs_csum_sector(fs, zero);
+	uint32_t z = mfs_csum_sector(fs, zero);
 	struct mfs_txn *txn;
 	bool own;
 	int ret;
 
-	for (unsigned i = 0; i < SPB; i++)
-		v[i] = z;
 	ret = txn_get(fs, &txn, &own);
 	if (ret)
 		return ret;
+	/* one table block at a time (its entries' sectors are consecutive) */
 	while (!ret && nr) {
-		uint64_t pblk = sector / SPB;
-		unsigned s = (unsigned)(sector % SPB), n = SPB - s;
+		uint64_t room, n;
+		struct mfs_buf *b;
+		unsigned off, s = (unsigned)(sector % SPB);
+		uint32_t *v;
 
-		if (n > nr)
-			n = (unsigned)nr;
-		ret = store(fs, txn, pblk, s, n, v);
+		ret = table_get(fs, sector / SPB, &b, &off, &room);
+		if (ret)
+			break;
+		n = room * SPB - s < nr ? room * SPB - s : nr;
+		pthread_mutex_lock(&b->lock);
+		v = (uint32_t *)(b->data + off) + s;
+		for (uint64_t i = 0; i < n; i++)
+			v[i] = z;
+		mfs_txn_dirty(txn, b);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
 		sector += n;
 		nr -= n;
 	}
@@ -238,24 +314,48 @@ int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned
 	}
 }
 
+int mfs_csum_bad_masks(struct mfs *fs, uint64_t pblk, const void *data, uint64_t nblk,
+                       uint8_t *masks)
+{
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+	const uint8_t *d = data;
+
+	while (nblk) {
+		struct mfs_buf *b;
+		unsigned off;
+		uint64_t n;
+		int ret;
+
+		ret = table_get(fs, pblk, &b, &off, &n);
+		if (ret)
+			return ret;
+		if (n > nblk)
+			n = nblk;
+		pthread_mutex_lock(&b->lock);
+		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
+		pthread_mutex_unlock(&b->lock);
+		mfs_buf_put(b);
+		hash_sectors(fs, d, n * SPB, h);
+		for (uint64_t k = 0; k < n; k++) {
+			masks[k] = 0;
+			for (unsigned i = 0; i < SPB; i++)
+				if (h[k * SPB + i] != v[k * SPB + i])
+					masks[k] |= (uint8_t)(1u << i);
+		}
+		pblk += n;
+		d += n * MFS_BLOCK_SIZE;
+		masks += n;
+		nblk -= n;
+	}
+	return 0;
+}
+
 int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data)
 {
-	uint32_t v[SPB];
-	struct mfs_buf *b;
-	unsigned off;
-	int ret, mask = 0;
+	uint8_t mask;
+	int ret = mfs_csum_bad_masks(fs, pblk, data, 1, &mask);
 
-	ret = table_get(fs, pblk, &b, &off, NULL);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&b->lock);
-	memcpy(v, b->data + off, sizeof(v));
-	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
-	for (unsigned i = 0; i < SPB; i++)
-		if (mfs_csum_sector(fs, (const uint8_t *)data + i * SS) != v[i])
-			mask |= 1 << i;
-	return mask;
+	return ret ? ret : mask;
 }
 
 /* Add device sectors [s, s + n) to @rec as the engine does for poison. */

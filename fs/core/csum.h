@@ -21,8 +21,18 @@
 
 #include "mfs_int.h"
 
-/* The checksum of one 512-byte sector as the table stores it. */
+/*
+ * Make fs->csum_secret, XXH3's secret derived from sb.csum_seed, once per
+ * mount (mfs_mount, before any checksum is computed).
+ */
+void mfs_csum_init(struct mfs *fs);
+/* The checksum of one 512-byte sector as the table stores it (mfs_csum_init done). */
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
+/*
+ * The AVX2 hash is in use (x86-64 CPUs that have AVX2, chosen at load).
+ * Tests clear it to check the other path; nothing else writes it.
+ */
+extern bool mfs_csum_avx2;
 
 /*
  * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data
@@ -61,6 +71,13 @@ int mfs_csum_zero_in_block(struct mfs *fs, uint64_t pblk, uint8_t *blk, unsigned
  * unreadable).
  */
 int mfs_csum_bad_mask(struct mfs *fs, uint64_t pblk, const void *data);
+/*
+ * The same for the @nblk blocks from @pblk, contents @data: @masks[k] for
+ * block @pblk + k, one table lookup per table block (126 data blocks).
+ * Returns 0 or -errno (a table block unreadable: @masks partly filled).
+ */
+int mfs_csum_bad_masks(struct mfs *fs, uint64_t pblk, const void *data, uint64_t nblk,
+                       uint8_t *masks);
 
 /*
  * mfs_file_read_blocks for data_csum (same contract): reads the blocks,

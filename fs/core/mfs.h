@@ -104,6 +104,8 @@ struct mfs {
 	bool dup;          /* metadata_dup */
 	bool direct_reads; /* mfs_read_direct() may hand out mapping addresses */
 	bool data_csum;    /* data_csum: data sectors checked against the table (csum.c) */
+	/* data_csum: XXH3's secret from csum_seed, for the sector checksums (mfs_csum_init) */
+	uint8_t csum_secret[192];
 
 	/* buffer cache (meta.c) */
 	pthread_mutex_t cache_lock;

@@ -12,7 +12,10 @@
 #ifndef MENDFS_FS_MFS_SCRUB_H
 #define MENDFS_FS_MFS_SCRUB_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "mfs.h"
 
@@ -60,5 +63,36 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
  * or -ENOMEM.
  */
 int mfs_scrub_fixed(struct mfs *fs, struct mfs_scrub_counts *c);
+
+/*
+ * One scrub at a time (the daemon's MENDFS_IOC_SCRUB): the cursor belongs to
+ * the process whose step was answered last, from its first step until it
+ * reaches the end.  Another process's step while that one lives and
+ * stepped within MFS_SCRUB_OWNER_IDLE_S is refused (-EBUSY), so that two
+ * scrubs never move one cursor and each report half a scrub; an owner that
+ * exited or went idle gives the cursor up.  The caller serialises the calls
+ * on one struct mfs_scrub_owner (the daemon: a mutex).
+ */
+struct mfs_scrub_owner {
+	pid_t pid; /* the scrubbing process (thread group): 0 none, -1 unknown */
+	time_t at; /* CLOCK_MONOTONIC seconds of its last step */
+};
+
+#define MFS_SCRUB_OWNER_IDLE_S 600 /* an owner silent longer than this has given up */
+
+/*
+ * Process @pid (-1: outside the caller's pid namespace, unknown) asks to
+ * step at @now: -EBUSY if another owner holds the cursor: it stepped within
+ * MFS_SCRUB_OWNER_IDLE_S and @alive(its pid) says it lives (an unknown
+ * owner, -1, counts as alive until idle; @alive is never asked about it).
+ * Else 0: @pid owns the cursor from now on, *@prev is the owner before it
+ * (for mfs_scrub_owner_undo).  A process asking again is its own owner.
+ */
+int mfs_scrub_owner_claim(struct mfs_scrub_owner *o, pid_t pid, time_t now, bool (*alive)(pid_t),
+                          struct mfs_scrub_owner *prev);
+/* @pid's step failed: it claims nothing, the owner before it (@prev) is back. */
+void mfs_scrub_owner_undo(struct mfs_scrub_owner *o, pid_t pid, const struct mfs_scrub_owner *prev);
+/* @pid's step was answered at @now; @done: it reached the end, the next scrub may start. */
+void mfs_scrub_owner_stepped(struct mfs_scrub_owner *o, pid_t pid, bool done, time_t now);
 
 #endif

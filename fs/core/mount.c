@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "atime.h"
+#include "csum.h"
 #include "fio.h"
 #include "mfs_int.h"
 
@@ -174,8 +175,10 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		fs->direct_reads = info.direct_access && info.direct_page_cache;
 		fs->data_csum = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM;
 		/* data handed out by address would bypass the checksum check */
-		if (fs->data_csum)
+		if (fs->data_csum) {
 			fs->direct_reads = false;
+			mfs_csum_init(fs);
+		}
 	}
 
 	/* a read-only mount never writes: it refuses a journal that needs replaying */

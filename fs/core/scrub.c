@@ -158,18 +158,24 @@ struct csum_cand {
 	unsigned n;
 };
 
-/* Block @pblk (contents @data) against the table: a candidate if a sector differs. */
-static void csum_scan(struct mfs *fs, uint64_t pblk, const uint8_t *data, struct csum_cand *cc)
+/* Block @pblk is a candidate (a sector did not match). */
+static void csum_cand_add(struct csum_cand *cc, uint64_t pblk)
 {
-	int mask = mfs_csum_bad_mask(fs, pblk, data);
-
-	if (mask == 0 || cc->n >= CAND_MAX)
-		return; /* an unreadable table block: metadata, the meta pass reports it */
+	if (cc->n >= CAND_MAX)
+		return;
 	memset(&cc->ev[cc->n], 0, sizeof(cc->ev[0]));
 	cc->ev[cc->n].kind = MFS_EV_DATA_CSUM;
 	cc->ev[cc->n].sector = pblk * MFS_SECTORS_PER_BLOCK;
 	cc->ev[cc->n].count = MFS_SECTORS_PER_BLOCK;
 	cc->n++;
+}
+
+/* Block @pblk (contents @data) against the table: a candidate if a sector differs. */
+static void csum_scan(struct mfs *fs, uint64_t pblk, const uint8_t *data, struct csum_cand *cc)
+{
+	/* an unreadable table block (< 0): metadata, the meta pass reports it */
+	if (mfs_csum_bad_mask(fs, pblk, data) > 0)
+		csum_cand_add(cc, pblk);
 }
 
 /*
@@ -214,6 +220,7 @@ static void csum_confirm(struct mfs *fs, struct csum_cand *cc, struct mfs_scrub_
 static uint64_t read_data(struct mfs *fs, uint64_t blk, uint64_t n, uint8_t *buf,
                           struct csum_cand *cc, struct mfs_scrub_counts *c)
 {
+	uint8_t masks[CHUNK_BLOCKS];
 	uint64_t done = 0;
 
 	while (done < n && (!cc || cc->n + CHUNK_BLOCKS <= CAND_MAX)) {
@@ -227,11 +234,18 @@ static uint64_t read_data(struct mfs *fs, uint64_t blk, uint64_t n, uint8_t *buf
 		after = poison_sectors(fs->dev, sec, nsec);
 		if (after > before)
 			c->poison_found += after - before;
-		for (uint64_t i = 0; cc && i < nb; i++) {
-			/* after a failed read, the blocks that read alone are checked */
-			if (!ret || !blk_read(fs->dev, sec + i * MFS_SECTORS_PER_BLOCK,
-			                      buf + i * MFS_BLOCK_SIZE, MFS_BLOCK_SIZE, 0))
-				csum_scan(fs, blk + i, buf + i * MFS_BLOCK_SIZE, cc);
+		if (cc && !ret && !mfs_csum_bad_masks(fs, blk, buf, nb, masks)) {
+			/* the chunk read: checked with a table lookup per table block */
+			for (uint64_t i = 0; i < nb; i++)
+				if (masks[i])
+					csum_cand_add(cc, blk + i);
+		} else {
+			for (uint64_t i = 0; cc && i < nb; i++) {
+				/* after a failed read, the blocks that read alone are checked */
+				if (!ret || !blk_read(fs->dev, sec + i * MFS_SECTORS_PER_BLOCK,
+				                      buf + i * MFS_BLOCK_SIZE, MFS_BLOCK_SIZE, 0))
+					csum_scan(fs, blk + i, buf + i * MFS_BLOCK_SIZE, cc);
+			}
 		}
 		c->data_bytes += nb * MFS_BLOCK_SIZE;
 		blk += nb;
@@ -327,4 +341,29 @@ int mfs_scrub_step(struct mfs *fs, struct mfs_scrub_cursor *cur, uint64_t meta_b
 	default:
 		return -EINVAL;
 	}
+}
+
+int mfs_scrub_owner_claim(struct mfs_scrub_owner *o, pid_t pid, time_t now, bool (*alive)(pid_t),
+                          struct mfs_scrub_owner *prev)
+{
+	if (o->pid && o->pid != pid && now - o->at <= MFS_SCRUB_OWNER_IDLE_S &&
+	    (o->pid < 0 || alive(o->pid)))
+		return -EBUSY;
+	*prev = *o;
+	o->pid = pid;
+	o->at = now;
+	return 0;
+}
+
+void mfs_scrub_owner_undo(struct mfs_scrub_owner *o, pid_t pid, const struct mfs_scrub_owner *prev)
+{
+	if (o->pid == pid)
+		*o = *prev;
+}
+
+void mfs_scrub_owner_stepped(struct mfs_scrub_owner *o, pid_t pid, bool done, time_t now)
+{
+	if (done && o->pid == pid)
+		o->pid = 0;
+	o->at = now;
 }

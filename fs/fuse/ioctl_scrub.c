@@ -13,10 +13,12 @@
  * One scrub at a time: the cursor belongs to the process whose step the
  * daemon answered last (its thread group, from the request's pid), from its
  * first step until it reaches the end.  A step from another process while
- * that one lives and stepped within OWNER_IDLE_S answers -EBUSY (mendctl:
- * exit 16), instead of two scrubs moving one cursor and each reporting half
- * a scrub.  An owner that exited (an interrupted `mendctl scrub`) or went
- * idle gives the cursor up: the next scrub, or --resume, takes it.
+ * that one lives and stepped within MFS_SCRUB_OWNER_IDLE_S answers -EBUSY
+ * (mendctl: exit 16), instead of two scrubs moving one cursor and each
+ * reporting half a scrub.  An owner that exited (an interrupted `mendctl
+ * scrub`) or went idle gives the cursor up: the next scrub, or --resume,
+ * takes it.  The rule is the core's (mfs_scrub_owner_claim, unit-tested in
+ * tests/unit/test_scrub.c); the daemon names the processes.
  */
 #include <endian.h>
 #include <errno.h>
@@ -35,10 +37,7 @@
 
 static pthread_mutex_t saved_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mfs_scrub_cursor saved = {MFS_SCRUB_PHASE_DONE, 0}; /* saved_lock */
-static pid_t owner;     /* saved_lock: the scrubbing process, 0 none, -1 unknown */
-static time_t owner_at; /* saved_lock: CLOCK_MONOTONIC seconds of its last step */
-
-#define OWNER_IDLE_S 600 /* an owner silent this long has given up */
+static struct mfs_scrub_owner owner;                              /* saved_lock */
 
 /* The thread group of thread @tid (the request's pid is the caller's thread). */
 static pid_t tgid_of(pid_t tid)
@@ -68,13 +67,10 @@ static time_t mono_s(void)
 	return ts.tv_sec;
 }
 
-/* Does another process's scrub hold the cursor?  (saved_lock held) */
-static bool __scrub_busy(pid_t pid, time_t now)
+/* Does process @pid live?  (one of another user's: EPERM) */
+static bool pid_alive(pid_t pid)
 {
-	if (!owner || owner == pid || now - owner_at > OWNER_IDLE_S)
-		return false;
-	/* -1: a caller outside the daemon's pid namespace, only the idle time tells */
-	return owner < 0 || kill(owner, 0) == 0 || errno == EPERM;
+	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
 _Static_assert(MENDFS_SCRUB_META == MFS_SCRUB_PHASE_META &&
@@ -87,8 +83,8 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	struct mendfs_ioc_scrub *a = arg;
 	struct mfs_scrub_counts c;
 	struct mfs_scrub_cursor cur;
-	time_t now, prev_at;
-	pid_t pid, prev;
+	struct mfs_scrub_owner prev;
+	pid_t pid;
 	int ret;
 
 	if (fuse_req_ctx(req)->uid != 0)
@@ -97,19 +93,15 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 	    a->reserved[0] || a->reserved[1] || a->reserved[2] || a->phase > MENDFS_SCRUB_DONE ||
 	    a->meta_budget > MENDFS_SCRUB_META_MAX || a->data_budget > MENDFS_SCRUB_DATA_MAX)
 		return -EINVAL;
+	/* -1: a caller outside the daemon's pid namespace, only the idle time tells */
 	pid = fuse_req_ctx(req)->pid > 0 ? tgid_of(fuse_req_ctx(req)->pid) : -1;
-	now = mono_s();
 	cur.phase = a->phase;
 	cur.pos = a->pos;
 	pthread_mutex_lock(&saved_lock);
-	if (__scrub_busy(pid, now)) {
+	if (mfs_scrub_owner_claim(&owner, pid, mono_s(), pid_alive, &prev)) {
 		pthread_mutex_unlock(&saved_lock);
 		return -EBUSY;
 	}
-	prev = owner;
-	prev_at = owner_at;
-	owner = pid;
-	owner_at = now;
 	if (a->flags & MENDFS_SCRUB_RESUME) {
 		cur = saved;
 		if (cur.phase == MFS_SCRUB_PHASE_DONE)
@@ -125,18 +117,14 @@ int mfsd_ioc_scrub(struct mfsd *d, fuse_req_t req, void *arg)
 		if (ret != -EINVAL)
 			mfsd_log(LOG_ERR, "scrub: %s", strerror(-ret));
 		pthread_mutex_lock(&saved_lock);
-		if (owner == pid) { /* a failed step claims nothing */
-			owner = prev;
-			owner_at = prev_at;
-		}
+		mfs_scrub_owner_undo(&owner, pid, &prev); /* a failed step claims nothing */
 		pthread_mutex_unlock(&saved_lock);
 		return ret;
 	}
 	pthread_mutex_lock(&saved_lock);
 	saved = cur;
-	if (cur.phase == MFS_SCRUB_PHASE_DONE && owner == pid)
-		owner = 0; /* finished: the next scrub may start */
-	owner_at = mono_s();
+	/* finished: the next scrub may start */
+	mfs_scrub_owner_stepped(&owner, pid, cur.phase == MFS_SCRUB_PHASE_DONE, mono_s());
 	pthread_mutex_unlock(&saved_lock);
 	if (c.meta_healed || c.meta_lost || c.poison_found || c.csum_found)
 		mfsd_log(LOG_NOTICE,

@@ -7,7 +7,8 @@
  * device behind the filesystem's back (plain read: EIO only over it;
  * recovery read: zeros exactly there; badranges: exactly it), a partial write
  * into it (EIO, nothing written), an overwrite or a zero-init that clears
- * it, persistence across a remount, and the feature off.
+ * it, persistence across a remount, and the feature off; the hash's values
+ * (the secret made once per mount, the AVX2 loop) against XXH3_64bits_withSeed.
  */
 #include <check.h>
 #include <errno.h>
@@ -99,6 +100,92 @@ START_TEST(test_layout)
 	                  sb->meta_start + sb->meta_len);
 	/* direct reads would hand out unchecked data */
 	ck_assert(!fs->direct_reads);
+}
+END_TEST
+
+/*
+ * The hash mfs_csum_sector computes (XXH3 with the secret made once per
+ * mount, AVX2 or not) equals XXH3_64bits_withSeed's, the format's
+ * definition, on random sectors at every alignment mod 64; and a write
+ * without the AVX2 path stores what check_table computes.
+ */
+START_TEST(test_hash_values)
+{
+	bool avx2 = mfs_csum_avx2;
+	uint8_t *buf = malloc(64 * 512 + 64), *ref = malloc(NBLK * BS);
+	uint64_t ino;
+
+	srand(17);
+	for (unsigned i = 0; i < 64 * 512 + 64; i++)
+		buf[i] = (uint8_t)rand();
+	for (int pass = 0; pass < 2; pass++) {
+		mfs_csum_avx2 = pass == 0 && avx2;
+		for (unsigned k = 0; k < 64; k++) {
+			const uint8_t *p = buf + k * 512 + k; /* misaligned by k */
+			uint32_t want = (uint32_t)XXH3_64bits_withSeed(p, 512, fs->sb.csum_seed);
+
+			ck_assert_msg(mfs_csum_sector(fs, p) == want, "sector %u, avx2 %d", k,
+			              mfs_csum_avx2);
+		}
+		memset(buf, 0, 512);
+		ck_assert_uint_eq(mfs_csum_sector(fs, buf),
+		                  (uint32_t)XXH3_64bits_withSeed(buf, 512, fs->sb.csum_seed));
+	}
+	ino = make_file("h", ref); /* without AVX2 (pass 1) */
+	check_table(ino, NBLK);
+	mfs_csum_avx2 = avx2;
+	free(buf);
+	free(ref);
+}
+END_TEST
+
+/*
+ * mfs_csum_zeroed over a range crossing two table blocks, starting and
+ * ending inside a block: the zero sector's checksum exactly there, every
+ * other entry as it was.
+ */
+START_TEST(test_zeroed_run)
+{
+	static const uint8_t zero[512];
+	uint64_t b0 = fs->sb.data_start + 120, b1 = fs->sb.data_start + 262;
+	uint64_t s0 = (b0 + 1) * 8 + 3, s1 = (b1 - 2) * 8 + 5;
+	uint32_t z = (uint32_t)XXH3_64bits_withSeed(zero, 512, fs->sb.csum_seed);
+	uint32_t(*was)[8] = malloc((b1 - b0) * sizeof(*was));
+
+	for (uint64_t b = b0; b < b1; b++) {
+		table_entry(b, was[b - b0]);
+		for (unsigned i = 0; i < 8; i++)
+			if (was[b - b0][i] == z)
+				was[b - b0][i] = ~z; /* so that a change shows */
+	}
+	for (uint64_t b = b0; b < b1; b++) { /* ~z everywhere a checksum was z */
+		uint64_t e = b - fs->sb.data_start;
+		struct mfs_buf *bp;
+		struct mfs_txn *txn;
+
+		ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
+		ck_assert_int_eq(
+		        mfs_meta_read(fs, fs->sb.csum_table_start + e / MFS_CSUM_BLOCKS_PER_TBLOCK,
+		                      MFS_T_DATA_CSUM, &bp),
+		        0);
+		memcpy(bp->data + 48 + (e % MFS_CSUM_BLOCKS_PER_TBLOCK) * 32, was[b - b0], 32);
+		mfs_txn_dirty(txn, bp);
+		mfs_buf_put(bp);
+		ck_assert_int_eq(mfs_txn_end(txn), 0);
+	}
+	ck_assert_int_eq(mfs_csum_zeroed(fs, s0, s1 - s0), 0);
+	for (uint64_t b = b0; b < b1; b++) {
+		uint32_t v[8];
+
+		table_entry(b, v);
+		for (unsigned i = 0; i < 8; i++) {
+			uint64_t sec = b * 8 + i;
+
+			ck_assert_msg(v[i] == (sec >= s0 && sec < s1 ? z : was[b - b0][i]),
+			              "block %llu sector %u: %#x", (unsigned long long)b, i, v[i]);
+		}
+	}
+	free(was);
 }
 END_TEST
 
@@ -228,6 +315,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, fixture_teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_layout);
+	tcase_add_test(tc, test_hash_values);
+	tcase_add_test(tc, test_zeroed_run);
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
 	suite_add_tcase(s, tc);

@@ -16,9 +16,13 @@
  * journal block's bad copy is rewritten from its twin, and one with no good
  * copy is checkpointed away, the data it held intact after a remount.
  *
- * A second scrub beside a running one is refused (EBUSY) by the daemon, not
- * the core: the core's scrub keeps no state (the caller keeps the cursor),
- * so that is tested by tests/integration/scrub-test.sh, not here.
+ * A second scrub beside a running one is refused (EBUSY): the rule the
+ * daemon's MENDFS_IOC_SCRUB applies (mfs_scrub_owner_claim, _undo,
+ * _stepped) with fake processes and a fake clock: the owner's own steps,
+ * another's refused while the owner lives and stepped within
+ * MFS_SCRUB_OWNER_IDLE_S, taken after it exited or went idle, after the
+ * end, an unknown (-1) owner, a failed step that claims nothing.  Through a
+ * mount: tests/integration/lib-scrub-test.sh and scrub-test.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -455,6 +459,93 @@ START_TEST(test_scrub_journal)
 }
 END_TEST
 
+/* The fake processes of test_scrub_owner: pid 100 + i lives while live[i]. */
+static bool live[4];
+static unsigned alive_calls;
+
+static bool fake_alive(pid_t pid)
+{
+	ck_assert_msg(pid >= 100 && pid < 104, "asked about pid %d", (int)pid);
+	alive_calls++;
+	return live[pid - 100];
+}
+
+/* Claim for @pid at @now: 0 or -EBUSY; a refusal changes nothing. */
+static int claim(struct mfs_scrub_owner *o, pid_t pid, time_t now)
+{
+	struct mfs_scrub_owner before = *o, prev = {-7, -7};
+	int ret = mfs_scrub_owner_claim(o, pid, now, fake_alive, &prev);
+
+	if (ret) {
+		ck_assert_int_eq(ret, -EBUSY);
+		ck_assert(o->pid == before.pid && o->at == before.at);
+	} else {
+		ck_assert(prev.pid == before.pid && prev.at == before.at);
+		ck_assert(o->pid == pid && o->at == now);
+	}
+	return ret;
+}
+
+START_TEST(test_scrub_owner)
+{
+	const time_t idle = MFS_SCRUB_OWNER_IDLE_S, t = 1000;
+	struct mfs_scrub_owner o = {0, 0}, prev;
+
+	live[0] = live[1] = live[2] = live[3] = true;
+	/* nobody scrubs: the first takes the cursor, and steps again as it likes */
+	ck_assert_int_eq(claim(&o, 100, t), 0);
+	ck_assert_int_eq(claim(&o, 100, t + 5), 0);
+	/* another process beside a live owner: EBUSY, up to the idle limit inclusive */
+	ck_assert_int_eq(claim(&o, 101, t + 6), -EBUSY);
+	ck_assert_int_eq(claim(&o, 101, t + 5 + idle), -EBUSY);
+	/* an unknown caller (outside the pid namespace) too */
+	ck_assert_int_eq(claim(&o, -1, t + 6), -EBUSY);
+	/* the owner's step answered: still its own, the idle time counts from it */
+	mfs_scrub_owner_stepped(&o, 100, false, t + 100);
+	ck_assert_int_eq(claim(&o, 101, t + 6 + idle), -EBUSY);
+	/* idle past the limit: given up, the next takes it */
+	ck_assert_int_eq(claim(&o, 101, t + 101 + idle), 0);
+	/* the old owner comes back: now it is the one refused */
+	ck_assert_int_eq(claim(&o, 100, t + 102 + idle), -EBUSY);
+
+	/* an owner that exited gives the cursor up at once */
+	o = (struct mfs_scrub_owner){102, t};
+	live[2] = false;
+	alive_calls = 0;
+	ck_assert_int_eq(claim(&o, 103, t + 1), 0);
+	ck_assert_uint_eq(alive_calls, 1);
+	live[2] = true;
+
+	/* the end of a scrub frees the cursor; another process's end does not */
+	o = (struct mfs_scrub_owner){100, t};
+	mfs_scrub_owner_stepped(&o, 101, true, t + 1);
+	ck_assert_int_eq(o.pid, 100);
+	ck_assert_int_eq(claim(&o, 101, t + 2), -EBUSY);
+	mfs_scrub_owner_stepped(&o, 100, true, t + 3);
+	ck_assert_int_eq(o.pid, 0);
+	ck_assert_int_eq(claim(&o, 101, t + 4), 0);
+
+	/* an unknown owner (-1): never asked about, busy until idle */
+	o = (struct mfs_scrub_owner){-1, t};
+	alive_calls = 0;
+	ck_assert_int_eq(claim(&o, 100, t + idle), -EBUSY);
+	ck_assert_uint_eq(alive_calls, 0);
+	ck_assert_int_eq(claim(&o, 100, t + idle + 1), 0);
+
+	/* a failed step claims nothing: the owner before it is back, idle time and all */
+	o = (struct mfs_scrub_owner){100, t};
+	live[0] = false;
+	ck_assert_int_eq(mfs_scrub_owner_claim(&o, 101, t + 10, fake_alive, &prev), 0);
+	mfs_scrub_owner_undo(&o, 101, &prev);
+	ck_assert(o.pid == 100 && o.at == t);
+	/* ... unless the cursor changed hands meanwhile */
+	ck_assert_int_eq(mfs_scrub_owner_claim(&o, 101, t + 10, fake_alive, &prev), 0);
+	ck_assert_int_eq(claim(&o, 102, t + 11 + idle), 0);
+	mfs_scrub_owner_undo(&o, 101, &prev);
+	ck_assert(o.pid == 102 && o.at == t + 11 + idle);
+}
+END_TEST
+
 static Suite *scrub_suite(void)
 {
 	Suite *s = suite_create("scrub");
@@ -471,6 +562,7 @@ static Suite *scrub_suite(void)
 	tcase_add_test(fixed, test_scrub_journal);
 	suite_add_tcase(s, fixed);
 
+	tcase_add_test(tc, test_scrub_owner);
 	tcase_add_test(tc, test_scrub_clean);
 	tcase_add_test(tc, test_scrub_heals_primary_and_twin);
 	tcase_add_test(tc, test_scrub_reads_device_under_cache);
