@@ -102,9 +102,9 @@ struct uring_tr {
 	size_t mem_sz;
 	sem_t go; /* INIT answered: register (or stop) */
 	_Atomic bool stop;
-	_Atomic bool granted; /* FUSE_OVER_IO_URING in the INIT reply */
-	_Atomic bool refused; /* a registration failed: /dev/fuse carries everything */
-	_Atomic bool live;    /* entries registered: a reply may be a ring request's */
+	_Atomic bool granted;     /* FUSE_OVER_IO_URING in the INIT reply */
+	_Atomic unsigned refused; /* entries whose registration the kernel refused */
+	_Atomic bool live;        /* entries registered: a reply may be a ring request's */
 	_Atomic uint64_t init_unique;
 	_Atomic bool init_offered;
 	_Atomic unsigned ioctl_threads;
@@ -459,6 +459,32 @@ static void ring_done_list(struct ring *r)
 	}
 }
 
+/*
+ * The kernel refused to register an entry (@res).  It then turns io_uring
+ * off for the connection (fuse_uring_cmd: fc->io_uring = 0, and the requests
+ * it held wake up): requests go through /dev/fuse as long as some queue has
+ * no entry, since the kernel switches to the rings only when every queue has
+ * one.  Said once; when every entry was refused no reply is looked up among
+ * the entries any more.  (Should a few refusals still leave every queue an
+ * entry, the kernel switches after all, and the first ring request sets the
+ * transport back to io_uring.)
+ */
+static void register_refused(struct ring *r, int res)
+{
+	struct uring_tr *tr = r->tr;
+	unsigned n = atomic_fetch_add(&tr->refused, 1) + 1;
+
+	if (n == 1) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
+		         strerror(-res));
+		log_fallback(why);
+	}
+	if (n == tr->nq * RING_DEPTH)
+		atomic_store(&tr->live, false);
+}
+
 /* One completion: a request, an entry ended, or the eventfd.  Returns false to stop. */
 static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 {
@@ -492,12 +518,8 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	}
 	/* the entry is gone (the connection ended, or the kernel refused it) */
 	if (e->last_cmd == MFSD_FUSE_IO_URING_CMD_REGISTER && res != -ENOTCONN &&
-	    res != -ECONNABORTED && !atomic_exchange(&tr->refused, true)) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
-		         strerror(-res));
-		log_fallback(why);
+	    res != -ECONNABORTED) {
+		register_refused(r, res);
 	} else if (res != -ENOTCONN && res != -ECONNABORTED && res != -ECANCELED) {
 		mfsd_log(LOG_ERR, "FUSE over io_uring: queue %u: %s", r->qid, strerror(-res));
 	}
@@ -546,6 +568,13 @@ static void *ring_thread(void *arg)
 
 /* --- set-up and teardown ------------------------------------------------------------------ */
 
+/*
+ * MENDFS_DEBUG_URING_BAD_REGISTER=1 (a test hook, read at start): register
+ * every entry with a header area one byte shorter than the kernel's struct,
+ * which its REGISTER refuses (EINVAL), to test the refusal path.
+ */
+static bool bad_register;
+
 static int alloc_entries(struct uring_tr *tr, size_t payload)
 {
 	size_t per = HDR_AREA + ((payload + 4095) & ~(size_t)4095);
@@ -568,6 +597,8 @@ static int alloc_entries(struct uring_tr *tr, size_t payload)
 			e->hdr = (void *)p;
 			e->payload = p + HDR_AREA;
 			e->iov[0] = (struct iovec){.iov_base = e->hdr, .iov_len = sizeof(*e->hdr)};
+			if (bad_register)
+				e->iov[0].iov_len--;
 			e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = payload};
 		}
 	return 0;
@@ -642,6 +673,7 @@ static unsigned possible_cpus(void)
 static int uring_start(struct mfsd_transport *t)
 {
 	struct uring_tr *tr = calloc(1, sizeof(*tr));
+	const char *debug;
 	unsigned q;
 	int ret;
 
@@ -650,6 +682,8 @@ static int uring_start(struct mfsd_transport *t)
 	tr->t = t;
 	tr->fuse_fd = fuse_session_fd(t->se);
 	tr->nq = possible_cpus();
+	debug = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
+	bad_register = debug && !strcmp(debug, "1");
 	sem_init(&tr->go, 0, 0);
 	pthread_mutex_init(&tr->ioctl_lock, NULL);
 	pthread_cond_init(&tr->ioctl_cond, NULL);
