@@ -105,7 +105,6 @@ struct uring_tr {
 	_Atomic bool granted;     /* FUSE_OVER_IO_URING in the INIT reply */
 	_Atomic unsigned refused; /* entries whose registration the kernel refused */
 	_Atomic bool live;        /* entries registered: a reply may be a ring request's */
-	_Atomic uint64_t init_unique;
 	_Atomic bool init_offered;
 	_Atomic unsigned ioctl_threads;
 	pthread_mutex_t ioctl_lock;
@@ -271,43 +270,32 @@ static void reply_error(struct ring_ent *e, uint64_t unique, int error)
 
 /* --- the session hooks (struct fuse_custom_io) -------------------------------------------- */
 
-static ssize_t uring_read(int fd, void *buf, size_t len, void *userdata)
+/* The INIT offer (killpriv.c decodes it): does the kernel offer FUSE over io_uring? */
+static void uring_init_offer(const struct mfsd_init_offer *offer)
 {
-	ssize_t n = mfsd_killpriv_read(fd, buf, len, userdata);
-	const struct fuse_in_header *in = buf;
-	const struct fuse_init_in *init = (const void *)(in + 1);
-
-	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4) &&
-	    in->opcode == FUSE_INIT && the_tr) {
-		bool offered = init->major == 7 && init->minor >= MFSD_FUSE_OVER_IO_URING_MINOR &&
-		               (init->flags & MFSD_FUSE_INIT_EXT) &&
-		               (init->flags2 & MFSD_FUSE_OVER_IO_URING_FLAG2);
-
-		atomic_store(&the_tr->init_offered, offered);
-		atomic_store(&the_tr->init_unique, in->unique);
-	}
-	return n;
+	if (the_tr)
+		atomic_store(
+		        &the_tr->init_offered,
+		        offer->major == 7 && offer->minor >= MFSD_FUSE_OVER_IO_URING_MINOR &&
+		                (offer->flags & (uint64_t)MFSD_FUSE_OVER_IO_URING_FLAG2 << 32));
 }
 
 static int alloc_entries(struct uring_tr *tr, size_t payload);
 
 /* The INIT reply: grant FUSE over io_uring if offered and the entries could be made. */
-static void init_reply(struct uring_tr *tr, struct iovec *iov, int count)
+static void uring_init_reply(void *init_out, size_t len)
 {
-	const struct fuse_out_header *out = iov[0].iov_base;
-	struct fuse_init_out *init;
+	struct uring_tr *tr = the_tr;
+	struct fuse_init_out *init = init_out;
 	size_t payload;
 
-	atomic_store(&tr->init_unique, 0);
-	if (count < 2 || out->error ||
-	    iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(init->flags2))
+	if (!tr || len < offsetof(struct fuse_init_out, flags2) + sizeof(init->flags2))
 		return;
 	if (!atomic_load(&tr->init_offered)) {
 		log_fallback("not offered by the kernel (the fuse module's enable_uring is off, "
 		             "or the kernel predates 6.14)");
 		return;
 	}
-	init = iov[1].iov_base;
 	/* the kernel's own rule for the payload of a ring entry */
 	payload = init->max_write;
 	if ((init->flags & FUSE_MAX_PAGES) && (size_t)init->max_pages * 4096 > payload)
@@ -337,8 +325,6 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 		            : NULL;
 		if (e)
 			return ring_reply(e, iov, count);
-		if (out->unique == atomic_load(&tr->init_unique))
-			init_reply(tr, iov, count);
 	}
 	n = mfsd_killpriv_writev(fd, iov, count, userdata);
 	if (tr && atomic_exchange(&tr->granted, false) && n >= 0) {
@@ -350,8 +336,13 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 }
 
 static const struct fuse_custom_io uring_io = {
-        .read = uring_read,
-        .writev = uring_writev,
+        .read = mfsd_killpriv_read,
+        .writev = uring_writev, /* ring replies; the rest through mfsd_killpriv_writev */
+};
+
+static const struct mfsd_init_hook uring_init_hook = {
+        .offer = uring_init_offer,
+        .reply = uring_init_reply,
 };
 
 /* --- dispatch ----------------------------------------------------------------------------- */
@@ -719,6 +710,7 @@ static int uring_start(struct mfsd_transport *t)
 	t->priv = tr;
 	the_tr = tr;
 	mfsd_killpriv_want(t->killpriv_v2);
+	mfsd_init_hook_set(&uring_init_hook);
 	return fuse_session_custom_io(t->se, &uring_io, tr->fuse_fd);
 }
 
@@ -743,6 +735,7 @@ static void uring_stop(struct mfsd_transport *t)
 	while (atomic_load(&tr->ioctl_threads))
 		pthread_cond_wait(&tr->ioctl_cond, &tr->ioctl_lock);
 	pthread_mutex_unlock(&tr->ioctl_lock);
+	mfsd_init_hook_set(NULL);
 	the_tr = NULL;
 	uring_teardown(tr);
 	t->priv = NULL;
