@@ -62,6 +62,13 @@ extern const struct mfsd_transport_ops mfsd_transport_dev;
 /* FUSE over io_uring, /dev/fuse beside it (or alone if the kernel refuses). */
 extern const struct mfsd_transport_ops mfsd_transport_uring;
 
+/*
+ * The kernel's FUSE-over-io_uring queues, and so the io_uring transport's
+ * rings and threads: one per possible CPU (/sys/devices/system/cpu/possible,
+ * "0-N"; the configured CPUs if it cannot be read).
+ */
+unsigned mfsd_uring_nr_queues(void);
+
 /* The /dev/fuse session loop (the loop of both transports). */
 int mfsd_dev_loop(struct mfsd_transport *t);
 

@@ -640,8 +640,7 @@ static int ring_init(struct uring_tr *tr, struct ring *r, unsigned qid)
 	return ret < 0 ? ret : 0;
 }
 
-/* The kernel's queues: one per possible CPU (/sys/devices/system/cpu/possible, "0-N"). */
-static unsigned possible_cpus(void)
+unsigned mfsd_uring_nr_queues(void)
 {
 	char buf[256];
 	ssize_t n = -1;
@@ -672,7 +671,7 @@ static int uring_start(struct mfsd_transport *t)
 		return -ENOMEM;
 	tr->t = t;
 	tr->fuse_fd = fuse_session_fd(t->se);
-	tr->nq = possible_cpus();
+	tr->nq = mfsd_uring_nr_queues();
 	debug = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
 	bad_register = debug && !strcmp(debug, "1");
 	sem_init(&tr->go, 0, 0);
