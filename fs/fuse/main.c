@@ -213,6 +213,7 @@ int main(int argc, char **argv)
 	t.se = d->se;
 	t.ops = o.io_uring ? &mfsd_transport_uring : &mfsd_transport_dev;
 	t.tstats = &d->tstats;
+	d->tstats.t = &t;
 	t.threads = o.threads;
 	t.killpriv_v2 = !d->read_only;
 	if (t.ops->start(&t)) {

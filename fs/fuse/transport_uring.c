@@ -89,6 +89,8 @@ struct ring {
 	uint64_t evbuf;
 	pthread_mutex_t done_lock;
 	struct ring_ent *done; /* replied by an ioctl thread, to be committed */
+	/* requests it carried: written by its thread only, read relaxed (uring_ring_requests) */
+	_Atomic uint64_t requests;
 	struct ring_ent ents[RING_DEPTH];
 };
 
@@ -491,15 +493,16 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	}
 	e = io_uring_cqe_get_data(cqe);
 	if (res == 0) {
-		if (tr->t->tstats) {
-			/* once: a store per request would bounce the line between the rings */
-			if (atomic_load_explicit(&tr->t->tstats->kind, memory_order_relaxed) !=
-			    MFSD_TRANSPORT_IO_URING)
-				atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
-				                      memory_order_relaxed);
-			atomic_fetch_add_explicit(&tr->t->tstats->ring_requests, 1,
-			                          memory_order_relaxed);
-		}
+		/* once: a store per request would bounce the line between the rings */
+		if (tr->t->tstats &&
+		    atomic_load_explicit(&tr->t->tstats->kind, memory_order_relaxed) !=
+		            MFSD_TRANSPORT_IO_URING)
+			atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
+			                      memory_order_relaxed);
+		/* the ring's own count, no locked add: only this thread writes it */
+		atomic_store_explicit(&r->requests,
+		                      atomic_load_explicit(&r->requests, memory_order_relaxed) + 1,
+		                      memory_order_relaxed);
 		dispatch(e);
 		return true;
 	}
@@ -740,9 +743,22 @@ static void uring_stop(struct mfsd_transport *t)
 	t->priv = NULL;
 }
 
+/* The rings' counts summed (for mendctl stats, while the transport runs). */
+static uint64_t uring_ring_requests(struct mfsd_transport *t)
+{
+	struct uring_tr *tr = t->priv; /* NULL when start fell back to /dev/fuse */
+	uint64_t n = 0;
+	unsigned q;
+
+	for (q = 0; tr && q < tr->nq; q++)
+		n += atomic_load_explicit(&tr->rings[q].requests, memory_order_relaxed);
+	return n;
+}
+
 const struct mfsd_transport_ops mfsd_transport_uring = {
         .name = "io_uring",
         .start = uring_start,
         .loop = mfsd_dev_loop, /* /dev/fuse still carries INIT, FORGET, INTERRUPT */
         .stop = uring_stop,
+        .ring_requests = uring_ring_requests,
 };
