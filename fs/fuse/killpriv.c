@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14 (see killpriv.h): the /dev/fuse
- * read and writev hooks.  Only the kernel's ABI (<linux/fuse.h>) is used
- * here, not libfuse's headers, whose macros would clash with it.  Calls libc
- * only.
+ * read and writev hooks, which also decode INIT for a transport's INIT hook.
+ * Only the kernel's ABI (<linux/fuse.h>) is used here, not libfuse's headers,
+ * whose macros would clash with it.  Calls libc and the INIT hook only.
  */
 #include "killpriv.h"
 
@@ -15,14 +15,21 @@
 #include <unistd.h>
 
 static bool want_v2;
+static const struct mfsd_init_hook *init_hook; /* set before the session starts */
 /* the unique id of the INIT request while its reply is pending, else 0 */
 static _Atomic uint64_t init_unique;
+static _Atomic bool init_kp; /* ... and HANDLE_KILLPRIV_V2 goes in it */
 
 __thread bool mfsd_killpriv_req;
 
 void mfsd_killpriv_want(bool on)
 {
 	want_v2 = on;
+}
+
+void mfsd_init_hook_set(const struct mfsd_init_hook *hook)
+{
+	init_hook = hook;
 }
 
 /* The argument of a request, if the request is long enough to hold @size bytes of it. */
@@ -40,6 +47,7 @@ void mfsd_killpriv_note(const void *buf, size_t n)
 	const struct fuse_open_in *o;
 	const struct fuse_create_in *c;
 	const struct fuse_init_in *init;
+	struct mfsd_init_offer offer;
 
 	mfsd_killpriv_req = false;
 	if (n < sizeof(*in))
@@ -58,11 +66,21 @@ void mfsd_killpriv_note(const void *buf, size_t n)
 		mfsd_killpriv_req = c && (c->open_flags & FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_INIT:
-		/* protocol 7.33 has the flag; older fuse_init_in are shorter */
 		init = req_arg(buf, n, offsetof(struct fuse_init_in, flags2));
-		if (want_v2 && init && init->major == 7 && init->minor >= 33 &&
-		    (init->flags & FUSE_HANDLE_KILLPRIV_V2))
-			atomic_store(&init_unique, in->unique);
+		if (!init)
+			break;
+		offer = (struct mfsd_init_offer){
+		        .major = init->major, .minor = init->minor, .flags = init->flags};
+		/* flags2 is there from protocol 7.36 on, valid with FUSE_INIT_EXT */
+		if ((init->flags & FUSE_INIT_EXT) &&
+		    req_arg(buf, n, offsetof(struct fuse_init_in, flags2) + sizeof(init->flags2)))
+			offer.flags |= (uint64_t)init->flags2 << 32;
+		/* protocol 7.33 has the flag */
+		atomic_store(&init_kp, want_v2 && offer.major == 7 && offer.minor >= 33 &&
+		                               (offer.flags & FUSE_HANDLE_KILLPRIV_V2));
+		atomic_store(&init_unique, in->unique);
+		if (init_hook && init_hook->offer)
+			init_hook->offer(&offer);
 		break;
 	default:
 		break;
@@ -93,9 +111,11 @@ ssize_t mfsd_killpriv_writev(int fd, struct iovec *iov, int count, void *userdat
 		if (out->unique == unique) {
 			atomic_store(&init_unique, 0);
 			init = iov[1].iov_base;
-			if (out->error == 0 &&
+			if (out->error == 0 && atomic_load(&init_kp) &&
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background))
 				init->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			if (out->error == 0 && init_hook && init_hook->reply)
+				init_hook->reply(iov[1].iov_base, iov[1].iov_len);
 		}
 	}
 	return writev(fd, iov, count);

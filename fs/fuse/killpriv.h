@@ -14,8 +14,11 @@
  * and note the kill flag of the request the calling thread is about to
  * handle (libfuse handles a request on the thread that read it).
  *
+ * Also the one place that decodes the INIT request and finds its reply, for
+ * the INIT hook of a transport (struct mfsd_init_hook).
+ *
  * Used by the transports (the hooks) and the handlers (the kill flag, one
- * thread-local load); calls libc only.  Only the kernel's ABI
+ * thread-local load); calls libc and the INIT hook only.  Only the kernel's ABI
  * (<linux/fuse.h>) is used in killpriv.c, not libfuse's headers, whose macros
  * would clash with it.
  */
@@ -23,14 +26,40 @@
 #define MENDFS_KILLPRIV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+/*
+ * What the kernel offers in its INIT request, decoded here once (by the read
+ * hook, or mfsd_killpriv_note) for each addition to the INIT reply: killpriv.c
+ * adds HANDLE_KILLPRIV_V2 itself, and a transport's INIT hook may add its own
+ * (transport_uring.c: FUSE_OVER_IO_URING).
+ */
+struct mfsd_init_offer {
+	uint32_t major, minor;
+	uint64_t flags; /* fuse_init_in's flags, and flags2 << 32 with FUSE_INIT_EXT */
+};
+
+/* A transport's look at INIT: the offer on its way in, the reply on its way out. */
+struct mfsd_init_hook {
+	/* The INIT request, about to go to libfuse. */
+	void (*offer)(const struct mfsd_init_offer *offer);
+	/*
+	 * Its reply (not an error), about to go to the kernel through the writev
+	 * hook: @init_out, a struct fuse_init_out of @len bytes, may be changed.
+	 */
+	void (*reply)(void *init_out, size_t len);
+};
+
+/* Set the INIT hook (NULL: none), before the session reads its first request. */
+void mfsd_init_hook_set(const struct mfsd_init_hook *hook);
 
 /* Ask for FUSE_HANDLE_KILLPRIV_V2 in the INIT reply if the kernel offers it. */
 void mfsd_killpriv_want(bool on);
 
 /*
- * Note the kill flag (and an INIT) of the raw request @buf of @len bytes that
+ * Note the kill flag (and decode an INIT) of the raw request @buf of @len bytes that
  * this thread is about to hand to libfuse: what the read hook does, for a
  * transport that receives requests otherwise (transport_uring.c).
  */

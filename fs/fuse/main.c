@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <syslog.h>
 
 #include "daemon.h"
@@ -77,8 +76,8 @@ static unsigned mfsd_hw_queues(unsigned threads, bool io_uring)
 {
 	unsigned n = (threads ? threads : MFSD_DEFAULT_THREADS) + 2;
 
-	if (io_uring) /* and a ring thread per CPU */
-		n += (unsigned)get_nprocs_conf();
+	if (io_uring) /* and one per ring thread */
+		n += mfsd_uring_nr_queues();
 	return n < BLK_MAX_HW_QUEUES ? n : BLK_MAX_HW_QUEUES;
 }
 
@@ -214,6 +213,7 @@ int main(int argc, char **argv)
 	t.se = d->se;
 	t.ops = o.io_uring ? &mfsd_transport_uring : &mfsd_transport_dev;
 	t.tstats = &d->tstats;
+	d->tstats.t = &t;
 	t.threads = o.threads;
 	t.killpriv_v2 = !d->read_only;
 	if (t.ops->start(&t)) {

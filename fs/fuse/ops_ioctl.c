@@ -255,7 +255,7 @@ static int ioc_stats(const struct ioc_call *c, void *arg)
 	a->journal_blocks = fst->journal_blocks;
 	a->checkpoints = fst->checkpoints;
 	a->transport = atomic_load(&c->d->tstats.kind);
-	a->ring_requests = atomic_load(&c->d->tstats.ring_requests);
+	a->ring_requests = mfsd_transport_ring_requests(&c->d->tstats);
 	return 0;
 }
 

@@ -37,14 +37,19 @@ struct mfsd_transport_ops {
 	int (*loop)(struct mfsd_transport *t);
 	/* After the loop, before the session is unmounted: undo start. */
 	void (*stop)(struct mfsd_transport *t);
+	/*
+	 * The requests that arrived in a ring entry so far, summed over the
+	 * rings (each counts its own); NULL for a transport without rings.
+	 */
+	uint64_t (*ring_requests)(struct mfsd_transport *t);
 };
 
 /* What `mendctl stats` shows of the transport (MENDFS_TRANSPORT_* in mendfs/ioctl.h). */
 enum { MFSD_TRANSPORT_DEV_FUSE = 1, MFSD_TRANSPORT_IO_URING = 2 };
 
 struct mfsd_transport_stats {
-	_Atomic unsigned kind;          /* the transport carrying requests now */
-	_Atomic uint64_t ring_requests; /* requests that arrived in a ring entry */
+	_Atomic unsigned kind;    /* the transport carrying requests now */
+	struct mfsd_transport *t; /* set by main before start: for ring_requests */
 };
 
 struct mfsd_transport {
@@ -56,11 +61,26 @@ struct mfsd_transport {
 	struct mfsd_transport_stats *tstats; /* the daemon's, updated by the transport */
 };
 
+/* Requests that arrived in a ring entry (mendctl stats): 0 without rings. */
+static inline uint64_t mfsd_transport_ring_requests(const struct mfsd_transport_stats *ts)
+{
+	struct mfsd_transport *t = ts->t;
+
+	return t && t->ops->ring_requests ? t->ops->ring_requests(t) : 0;
+}
+
 /* /dev/fuse, libfuse's multithreaded session loop and our read/writev hooks. */
 extern const struct mfsd_transport_ops mfsd_transport_dev;
 
 /* FUSE over io_uring, /dev/fuse beside it (or alone if the kernel refuses). */
 extern const struct mfsd_transport_ops mfsd_transport_uring;
+
+/*
+ * The kernel's FUSE-over-io_uring queues, and so the io_uring transport's
+ * rings and threads: one per possible CPU (/sys/devices/system/cpu/possible,
+ * "0-N"; the configured CPUs if it cannot be read).
+ */
+unsigned mfsd_uring_nr_queues(void);
 
 /* The /dev/fuse session loop (the loop of both transports). */
 int mfsd_dev_loop(struct mfsd_transport *t);

@@ -89,6 +89,8 @@ struct ring {
 	uint64_t evbuf;
 	pthread_mutex_t done_lock;
 	struct ring_ent *done; /* replied by an ioctl thread, to be committed */
+	/* requests it carried: written by its thread only, read relaxed (uring_ring_requests) */
+	_Atomic uint64_t requests;
 	struct ring_ent ents[RING_DEPTH];
 };
 
@@ -102,10 +104,9 @@ struct uring_tr {
 	size_t mem_sz;
 	sem_t go; /* INIT answered: register (or stop) */
 	_Atomic bool stop;
-	_Atomic bool granted; /* FUSE_OVER_IO_URING in the INIT reply */
-	_Atomic bool refused; /* a registration failed: /dev/fuse carries everything */
-	_Atomic bool live;    /* entries registered: a reply may be a ring request's */
-	_Atomic uint64_t init_unique;
+	_Atomic bool granted;     /* FUSE_OVER_IO_URING in the INIT reply */
+	_Atomic unsigned refused; /* entries whose registration the kernel refused */
+	_Atomic bool live;        /* entries registered: a reply may be a ring request's */
 	_Atomic bool init_offered;
 	_Atomic unsigned ioctl_threads;
 	pthread_mutex_t ioctl_lock;
@@ -276,43 +277,32 @@ static void reply_error(struct ring_ent *e, uint64_t unique, int error)
 
 /* --- the session hooks (struct fuse_custom_io) -------------------------------------------- */
 
-static ssize_t uring_read(int fd, void *buf, size_t len, void *userdata)
+/* The INIT offer (killpriv.c decodes it): does the kernel offer FUSE over io_uring? */
+static void uring_init_offer(const struct mfsd_init_offer *offer)
 {
-	ssize_t n = mfsd_killpriv_read(fd, buf, len, userdata);
-	const struct fuse_in_header *in = buf;
-	const struct fuse_init_in *init = (const void *)(in + 1);
-
-	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4) &&
-	    in->opcode == FUSE_INIT && the_tr) {
-		bool offered = init->major == 7 && init->minor >= MFSD_FUSE_OVER_IO_URING_MINOR &&
-		               (init->flags & MFSD_FUSE_INIT_EXT) &&
-		               (init->flags2 & MFSD_FUSE_OVER_IO_URING_FLAG2);
-
-		atomic_store(&the_tr->init_offered, offered);
-		atomic_store(&the_tr->init_unique, in->unique);
-	}
-	return n;
+	if (the_tr)
+		atomic_store(
+		        &the_tr->init_offered,
+		        offer->major == 7 && offer->minor >= MFSD_FUSE_OVER_IO_URING_MINOR &&
+		                (offer->flags & (uint64_t)MFSD_FUSE_OVER_IO_URING_FLAG2 << 32));
 }
 
 static int alloc_entries(struct uring_tr *tr, size_t payload);
 
 /* The INIT reply: grant FUSE over io_uring if offered and the entries could be made. */
-static void init_reply(struct uring_tr *tr, struct iovec *iov, int count)
+static void uring_init_reply(void *init_out, size_t len)
 {
-	const struct fuse_out_header *out = iov[0].iov_base;
-	struct fuse_init_out *init;
+	struct uring_tr *tr = the_tr;
+	struct fuse_init_out *init = init_out;
 	size_t payload;
 
-	atomic_store(&tr->init_unique, 0);
-	if (count < 2 || out->error ||
-	    iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(init->flags2))
+	if (!tr || len < offsetof(struct fuse_init_out, flags2) + sizeof(init->flags2))
 		return;
 	if (!atomic_load(&tr->init_offered)) {
 		log_fallback("not offered by the kernel (the fuse module's enable_uring is off, "
 		             "or the kernel predates 6.14)");
 		return;
 	}
-	init = iov[1].iov_base;
 	/* the kernel's own rule for the payload of a ring entry */
 	payload = init->max_write;
 	if ((init->flags & FUSE_MAX_PAGES) && (size_t)init->max_pages * 4096 > payload)
@@ -342,8 +332,6 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 		            : NULL;
 		if (e)
 			return ring_reply(e, iov, count);
-		if (out->unique == atomic_load(&tr->init_unique))
-			init_reply(tr, iov, count);
 	}
 	n = mfsd_killpriv_writev(fd, iov, count, userdata);
 	if (tr && atomic_exchange(&tr->granted, false) && n >= 0) {
@@ -355,8 +343,13 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 }
 
 static const struct fuse_custom_io uring_io = {
-        .read = uring_read,
-        .writev = uring_writev,
+        .read = mfsd_killpriv_read,
+        .writev = uring_writev, /* ring replies; the rest through mfsd_killpriv_writev */
+};
+
+static const struct mfsd_init_hook uring_init_hook = {
+        .offer = uring_init_offer,
+        .reply = uring_init_reply,
 };
 
 /* --- dispatch ----------------------------------------------------------------------------- */
@@ -464,6 +457,32 @@ static void ring_done_list(struct ring *r)
 	}
 }
 
+/*
+ * The kernel refused to register an entry (@res).  It then turns io_uring
+ * off for the connection (fuse_uring_cmd: fc->io_uring = 0, and the requests
+ * it held wake up): requests go through /dev/fuse as long as some queue has
+ * no entry, since the kernel switches to the rings only when every queue has
+ * one.  Said once; when every entry was refused no reply is looked up among
+ * the entries any more.  (Should a few refusals still leave every queue an
+ * entry, the kernel switches after all, and the first ring request sets the
+ * transport back to io_uring.)
+ */
+static void register_refused(struct ring *r, int res)
+{
+	struct uring_tr *tr = r->tr;
+	unsigned n = atomic_fetch_add(&tr->refused, 1) + 1;
+
+	if (n == 1) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
+		         strerror(-res));
+		log_fallback(why);
+	}
+	if (n == tr->nq * RING_DEPTH)
+		atomic_store(&tr->live, false);
+}
+
 /* One completion: a request, an entry ended, or the eventfd.  Returns false to stop. */
 static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 {
@@ -479,15 +498,16 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	}
 	e = io_uring_cqe_get_data(cqe);
 	if (res == 0) {
-		if (tr->t->tstats) {
-			/* once: a store per request would bounce the line between the rings */
-			if (atomic_load_explicit(&tr->t->tstats->kind, memory_order_relaxed) !=
-			    MFSD_TRANSPORT_IO_URING)
-				atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
-				                      memory_order_relaxed);
-			atomic_fetch_add_explicit(&tr->t->tstats->ring_requests, 1,
-			                          memory_order_relaxed);
-		}
+		/* once: a store per request would bounce the line between the rings */
+		if (tr->t->tstats &&
+		    atomic_load_explicit(&tr->t->tstats->kind, memory_order_relaxed) !=
+		            MFSD_TRANSPORT_IO_URING)
+			atomic_store_explicit(&tr->t->tstats->kind, MFSD_TRANSPORT_IO_URING,
+			                      memory_order_relaxed);
+		/* the ring's own count, no locked add: only this thread writes it */
+		atomic_store_explicit(&r->requests,
+		                      atomic_load_explicit(&r->requests, memory_order_relaxed) + 1,
+		                      memory_order_relaxed);
 		dispatch(e);
 		return true;
 	}
@@ -497,12 +517,8 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	}
 	/* the entry is gone (the connection ended, or the kernel refused it) */
 	if (e->last_cmd == MFSD_FUSE_IO_URING_CMD_REGISTER && res != -ENOTCONN &&
-	    res != -ECONNABORTED && !atomic_exchange(&tr->refused, true)) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
-		         strerror(-res));
-		log_fallback(why);
+	    res != -ECONNABORTED) {
+		register_refused(r, res);
 	} else if (res != -ENOTCONN && res != -ECONNABORTED && res != -ECANCELED) {
 		mfsd_log(LOG_ERR, "FUSE over io_uring: queue %u: %s", r->qid, strerror(-res));
 	}
@@ -551,6 +567,13 @@ static void *ring_thread(void *arg)
 
 /* --- set-up and teardown ------------------------------------------------------------------ */
 
+/*
+ * MENDFS_DEBUG_URING_BAD_REGISTER=1 (a test hook, read at start): register
+ * every entry with a header area one byte shorter than the kernel's struct,
+ * which its REGISTER refuses (EINVAL), to test the refusal path.
+ */
+static bool bad_register;
+
 static int alloc_entries(struct uring_tr *tr, size_t payload)
 {
 	size_t per = HDR_AREA + ((payload + 4095) & ~(size_t)4095);
@@ -573,6 +596,8 @@ static int alloc_entries(struct uring_tr *tr, size_t payload)
 			e->hdr = (void *)p;
 			e->payload = p + HDR_AREA;
 			e->iov[0] = (struct iovec){.iov_base = e->hdr, .iov_len = sizeof(*e->hdr)};
+			if (bad_register)
+				e->iov[0].iov_len--;
 			e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = payload};
 		}
 	return 0;
@@ -623,8 +648,7 @@ static int ring_init(struct uring_tr *tr, struct ring *r, unsigned qid)
 	return ret < 0 ? ret : 0;
 }
 
-/* The kernel's queues: one per possible CPU (/sys/devices/system/cpu/possible, "0-N"). */
-static unsigned possible_cpus(void)
+unsigned mfsd_uring_nr_queues(void)
 {
 	char buf[256];
 	ssize_t n = -1;
@@ -647,6 +671,7 @@ static unsigned possible_cpus(void)
 static int uring_start(struct mfsd_transport *t)
 {
 	struct uring_tr *tr = calloc(1, sizeof(*tr));
+	const char *debug;
 	unsigned q;
 	int ret;
 
@@ -654,7 +679,9 @@ static int uring_start(struct mfsd_transport *t)
 		return -ENOMEM;
 	tr->t = t;
 	tr->fuse_fd = fuse_session_fd(t->se);
-	tr->nq = possible_cpus();
+	tr->nq = mfsd_uring_nr_queues();
+	debug = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
+	bad_register = debug && !strcmp(debug, "1");
 	sem_init(&tr->go, 0, 0);
 	pthread_mutex_init(&tr->ioctl_lock, NULL);
 	pthread_cond_init(&tr->ioctl_cond, NULL);
@@ -690,6 +717,7 @@ static int uring_start(struct mfsd_transport *t)
 	t->priv = tr;
 	the_tr = tr;
 	mfsd_killpriv_want(t->killpriv_v2);
+	mfsd_init_hook_set(&uring_init_hook);
 	return fuse_session_custom_io(t->se, &uring_io, tr->fuse_fd);
 }
 
@@ -714,9 +742,22 @@ static void uring_stop(struct mfsd_transport *t)
 	while (atomic_load(&tr->ioctl_threads))
 		pthread_cond_wait(&tr->ioctl_cond, &tr->ioctl_lock);
 	pthread_mutex_unlock(&tr->ioctl_lock);
+	mfsd_init_hook_set(NULL);
 	the_tr = NULL;
 	uring_teardown(tr);
 	t->priv = NULL;
+}
+
+/* The rings' counts summed (for mendctl stats, while the transport runs). */
+static uint64_t uring_ring_requests(struct mfsd_transport *t)
+{
+	struct uring_tr *tr = t->priv; /* NULL when start fell back to /dev/fuse */
+	uint64_t n = 0;
+	unsigned q;
+
+	for (q = 0; tr && q < tr->nq; q++)
+		n += atomic_load_explicit(&tr->rings[q].requests, memory_order_relaxed);
+	return n;
 }
 
 const struct mfsd_transport_ops mfsd_transport_uring = {
@@ -724,4 +765,5 @@ const struct mfsd_transport_ops mfsd_transport_uring = {
         .start = uring_start,
         .loop = mfsd_dev_loop, /* /dev/fuse still carries INIT, FORGET, INTERRUPT */
         .stop = uring_stop,
+        .ring_requests = uring_ring_requests,
 };

@@ -10,6 +10,11 @@
 #   teardown   umount, umount -l, SIGTERM, a connection abort and kill -9 in
 #              the middle of writes: the daemon ends, the image is consistent
 #              and what was synced is there
+#   refused    the kernel refuses every entry's registration (the daemon's
+#              test hook MENDFS_DEBUG_URING_BAD_REGISTER=1 makes their header
+#              areas too short): one message, the transport is /dev/fuse with
+#              no ring request, and data written, fsync'ed and read back
+#              intact, the unmount and fsck clean
 #   fallback   enable_uring off: one message, the transport is /dev/fuse, and
 #              everything works
 # Needs root, /dev/fuse and a kernel with FUSE over io_uring (6.14 or later).
@@ -128,6 +133,25 @@ crash
 wait $writer 2>/dev/null
 mount_fg io_uring
 cmp "$WORK/data" "$MNT/synced" || fail "synced differs after kill -9"
+umount_fg
+fsck_clean
+
+step=refused
+: >"$LOG"
+export MENDFS_DEBUG_URING_BAD_REGISTER=1
+mount_fg io_uring
+unset MENDFS_DEBUG_URING_BAD_REGISTER
+[ "$(transport_of "$MNT")" = dev_fuse ] || fail "transport $(transport_of "$MNT") with every registration refused"
+head -c 1M /dev/urandom >"$WORK/small"
+dd if="$WORK/small" of="$MNT/refused" bs=4k conv=fsync status=none || fail "writing with the rings refused"
+echo 3 >/proc/sys/vm/drop_caches
+cmp "$WORK/small" "$MNT/refused" || fail "refused read back differs"
+cmp "$WORK/data" "$MNT/f0" || fail "f0 differs with the rings refused"
+n=$(grep -c "FUSE over io_uring" "$LOG")
+[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
+grep -q "FUSE over io_uring: the kernel refused the registration" "$LOG" ||
+	fail "not the refusal: $(cat "$LOG")"
+[ "$(stat_of ring_requests)" = 0 ] || fail "ring_requests $(stat_of ring_requests) with every entry refused"
 umount_fg
 fsck_clean
 
