@@ -65,6 +65,24 @@ static void leaf_copy_out(uint8_t *blk, unsigned i, void *val, uint16_t *len)
 enum bt_find_mode { BT_EXACT, BT_LE, BT_GE };
 
 /*
+ * One step down from internal node @b (locked and referenced; released
+ * here): the child whose subtree holds @key, its block into *@blocknr and its
+ * key bounds into *@bd (which held @b's; @root: @b is the root, unbounded).
+ */
+static void bt_step_down(struct mfs_buf *b, uint64_t key, bool root, struct bt_bounds *bd,
+                         uint64_t *blocknr)
+{
+	unsigned i = node_child(b->data, key); /* 0 below the first separator */
+	struct bt_bounds cbd;
+
+	child_bounds(b->data, i, root ? NULL : bd, &cbd);
+	*blocknr = ptr_child(b->data, i);
+	*bd = cbd;
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+}
+
+/*
  * Descend to the leaf for @key and look it up: exactly, the greatest key <=
  * @key (BT_LE) or the smallest >= @key (BT_GE: past the end of its leaf, the
  * next leaf, whose lowest key is the leaf's upper bound, as separators are
@@ -73,7 +91,7 @@ enum bt_find_mode { BT_EXACT, BT_LE, BT_GE };
 static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enum bt_find_mode mode,
                    uint64_t *found, void *val, uint16_t *len)
 {
-	struct bt_bounds bd = {0}, cbd;
+	struct bt_bounds bd = {0};
 	uint64_t blocknr = bt->root;
 	unsigned level;
 	int ret;
@@ -97,12 +115,7 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enu
 				mfs_buf_put(b);
 				return -ENOENT;
 			}
-			i = node_child(b->data, key); /* 0 below the first separator */
-			child_bounds(b->data, i, level == bt->depth ? NULL : &bd, &cbd);
-			blocknr = ptr_child(b->data, i);
-			bd = cbd;
-			pthread_mutex_unlock(&b->lock);
-			mfs_buf_put(b);
+			bt_step_down(b, key, level == bt->depth, &bd, &blocknr);
 			continue;
 		}
 		i = leaf_lower(b->data, key);
@@ -160,7 +173,7 @@ int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t ke
                          void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
                          uint16_t *ge_len)
 {
-	struct bt_bounds bd = {0}, cbd;
+	struct bt_bounds bd = {0};
 	uint64_t blocknr = bt->root;
 	bool le_other = false, ge_other = false;
 	unsigned level;
@@ -179,12 +192,7 @@ int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t ke
 		if (ret)
 			return ret;
 		if (level) {
-			i = node_child(b->data, key); /* 0 below the first separator */
-			child_bounds(b->data, i, level == bt->depth ? NULL : &bd, &cbd);
-			blocknr = ptr_child(b->data, i);
-			bd = cbd;
-			pthread_mutex_unlock(&b->lock);
-			mfs_buf_put(b);
+			bt_step_down(b, key, level == bt->depth, &bd, &blocknr);
 			continue;
 		}
 		nr = node_nr(b->data);

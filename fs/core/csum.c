@@ -175,6 +175,28 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
 }
 
 /*
+ * Copy the stored entries of up to @nblk blocks from @pblk, as far as one
+ * table block holds them, into @v; *@n gets how many blocks.  0 or -errno.
+ */
+static int table_entries(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint32_t *v, uint64_t *n)
+{
+	struct mfs_buf *b;
+	unsigned off;
+	int ret;
+
+	ret = table_get(fs, pblk, &b, &off, n);
+	if (ret)
+		return ret;
+	if (*n > nblk)
+		*n = nblk;
+	pthread_mutex_lock(&b->lock);
+	memcpy(v, b->data + off, *n * MFS_CSUM_ENTRY_SIZE);
+	pthread_mutex_unlock(&b->lock);
+	mfs_buf_put(b);
+	return 0;
+}
+
+/*
  * Do the @nblk whole blocks from @pblk, whose contents are @data, all match
  * the table?  0 yes, -EIO no, other -errno when the table cannot be read.
  */
@@ -183,20 +205,11 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 
 	while (nblk) {
-		struct mfs_buf *b;
-		unsigned off;
 		uint64_t n;
-		int ret;
+		int ret = table_entries(fs, pblk, nblk, v, &n);
 
-		ret = table_get(fs, pblk, &b, &off, &n);
 		if (ret)
 			return ret;
-		if (n > nblk)
-			n = nblk;
-		pthread_mutex_lock(&b->lock);
-		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
-		pthread_mutex_unlock(&b->lock);
-		mfs_buf_put(b);
 		hash_sectors(fs, data, n * SPB, h);
 		for (uint64_t i = 0; i < n * SPB; i++)
 			if (h[i] != v[i]) {
@@ -321,20 +334,11 @@ int mfs_csum_bad_masks(struct mfs *fs, uint64_t pblk, const void *data, uint64_t
 	const uint8_t *d = data;
 
 	while (nblk) {
-		struct mfs_buf *b;
-		unsigned off;
 		uint64_t n;
-		int ret;
+		int ret = table_entries(fs, pblk, nblk, v, &n);
 
-		ret = table_get(fs, pblk, &b, &off, &n);
 		if (ret)
 			return ret;
-		if (n > nblk)
-			n = nblk;
-		pthread_mutex_lock(&b->lock);
-		memcpy(v, b->data + off, n * MFS_CSUM_ENTRY_SIZE);
-		pthread_mutex_unlock(&b->lock);
-		mfs_buf_put(b);
 		hash_sectors(fs, d, n * SPB, h);
 		for (uint64_t k = 0; k < n; k++) {
 			masks[k] = 0;
