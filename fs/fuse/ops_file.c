@@ -97,21 +97,20 @@ void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
 {
 	struct mfs_ino *ip = mfsd_file_of(fi)->ip;
 	ssize_t n = -ENOMEM;
-	char *buf;
+	char *buf, *area;
 	int ret;
 
 	/* before the reply: a stat right after the read must see the new atime */
 	(void)ino;
 	mfsd_accessed(D(req)->fs, ip, fi->flags);
 	/* over io_uring a large read is made in the ring entry: one copy, by the kernel */
-	buf = size >= MFSD_AREA_READ_MIN ? mfsd_transport_reply_area(size) : NULL;
-	if (buf) {
-		n = mfs_read_ip(D(req)->fs, ip, buf, size, off);
-		if (n < 0) {
+	area = size >= MFSD_AREA_READ_MIN ? mfsd_transport_reply_area(size) : NULL;
+	if (area) {
+		n = mfs_read_ip(D(req)->fs, ip, area, size, off);
+		if (n < 0)
 			fuse_reply_err(req, (int)-n);
-			return;
-		}
-		fuse_reply_buf(req, buf, (size_t)n);
+		else
+			fuse_reply_buf(req, area, (size_t)n);
 		return;
 	}
 	ret = mfs_read_direct_ip(D(req)->fs, ip, size, off, reply_direct, req);
