@@ -216,6 +216,9 @@ int main(int argc, char **argv)
 	d->tstats.t = &t;
 	t.threads = o.threads;
 	t.killpriv_v2 = !d->read_only;
+	/* -o debug: every request through libfuse, which prints it */
+	t.fast = o.debug ? NULL : mfsd_fast_request;
+	t.fast_arg = d;
 	if (t.ops->start(&t)) {
 		mfsd_log(LOG_ERR, "cannot set up the FUSE session's I/O");
 		goto session_unmount;

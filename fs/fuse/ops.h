@@ -29,6 +29,16 @@
 extern const struct fuse_lowlevel_ops mfsd_ops;
 
 /*
+ * Over io_uring, a read of this size or more is made through the engine
+ * straight into the ring entry (mfsd_transport_reply_area): the pmem backend
+ * reads it with pread(2), the kernel copying from the image's page cache.  A
+ * direct (zero-copy) reply would be copied by the daemon out of the image's
+ * mapping instead, faulting on every page this process has not touched.
+ * Smaller reads stay direct: no engine request, and at most a page or two.
+ */
+#define MFSD_AREA_READ_MIN (64u * 1024)
+
+/*
  * A READ or READDIR reached @ip through a file opened with @open_flags: move
  * its atime unless O_NOATIME (the kernel checked the caller may use it).
  */
@@ -37,6 +47,18 @@ static inline void mfsd_accessed(struct mfs *fs, struct mfs_ino *ip, int open_fl
 	if (!(open_flags & O_NOATIME))
 		mfs_file_accessed(fs, ip);
 }
+
+/*
+ * ops_file.c: the bytes [@off, @off + @size) of @ip, clipped at EOF, handed to
+ * @emit: zero-copy from the mapping (mfs_read_direct_ip), or copied into a
+ * buffer where that cannot be.  Returns @emit's result or -errno (@emit not
+ * called: the caller replies with the error).
+ */
+int mfsd_read_data(struct mfs *fs, struct mfs_ino *ip, size_t size, off_t off,
+                   mfs_direct_emit_fn *emit, void *arg);
+
+/* fastpath.c: WRITE and READ without libfuse (transport.h's mfsd_fast_fn). */
+bool mfsd_fast_request(void *arg, const void *req, size_t len, const struct mfsd_reply_to *to);
 
 /* ops_inode.c */
 void mfsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);

@@ -4,15 +4,16 @@
  * Reads of an image file are answered straight from its page-cache mapping
  * (mfs_read_direct_ip, the kernel copies from it), except large reads over
  * io_uring, made in the ring entry (MFSD_AREA_READ_MIN); other reads are
- * copied into a buffer first.  Every call on an open file passes the inode its handle pins
- * (mfsd_file_open, from OPEN to RELEASE) to the core's _ip calls: no I/O takes
- * the inode cache's lock.  A WRITE with the kill flag (killpriv.h) clears setuid/setgid
- * under the write's own inode lock.  Calls the node table, suid.c, the kill
- * flag, the core and libfuse.
+ * copied into a buffer first (mfsd_read_data, which the fast path shares).  Every call on an open
+ * file passes the inode its handle pins (mfsd_file_open, from OPEN to RELEASE) to the core's _ip
+ * calls: no I/O takes the inode cache's lock.  A WRITE with the kill flag (killpriv.h) clears
+ * setuid/setgid under the write's own inode lock.  Calls the node table, suid.c, the kill flag, the
+ * core and libfuse.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "killpriv.h"
 #include "ops.h"
@@ -20,16 +21,6 @@
 #include "transport.h"
 
 #define MFSD_COPY_CHUNK (1u << 20)
-
-/*
- * Over io_uring, a read of this size or more is made through the engine
- * straight into the ring entry (mfsd_transport_reply_area): the pmem backend
- * reads it with pread(2), the kernel copying from the image's page cache.  A
- * direct (zero-copy) reply would be copied by the daemon out of the image's
- * mapping instead, faulting on every page this process has not touched.
- * Smaller reads stay direct: no engine request, and at most a page or two.
- */
-#define MFSD_AREA_READ_MIN (64u * 1024)
 
 /*
  * The daemon cleared setuid/setgid on its own (a write or open(O_TRUNC)
@@ -82,7 +73,7 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
-/* The reply of a zero-copy read: the kernel copies straight from the mapping. */
+/* The reply of a read: zero-copy, the kernel copies straight from the mapping. */
 static int reply_direct(void *arg, const struct iovec *iov, int cnt)
 {
 	/*
@@ -93,11 +84,38 @@ static int reply_direct(void *arg, const struct iovec *iov, int cnt)
 	return 0;
 }
 
+int mfsd_read_data(struct mfs *fs, struct mfs_ino *ip, size_t size, off_t off,
+                   mfs_direct_emit_fn *emit, void *arg)
+{
+	struct iovec iov;
+	ssize_t n;
+	char *buf;
+	int ret;
+
+	ret = mfs_read_direct_ip(fs, ip, size, off, emit, arg);
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	/* no mapping the kernel may copy from, poison beside the range, or too fragmented */
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		return -ENOMEM;
+	/* a range touching poison is -EIO as a whole: the kernel retries page by page */
+	n = mfs_read_ip(fs, ip, buf, size, off);
+	if (n >= 0) {
+		iov = (struct iovec){.iov_base = buf, .iov_len = (size_t)n};
+		ret = emit(arg, &iov, 1);
+	} else {
+		ret = (int)n;
+	}
+	free(buf);
+	return ret;
+}
+
 void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct mfs_ino *ip = mfsd_file_of(fi)->ip;
-	ssize_t n = -ENOMEM;
-	char *buf, *area;
+	ssize_t n;
+	char *area;
 	int ret;
 
 	/* before the reply: a stat right after the read must see the new atime */
@@ -113,26 +131,9 @@ void mfsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
 			fuse_reply_buf(req, area, (size_t)n);
 		return;
 	}
-	ret = mfs_read_direct_ip(D(req)->fs, ip, size, off, reply_direct, req);
-	if (ret != -EOPNOTSUPP) {
-		if (ret)
-			fuse_reply_err(req, -ret);
-		return;
-	}
-	/* no mapping the kernel may copy from, poison beside the range, or too fragmented */
-	buf = malloc(size ? size : 1);
-	if (!buf)
-		goto fail;
-	/* a range touching poison is -EIO as a whole: the kernel retries page by page */
-	n = mfs_read_ip(D(req)->fs, ip, buf, size, off);
-	if (n < 0)
-		goto fail;
-	fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
-	return;
-fail:
-	free(buf);
-	fuse_reply_err(req, (int)-n);
+	ret = mfsd_read_data(D(req)->fs, ip, size, off, reply_direct, req);
+	if (ret)
+		fuse_reply_err(req, -ret);
 }
 
 /* The mode of an open file (its handle pins the inode). */

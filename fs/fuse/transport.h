@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * How requests reach the ops: a transport reads the requests of a mounted
- * FUSE session, hands each to libfuse (which decodes it and calls the ops
- * table, ops.c) and carries the replies back.  The ops never know which
- * transport carried a request.  There are two: /dev/fuse read through
- * libfuse's multithreaded session loop (transport_dev.c), and FUSE over
- * io_uring (transport_uring.c, -o io_uring), which keeps that loop for what
- * the rings do not carry.
+ * FUSE session, offers each to the daemon's fast path (the hot requests,
+ * decoded and answered without libfuse: fastpath.c), hands the rest to
+ * libfuse (which decodes them and calls the ops table, ops.c) and carries
+ * the replies back.  The ops never know which transport carried a request.
+ * There are two: /dev/fuse read by a pool of worker threads
+ * (transport_dev.c), and FUSE over io_uring (transport_uring.c,
+ * -o io_uring), which keeps that pool for what the rings do not carry.
  *
- * main sets up the session (ops table, signal handlers, mount), then calls
- * start, loop (until unmount or a signal) and stop.  A transport calls
- * libfuse, killpriv.c and the daemon's log; never the ops or main.
+ * main sets up the session (ops table, signal handlers, mount) and the fast
+ * path, then calls start, loop (until unmount or a signal) and stop.  A
+ * transport calls libfuse, killpriv.c, the daemon's log and the fast path
+ * main gave it (struct mfsd_transport's fast); never the ops or main.
  */
 #ifndef MENDFS_TRANSPORT_H
 #define MENDFS_TRANSPORT_H
@@ -18,9 +20,29 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fuse_session;
 struct mfsd_transport;
+struct iovec;
+
+/*
+ * Where the fast path sends a reply it makes itself: @send takes the whole
+ * reply, the kernel's struct fuse_out_header first, as libfuse's writev hook
+ * would (/dev/fuse, or the ring entry the request came in).
+ */
+struct mfsd_reply_to {
+	ssize_t (*send)(void *ctx, const struct iovec *iov, int cnt);
+	void *ctx;
+};
+
+/*
+ * The daemon's fast path: offered every request (@req, @len bytes, the
+ * kernel's struct fuse_in_header first) before libfuse sees it.  Returns
+ * true when it answered the request through @to; false leaves the request
+ * untouched, for libfuse.
+ */
+typedef bool mfsd_fast_fn(void *arg, const void *req, size_t len, const struct mfsd_reply_to *to);
 
 struct mfsd_transport_ops {
 	const char *name;
@@ -57,7 +79,9 @@ struct mfsd_transport {
 	struct fuse_session *se; /* mounted, with the ops table */
 	unsigned threads;        /* worker threads at most; 0: the transport's default */
 	bool killpriv_v2;        /* grant FUSE_HANDLE_KILLPRIV_V2 if offered (killpriv.h) */
-	void *priv;              /* the transport's own */
+	mfsd_fast_fn *fast;      /* NULL: every request through libfuse */
+	void *fast_arg;
+	void *priv;                          /* the transport's own */
 	struct mfsd_transport_stats *tstats; /* the daemon's, updated by the transport */
 };
 
@@ -69,7 +93,7 @@ static inline uint64_t mfsd_transport_ring_requests(const struct mfsd_transport_
 	return t && t->ops->ring_requests ? t->ops->ring_requests(t) : 0;
 }
 
-/* /dev/fuse, libfuse's multithreaded session loop and our read/writev hooks. */
+/* /dev/fuse, read by a pool of workers through our read/writev hooks. */
 extern const struct mfsd_transport_ops mfsd_transport_dev;
 
 /* FUSE over io_uring, /dev/fuse beside it (or alone if the kernel refuses). */
@@ -82,7 +106,7 @@ extern const struct mfsd_transport_ops mfsd_transport_uring;
  */
 unsigned mfsd_uring_nr_queues(void);
 
-/* The /dev/fuse session loop (the loop of both transports). */
+/* The /dev/fuse worker pool (the loop of both transports). */
 int mfsd_dev_loop(struct mfsd_transport *t);
 
 /*
