@@ -11,17 +11,19 @@
  * kernel workers from running for tens of seconds (an ext4 fsync beside it
  * took that long, and the kernel reported a workqueue lockup).
  *
- * Each request is dispatched through libfuse (fuse_session_process_buf),
- * into the same ops as the /dev/fuse transport: the headers are copied in
- * front of the payload, where the entry's buffer leaves room for them, so
- * the request is one contiguous buffer as libfuse expects and the payload
- * (a write's data) is not copied.  The reply comes back through the
- * session's writev hook, which recognises a ring request by its unique id
- * and copies the reply into the entry instead of writing /dev/fuse.  Replies
- * of one batch of completions go to the kernel in one io_uring_enter.
+ * The headers of a request are copied in front of the payload, where the
+ * entry's buffer leaves room for them, so that the request is one
+ * contiguous buffer and the payload (a write's data) is not copied.  It is
+ * offered to the daemon's fast path first (WRITE and READ, answered straight
+ * into the entry), the rest dispatched through libfuse
+ * (fuse_session_process_buf) into the same ops as over /dev/fuse; their
+ * replies come back through the session's writev hook, which recognises a
+ * ring request by its unique id and copies the reply into the entry instead
+ * of writing /dev/fuse.  Replies of one batch of completions go to the
+ * kernel in one io_uring_enter.
  *
  * What the rings do not carry keeps using /dev/fuse, read by the same
- * session loop as the classic transport (transport_dev.c): INIT (the rings
+ * worker pool as the classic transport (transport_dev.c): INIT (the rings
  * are registered right after its reply), FORGET, INTERRUPT, notifications.
  * When the kernel does not offer FUSE_OVER_IO_URING, or refuses a
  * registration (it then falls back by itself), the daemon logs it once and
@@ -33,7 +35,8 @@
  * thread submits to it, so that the kernel delivers the entry's next
  * request to a thread that waits for it).
  *
- * Calls libfuse, liburing, killpriv.c and the daemon's log.
+ * Calls libfuse, liburing, killpriv.c, the fast path main gave it and the
+ * daemon's log.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -354,15 +357,24 @@ static const struct mfsd_init_hook uring_init_hook = {
 
 /* --- dispatch ----------------------------------------------------------------------------- */
 
+/* The fast path's replies (struct mfsd_reply_to): into the entry, committed. */
+static ssize_t ring_send(void *ctx, const struct iovec *iov, int cnt)
+{
+	return ring_reply(ctx, iov, cnt);
+}
+
 static void run_request(struct ring_ent *e, void *buf, size_t len)
 {
+	struct mfsd_transport *t = e->r->tr->t;
+	const struct mfsd_reply_to to = {.send = ring_send, .ctx = e};
 	struct fuse_buf fb = {.size = len, .mem = buf};
 	uint64_t unique = ((struct fuse_in_header *)buf)->unique;
 
 	mfsd_killpriv_note(buf, len);
 	cur_ent = e;
 	cur_replied = false;
-	fuse_session_process_buf(e->r->tr->t->se, &fb);
+	if (!t->fast || !t->fast(t->fast_arg, buf, len, &to))
+		fuse_session_process_buf(t->se, &fb);
 	if (!cur_replied) {
 		mfsd_log(LOG_ERR, "FUSE over io_uring: request %llu (opcode %u) had no reply",
 		         (unsigned long long)unique, ((struct fuse_in_header *)buf)->opcode);
