@@ -12,9 +12,16 @@
 #              and what was synced is there
 #   refused    the kernel refuses every entry's registration (the daemon's
 #              test hook MENDFS_DEBUG_URING_BAD_REGISTER=1 makes their header
-#              areas too short): one message, the transport is /dev/fuse with
-#              no ring request, and data written, fsync'ed and read back
-#              intact, the unmount and fsck clean
+#              areas too short), then only queue 1's (=queue:1), then only one
+#              entry of queue 1 (=entry:1): one message saying which, and the
+#              transport is /dev/fuse with no ring request while a queue has
+#              no entry, the rings otherwise; data written, fsync'ed and read
+#              back intact from both CPUs, the unmount and fsck clean
+#   failed     queue 1 fails before it registers (the test hook
+#              MENDFS_DEBUG_URING_FAIL_QUEUE=1: submitting its REGISTERs;
+#              =1:ring, =1:thread: setting up its ring, starting its thread;
+#              =0: queue 0): the mount comes up on /dev/fuse, one message
+#              naming the failure, the rest as in refused
 #   fallback   enable_uring off: one message, the transport is /dev/fuse, and
 #              everything works
 # Needs root, /dev/fuse and a kernel with FUSE over io_uring (6.14 or later).
@@ -136,24 +143,73 @@ cmp "$WORK/data" "$MNT/synced" || fail "synced differs after kill -9"
 umount_fg
 fsck_clean
 
-step=refused
-: >"$LOG"
-export MENDFS_DEBUG_URING_BAD_REGISTER=1
-mount_fg io_uring
-unset MENDFS_DEBUG_URING_BAD_REGISTER
-[ "$(transport_of "$MNT")" = dev_fuse ] || fail "transport $(transport_of "$MNT") with every registration refused"
+# degraded VAR=VALUE TRANSPORT MESSAGE: mounted with the daemon's test hook
+# VAR=VALUE, it says "FUSE over io_uring: MESSAGE" and nothing else about
+# io_uring, the transport is TRANSPORT (and the rings carry the I/O or none
+# of it), data written from both CPUs is read back intact, the unmount and
+# fsck are clean
+degraded() {
+	local var=${1%%=*} cpu r0 r1 n
+	: >"$LOG"
+	export "$var=${1#*=}"
+	mount_fg io_uring
+	unset "$var"
+	[ "$(transport_of "$MNT")" = "$2" ] || fail "transport $(transport_of "$MNT"), not $2"
+	r0=$(stat_of ring_requests)
+	for cpu in 0 1; do
+		taskset -c $cpu dd if="$WORK/small" of="$MNT/d$cpu" bs=4k conv=fsync status=none ||
+			fail "writing from CPU $cpu"
+	done
+	echo 3 >/proc/sys/vm/drop_caches
+	for cpu in 0 1; do
+		taskset -c $cpu cmp "$WORK/small" "$MNT/d$cpu" || fail "d$cpu read back differs (CPU $cpu)"
+	done
+	cmp "$WORK/data" "$MNT/f0" || fail "f0 differs"
+	r1=$(stat_of ring_requests)
+	if [ "$2" = io_uring ]; then
+		# 2 x 256 writes of 4 KiB
+		[ "$r1" -ge $((r0 + 512)) ] || fail "ring_requests $r0 -> $r1: the rings did not carry the I/O"
+	else
+		[ "$r1" = 0 ] || fail "ring_requests $r1 over /dev/fuse"
+	fi
+	n=$(grep -c "FUSE over io_uring" "$LOG")
+	[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
+	grep -qF "FUSE over io_uring: $3" "$LOG" || fail "not the message '$3': $(cat "$LOG")"
+	umount_fg
+	fsck_clean
+}
+
+# the kernel's queues, one per possible CPU ("0-N"), 8 entries each
+NQ=$(($(sed 's/.*[-,]//' /sys/devices/system/cpu/possible) + 1))
+ENTRIES=$((NQ * 8))
+EINVAL="Invalid argument"
+ENOMEM="Cannot allocate memory"
+EAGAIN="Resource temporarily unavailable"
+TO_DEV=": requests go through /dev/fuse"
 head -c 1M /dev/urandom >"$WORK/small"
-dd if="$WORK/small" of="$MNT/refused" bs=4k conv=fsync status=none || fail "writing with the rings refused"
-echo 3 >/proc/sys/vm/drop_caches
-cmp "$WORK/small" "$MNT/refused" || fail "refused read back differs"
-cmp "$WORK/data" "$MNT/f0" || fail "f0 differs with the rings refused"
-n=$(grep -c "FUSE over io_uring" "$LOG")
-[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
-grep -q "FUSE over io_uring: the kernel refused the registration" "$LOG" ||
-	fail "not the refusal: $(cat "$LOG")"
-[ "$(stat_of ring_requests)" = 0 ] || fail "ring_requests $(stat_of ring_requests) with every entry refused"
-umount_fg
-fsck_clean
+
+step=refused
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=1 dev_fuse \
+	"the kernel refused the registration of every entry ($EINVAL)$TO_DEV"
+step="refused queue 1"
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=queue:1 dev_fuse \
+	"the kernel refused the registration of 8 of $ENTRIES entries ($EINVAL), which left queue 1 without any$TO_DEV"
+step="refused one entry"
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=entry:1 io_uring \
+	"the kernel refused the registration of 1 of $ENTRIES entries ($EINVAL); every queue has others, and the rings carry the requests"
+
+step=failed
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1 dev_fuse \
+	"queue 1 could not submit its registration ($ENOMEM)$TO_DEV"
+step="failed queue 0"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=0 dev_fuse \
+	"queue 0 could not submit its registration ($ENOMEM)$TO_DEV"
+step="failed ring"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:ring dev_fuse \
+	"cannot set up the ring of queue 1 ($ENOMEM)$TO_DEV"
+step="failed thread"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:thread dev_fuse \
+	"cannot start the thread of queue 1 ($EAGAIN)$TO_DEV"
 
 step=fallback
 echo 0 >"$URING_PARAM"
