@@ -22,6 +22,12 @@
 #              =1:ring, =1:thread: setting up its ring, starting its thread;
 #              =0: queue 0): the mount comes up on /dev/fuse, one message
 #              naming the failure, the rest as in refused
+#   non-root   the daemon run by an unprivileged user (nobody), mounting
+#              through fusermount3: FUSE over io_uring works (Linux 6.18
+#              asks for no privilege), or else the daemon says so once and
+#              runs on /dev/fuse; data written and read back intact, the
+#              unmount by fusermount3 -u and fsck clean (/dev/fuse is made
+#              0666 for the step where it is not, as udev's rule would)
 #   fallback   enable_uring off: one message, the transport is /dev/fuse, and
 #              everything works
 # Needs root, /dev/fuse and a kernel with FUSE over io_uring (6.14 or later).
@@ -32,13 +38,18 @@ name=uring
 MENDFS_TEST_TRANSPORT=
 need_root_fuse
 need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS
+need_cmds setpriv fusermount3 taskset
 uring_enable
 work_init uring /dev/shm
 
 FUSECTL=/sys/fs/fuse/connections
 FUSECTL_MOUNTED=0
+FUSE_MODE=""  # /dev/fuse's mode before the non-root step changed it
+USER_MNT=""   # the non-root step's mount point
 on_cleanup() {
 	[ "$FUSECTL_MOUNTED" = 1 ] && umount "$FUSECTL" 2>/dev/null
+	[ -n "$USER_MNT" ] && grep -q " $USER_MNT " /proc/mounts && umount -l "$USER_MNT"
+	[ -n "$FUSE_MODE" ] && chmod "$FUSE_MODE" /dev/fuse
 }
 
 stat_of() { # stat_of KEY: a counter of mendctl stats
@@ -210,6 +221,69 @@ degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:ring dev_fuse \
 step="failed thread"
 degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:thread dev_fuse \
 	"cannot start the thread of queue 1 ($EAGAIN)$TO_DEV"
+
+step=non-root
+# an image and a mount point of nobody's, in a directory it can reach
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+mkdir "$WORK/user"
+chmod 711 "$WORK"
+USER_IMG=$WORK/user/img
+USER_MNT=$WORK/user/m
+mkdir "$USER_MNT"
+"$MKFS_MENDFS" -q "$USER_IMG" 64M >"$WORK/mkfs.log" 2>&1 || fail "mkfs.mendfs: $(cat "$WORK/mkfs.log")"
+MNT_ROOT=$MNT
+MNT=$USER_MNT IMG=$USER_IMG
+mount_fg # as root, to give the root directory to nobody
+chown 65534:65534 "$MNT"
+umount_fg
+MNT=$MNT_ROOT IMG=$WORK/img
+chown -R 65534:65534 "$WORK/user"
+if [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+	FUSE_MODE=$(stat -c %a /dev/fuse)
+	chmod 666 /dev/fuse
+fi
+: >"$LOG"
+as_user "$MENDFS" -f -o io_uring "$USER_IMG" "$USER_MNT" 2>>"$LOG" &
+DPID=$!
+PIDS+=("$DPID")
+for ((i = 0; i < 200; i++)); do
+	as_user mountpoint -q "$USER_MNT" && break
+	kill -0 "$DPID" 2>/dev/null || fail "the daemon exited before mounting"
+	sleep 0.1
+done
+as_user mountpoint -q "$USER_MNT" || fail "$USER_MNT not mounted after 20 s"
+tr=$(as_user "$MENDCTL" --json stats "$USER_MNT" | sed -n 's/.*"transport":"\([a-z_]*\)".*/\1/p')
+n=$(grep -c "FUSE over io_uring" "$LOG")
+case $tr in
+io_uring) [ "$n" = 0 ] || fail "io_uring, but: $(cat "$LOG")" ;;
+dev_fuse) [ "$n" = 1 ] || fail "/dev/fuse, with $n messages about io_uring, not one: $(cat "$LOG")" ;;
+*) fail "transport '$tr'" ;;
+esac
+chmod 644 "$WORK/small"
+for cpu in 0 1; do
+	as_user taskset -c $cpu dd if="$WORK/small" of="$USER_MNT/u$cpu" bs=4k conv=fsync status=none ||
+		fail "writing from CPU $cpu"
+done
+echo 3 >/proc/sys/vm/drop_caches
+for cpu in 0 1; do
+	as_user taskset -c $cpu cmp "$WORK/small" "$USER_MNT/u$cpu" || fail "u$cpu read back differs"
+done
+r=$(as_user "$MENDCTL" stats "$USER_MNT" | awk '$1 == "ring_requests" { print $2 }')
+if [ "$tr" = io_uring ]; then
+	[ "$r" -ge 512 ] || fail "ring_requests $r: the rings did not carry the I/O"
+else
+	[ "$r" = 0 ] || fail "ring_requests $r over /dev/fuse"
+fi
+pid=$DPID
+as_user fusermount3 -u "$USER_MNT" || fail "fusermount3 -u"
+wait_gone "$pid" 30 || fail "the daemon did not exit after fusermount3 -u"
+reap "$pid" || fail "the daemon exited with status $?"
+"$FSCK_MENDFS" -n "$USER_IMG" >"$WORK/fsck.log" 2>&1 ||
+	{ cat "$WORK/fsck.log" >&2; fail "fsck.mendfs -n after $step"; }
+if [ -n "$FUSE_MODE" ]; then
+	chmod "$FUSE_MODE" /dev/fuse && FUSE_MODE=""
+fi
+echo "non-root: transport $tr"
 
 step=fallback
 echo 0 >"$URING_PARAM"
