@@ -25,9 +25,10 @@
  * What the rings do not carry keeps using /dev/fuse, read by the same
  * worker pool as the classic transport (transport_dev.c): INIT (the rings
  * are registered right after its reply), FORGET, INTERRUPT, notifications.
- * When the kernel does not offer FUSE_OVER_IO_URING, or refuses a
- * registration (it then falls back by itself), the daemon logs it once and
- * /dev/fuse carries everything.
+ * When the kernel does not offer FUSE_OVER_IO_URING, or a queue ends up
+ * with no registered entry (the kernel refused them, or the queue could not
+ * submit its REGISTERs), the daemon logs it once and /dev/fuse carries
+ * everything (registration_outcome).
  *
  * A request that may wait long (FUSE_IOCTL: the damage-event ioctl waits up
  * to a second for an event) must not hold up its queue: it runs on a thread
@@ -45,6 +46,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -94,6 +96,11 @@ struct ring {
 	struct ring_ent *done; /* replied by an ioctl thread, to be committed */
 	/* requests it carried: written by its thread only, read relaxed (uring_ring_requests) */
 	_Atomic uint64_t requests;
+	/* its registration, read by the last queue to report it (registration_outcome) */
+	_Atomic unsigned refused; /* entries whose REGISTER the kernel refused */
+	int refused_err;          /* the first refusal's errno, set before refused grows */
+	unsigned unsent;          /* entries whose REGISTER found no submission entry */
+	int fail_err;             /* it could not submit its REGISTERs (errno), or 0 */
 	struct ring_ent ents[RING_DEPTH];
 };
 
@@ -107,9 +114,11 @@ struct uring_tr {
 	size_t mem_sz;
 	sem_t go; /* INIT answered: register (or stop) */
 	_Atomic bool stop;
-	_Atomic bool granted;     /* FUSE_OVER_IO_URING in the INIT reply */
-	_Atomic unsigned refused; /* entries whose registration the kernel refused */
-	_Atomic bool live;        /* entries registered: a reply may be a ring request's */
+	_Atomic bool granted;      /* FUSE_OVER_IO_URING in the INIT reply */
+	_Atomic unsigned reported; /* queues whose registration was submitted (or failed) */
+	_Atomic bool live;         /* entries registered: a reply may be a ring request's */
+	struct io_uring ctl;       /* for the REGISTER that makes the kernel fall back */
+	bool ctl_ok;
 	_Atomic bool init_offered;
 	_Atomic unsigned ioctl_threads;
 	pthread_mutex_t ioctl_lock;
@@ -119,6 +128,49 @@ struct uring_tr {
 static struct uring_tr *the_tr;           /* the session hooks have no pointer of their own */
 static __thread struct ring_ent *cur_ent; /* the entry whose request this thread runs */
 static __thread bool cur_replied;         /* ... and it has had its reply */
+
+/*
+ * Test hooks (environment variables read at start, docs/design/testing.md):
+ * MENDFS_DEBUG_URING_BAD_REGISTER=1, queue:N or entry:N registers every
+ * entry, queue N's entries or queue N's last entry with a header area one
+ * byte shorter than the kernel's struct, which its REGISTER refuses (EINVAL);
+ * MENDFS_DEBUG_URING_FAIL_QUEUE=N[:ring|thread|register] makes queue N fail
+ * where its ring is set up, its thread started, or its REGISTERs submitted
+ * (the default), as if that had failed for real.
+ */
+enum { BAD_NONE, BAD_ALL, BAD_QUEUE, BAD_ENTRY };
+enum { FAIL_NONE, FAIL_RING, FAIL_THREAD, FAIL_REGISTER };
+static unsigned bad_register, bad_qid, fail_point, fail_qid;
+
+static void read_hooks(void)
+{
+	const char *v = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
+	char *end;
+
+	bad_register = BAD_NONE;
+	if (v && !strcmp(v, "1"))
+		bad_register = BAD_ALL;
+	else if (v && !strncmp(v, "queue:", 6))
+		bad_register = BAD_QUEUE, bad_qid = (unsigned)strtoul(v + 6, NULL, 10);
+	else if (v && !strncmp(v, "entry:", 6))
+		bad_register = BAD_ENTRY, bad_qid = (unsigned)strtoul(v + 6, NULL, 10);
+	fail_point = FAIL_NONE;
+	v = getenv("MENDFS_DEBUG_URING_FAIL_QUEUE");
+	if (!v || !*v)
+		return;
+	fail_qid = (unsigned)strtoul(v, &end, 10);
+	if (!*end || !strcmp(end, ":register"))
+		fail_point = FAIL_REGISTER;
+	else if (!strcmp(end, ":ring"))
+		fail_point = FAIL_RING;
+	else if (!strcmp(end, ":thread"))
+		fail_point = FAIL_THREAD;
+}
+
+static bool fails_at(unsigned point, unsigned qid)
+{
+	return fail_point == point && fail_qid == qid;
+}
 
 static void log_fallback(const char *why)
 {
@@ -140,14 +192,14 @@ static struct io_uring_sqe *get_sqe(struct ring *r)
 	return sqe;
 }
 
-static void queue_cmd(struct ring_ent *e, uint32_t cmd)
+static bool queue_cmd(struct ring_ent *e, uint32_t cmd)
 {
 	struct io_uring_sqe *sqe = get_sqe(e->r);
 	struct mfsd_fuse_uring_cmd_req *req;
 
 	if (!sqe) {
 		mfsd_log(LOG_ERR, "FUSE over io_uring: submission queue full");
-		return;
+		return false;
 	}
 	memset(sqe, 0, 2 * sizeof(*sqe)); /* 128-byte entries */
 	sqe->opcode = IORING_OP_URING_CMD;
@@ -164,6 +216,7 @@ static void queue_cmd(struct ring_ent *e, uint32_t cmd)
 		req->commit_id = e->commit_id;
 	}
 	e->last_cmd = cmd;
+	return true;
 }
 
 static void queue_evfd_read(struct ring *r)
@@ -469,30 +522,12 @@ static void ring_done_list(struct ring *r)
 	}
 }
 
-/*
- * The kernel refused to register an entry (@res).  It then turns io_uring
- * off for the connection (fuse_uring_cmd: fc->io_uring = 0, and the requests
- * it held wake up): requests go through /dev/fuse as long as some queue has
- * no entry, since the kernel switches to the rings only when every queue has
- * one.  Said once; when every entry was refused no reply is looked up among
- * the entries any more.  (Should a few refusals still leave every queue an
- * entry, the kernel switches after all, and the first ring request sets the
- * transport back to io_uring.)
- */
+/* The kernel refused to register an entry (@res): counted for registration_outcome. */
 static void register_refused(struct ring *r, int res)
 {
-	struct uring_tr *tr = r->tr;
-	unsigned n = atomic_fetch_add(&tr->refused, 1) + 1;
-
-	if (n == 1) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "the kernel refused the registration (%s)",
-		         strerror(-res));
-		log_fallback(why);
-	}
-	if (n == tr->nq * RING_DEPTH)
-		atomic_store(&tr->live, false);
+	if (!atomic_load_explicit(&r->refused, memory_order_relaxed))
+		r->refused_err = -res;
+	atomic_fetch_add(&r->refused, 1);
 }
 
 /* One completion: a request, an entry ended, or the eventfd.  Returns false to stop. */
@@ -537,13 +572,168 @@ static bool completion(struct ring *r, struct io_uring_cqe *cqe)
 	return true;
 }
 
+/* The completions there are; false when the thread is to stop. */
+static bool reap(struct ring *r)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	bool go = true;
+
+	io_uring_for_each_cqe(&r->ring, head, cqe)
+	{
+		n++;
+		if (!completion(r, cqe)) {
+			go = false;
+			break;
+		}
+	}
+	io_uring_cq_advance(&r->ring, n);
+	ring_done_list(r);
+	return go;
+}
+
+/*
+ * Make the kernel give up on the rings: a REGISTER it refuses (no iovecs)
+ * turns io_uring off for the connection (Linux 6.18 fuse_uring_cmd:
+ * fc->io_uring = 0) and wakes the requests it held for the rings, which then
+ * go through /dev/fuse.  Sent for queue @qid on the control ring: a queue
+ * that could not register may have no usable ring of its own.  0 once the
+ * kernel refused it.
+ */
+static int kernel_fall_back(struct uring_tr *tr, unsigned qid)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&tr->ctl);
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	if (!sqe)
+		return -EBUSY;
+	memset(sqe, 0, 2 * sizeof(*sqe)); /* 128-byte entries; addr 0, len 0 */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = tr->fuse_fd;
+	sqe->cmd_op = MFSD_FUSE_IO_URING_CMD_REGISTER;
+	((struct mfsd_fuse_uring_cmd_req *)sqe->cmd)->qid = (uint16_t)qid;
+	ret = io_uring_submit(&tr->ctl);
+	if (ret < 0)
+		return ret;
+	while ((ret = io_uring_wait_cqe(&tr->ctl, &cqe)) == -EINTR)
+		;
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(&tr->ctl, cqe);
+	return ret < 0 ? 0 : -EPROTO;
+}
+
+/*
+ * Every queue has submitted its REGISTERs (or failed to): say what came of
+ * it, once.  The kernel refuses a REGISTER as it is submitted, so a queue's
+ * refusals were among its first completions.  The kernel switches to the
+ * rings only once every queue has an entry; a refusal turns io_uring off for
+ * the connection, so that the requests held for the rings go through
+ * /dev/fuse.  A queue left without an entry (every one refused, or its
+ * REGISTERs never submitted) means /dev/fuse for good, and the kernel is made
+ * to fall back if no refusal did it already.  Refusals that leave every queue
+ * an entry do not stop the switch: the rings carry the requests all the same.
+ */
+static void registration_outcome(struct uring_tr *tr)
+{
+	unsigned q, entries = tr->nq * RING_DEPTH, refused = 0, empty = 0, first_empty = 0;
+	const struct ring *failed = NULL;
+	char why[200], left[64];
+	int err = 0, ret;
+
+	for (q = 0; q < tr->nq; q++) {
+		const struct ring *r = &tr->rings[q];
+		unsigned n = atomic_load(&r->refused);
+
+		if (n && !err)
+			err = r->refused_err;
+		refused += n;
+		if (r->fail_err && !failed)
+			failed = r;
+		if ((r->fail_err || n + r->unsent >= RING_DEPTH) && !empty++)
+			first_empty = q;
+	}
+	if (!empty) {
+		if (refused)
+			mfsd_log(LOG_WARNING,
+			         "FUSE over io_uring: the kernel refused the registration of %u of "
+			         "%u entries (%s); every queue has others, and the rings carry "
+			         "the requests",
+			         refused, entries, strerror(err));
+		return;
+	}
+	atomic_store(&tr->live, false); /* no ring request will come */
+	if (empty == 1)
+		snprintf(left, sizeof(left), "queue %u", first_empty);
+	else
+		snprintf(left, sizeof(left), "%u queues", empty);
+	if (failed)
+		snprintf(why, sizeof(why), "queue %u could not submit its registration (%s)",
+		         failed->qid, strerror(failed->fail_err));
+	else if (refused == entries)
+		snprintf(why, sizeof(why),
+		         "the kernel refused the registration of every entry (%s)", strerror(err));
+	else
+		snprintf(why, sizeof(why),
+		         "the kernel refused the registration of %u of %u entries (%s), "
+		         "which left %s without any",
+		         refused, entries, strerror(err), left);
+	log_fallback(why);
+	if (refused)
+		return; /* the kernel has fallen back */
+	ret = kernel_fall_back(tr, first_empty);
+	if (ret) {
+		/* the mount would wait for that queue for ever: end it instead */
+		mfsd_log(LOG_ERR,
+		         "FUSE over io_uring: the kernel would not fall back to /dev/fuse (%s): "
+		         "stopping",
+		         strerror(-ret));
+		kill(getpid(), SIGTERM);
+	}
+}
+
+/* @r has submitted its REGISTERs, or failed to: the last queue to say so judges. */
+static void registration_reported(struct ring *r)
+{
+	struct uring_tr *tr = r->tr;
+
+	if (atomic_fetch_add(&tr->reported, 1) + 1 == tr->nq && !atomic_load(&tr->stop))
+		registration_outcome(tr);
+}
+
+/* Hand the kernel the ring's entries.  0, or -errno when none could be submitted. */
+static int register_entries(struct ring *r)
+{
+	unsigned i, tries = 0;
+	int ret;
+
+	for (i = 0; i < RING_DEPTH; i++)
+		if (!queue_cmd(&r->ents[i], MFSD_FUSE_IO_URING_CMD_REGISTER))
+			r->unsent++;
+	if (r->unsent == RING_DEPTH)
+		return -EBUSY;
+	queue_evfd_read(r);
+	if (fails_at(FAIL_REGISTER, r->qid))
+		return -ENOMEM; /* as io_uring_enter may fail; nothing was submitted */
+	for (;;) {
+		ret = io_uring_submit(&r->ring);
+		if (ret == -EINTR)
+			continue;
+		if ((ret == -EAGAIN || ret == -EBUSY) && ++tries < 100) {
+			usleep(1000);
+			continue;
+		}
+		return ret < 0 ? ret : 0;
+	}
+}
+
 static void *ring_thread(void *arg)
 {
 	struct ring *r = arg;
 	struct uring_tr *tr = r->tr;
-	struct io_uring_cqe *cqe;
-	unsigned i, head, n;
-	bool go = true;
+	bool go;
 	int ret;
 
 	r->self = pthread_self();
@@ -552,9 +742,14 @@ static void *ring_thread(void *arg)
 		;
 	if (atomic_load(&tr->stop))
 		return NULL;
-	for (i = 0; i < RING_DEPTH; i++)
-		queue_cmd(&r->ents[i], MFSD_FUSE_IO_URING_CMD_REGISTER);
-	queue_evfd_read(r);
+	ret = register_entries(r);
+	if (ret) {
+		r->fail_err = -ret;
+		registration_reported(r);
+		return NULL; /* its ring is closed at the teardown */
+	}
+	go = reap(r); /* the refusals, and maybe a first request */
+	registration_reported(r);
 	while (go) {
 		ret = io_uring_submit_and_wait(&r->ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
@@ -562,29 +757,12 @@ static void *ring_thread(void *arg)
 			         strerror(-ret));
 			break;
 		}
-		n = 0;
-		io_uring_for_each_cqe(&r->ring, head, cqe)
-		{
-			n++;
-			if (!completion(r, cqe)) {
-				go = false;
-				break;
-			}
-		}
-		io_uring_cq_advance(&r->ring, n);
-		ring_done_list(r);
+		go = reap(r);
 	}
 	return NULL;
 }
 
 /* --- set-up and teardown ------------------------------------------------------------------ */
-
-/*
- * MENDFS_DEBUG_URING_BAD_REGISTER=1 (a test hook, read at start): register
- * every entry with a header area one byte shorter than the kernel's struct,
- * which its REGISTER refuses (EINVAL), to test the refusal path.
- */
-static bool bad_register;
 
 static int alloc_entries(struct uring_tr *tr, size_t payload)
 {
@@ -608,7 +786,9 @@ static int alloc_entries(struct uring_tr *tr, size_t payload)
 			e->hdr = (void *)p;
 			e->payload = p + HDR_AREA;
 			e->iov[0] = (struct iovec){.iov_base = e->hdr, .iov_len = sizeof(*e->hdr)};
-			if (bad_register)
+			if (bad_register == BAD_ALL ||
+			    (bad_register == BAD_QUEUE && q == bad_qid) ||
+			    (bad_register == BAD_ENTRY && q == bad_qid && i == RING_DEPTH - 1))
 				e->iov[0].iov_len--;
 			e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = payload};
 		}
@@ -628,6 +808,8 @@ static void uring_teardown(struct uring_tr *tr)
 			close(r->evfd);
 		pthread_mutex_destroy(&r->done_lock);
 	}
+	if (tr->ctl_ok)
+		io_uring_queue_exit(&tr->ctl);
 	if (tr->mem)
 		munmap(tr->mem, tr->mem_sz);
 	sem_destroy(&tr->go);
@@ -647,6 +829,8 @@ static int ring_init(struct uring_tr *tr, struct ring *r, unsigned qid)
 	r->qid = qid;
 	for (i = 0; i < RING_DEPTH; i++)
 		r->ents[i].r = r;
+	if (fails_at(FAIL_RING, qid))
+		return -ENOMEM;
 	r->evfd = eventfd(0, EFD_CLOEXEC);
 	if (r->evfd < 0)
 		return -errno;
@@ -683,7 +867,7 @@ unsigned mfsd_uring_nr_queues(void)
 static int uring_start(struct mfsd_transport *t)
 {
 	struct uring_tr *tr = calloc(1, sizeof(*tr));
-	const char *debug;
+	char why[128] = "";
 	unsigned q;
 	int ret;
 
@@ -692,8 +876,7 @@ static int uring_start(struct mfsd_transport *t)
 	tr->t = t;
 	tr->fuse_fd = fuse_session_fd(t->se);
 	tr->nq = mfsd_uring_nr_queues();
-	debug = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
-	bad_register = debug && !strcmp(debug, "1");
+	read_hooks();
 	sem_init(&tr->go, 0, 0);
 	pthread_mutex_init(&tr->ioctl_lock, NULL);
 	pthread_cond_init(&tr->ioctl_cond, NULL);
@@ -706,15 +889,24 @@ static int uring_start(struct mfsd_transport *t)
 		tr->rings[q].evfd = -1;
 		pthread_mutex_init(&tr->rings[q].done_lock, NULL);
 	}
-	for (q = 0, ret = 0; q < tr->nq && !ret; q++)
-		ret = ring_init(tr, &tr->rings[q], q);
+	ret = io_uring_queue_init(2, &tr->ctl, IORING_SETUP_SQE128);
+	tr->ctl_ok = !ret;
+	if (ret)
+		snprintf(why, sizeof(why), "cannot set up the control ring (%s)", strerror(-ret));
+	for (q = 0; q < tr->nq && !ret; q++)
+		if ((ret = ring_init(tr, &tr->rings[q], q)))
+			snprintf(why, sizeof(why), "cannot set up the ring of queue %u (%s)", q,
+			         strerror(-ret));
 	for (q = 0; q < tr->nq && !ret; q++) {
-		ret = -pthread_create(&tr->rings[q].th, NULL, ring_thread, &tr->rings[q]);
+		ret = fails_at(FAIL_THREAD, q)
+		              ? -EAGAIN
+		              : -pthread_create(&tr->rings[q].th, NULL, ring_thread, &tr->rings[q]);
 		tr->rings[q].th_ok = !ret;
+		if (ret)
+			snprintf(why, sizeof(why), "cannot start the thread of queue %u (%s)", q,
+			         strerror(-ret));
 	}
 	if (ret) {
-		char why[128];
-
 		atomic_store(&tr->stop, true);
 		for (q = 0; q < tr->nq; q++)
 			sem_post(&tr->go);
@@ -722,7 +914,6 @@ static int uring_start(struct mfsd_transport *t)
 			if (tr->rings[q].th_ok)
 				pthread_join(tr->rings[q].th, NULL);
 		uring_teardown(tr);
-		snprintf(why, sizeof(why), "cannot set up the rings (%s)", strerror(-ret));
 		log_fallback(why);
 		return mfsd_transport_dev.start(t);
 	}

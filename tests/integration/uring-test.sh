@@ -12,9 +12,22 @@
 #              and what was synced is there
 #   refused    the kernel refuses every entry's registration (the daemon's
 #              test hook MENDFS_DEBUG_URING_BAD_REGISTER=1 makes their header
-#              areas too short): one message, the transport is /dev/fuse with
-#              no ring request, and data written, fsync'ed and read back
-#              intact, the unmount and fsck clean
+#              areas too short), then only queue 1's (=queue:1), then only one
+#              entry of queue 1 (=entry:1): one message saying which, and the
+#              transport is /dev/fuse with no ring request while a queue has
+#              no entry, the rings otherwise; data written, fsync'ed and read
+#              back intact from both CPUs, the unmount and fsck clean
+#   failed     queue 1 fails before it registers (the test hook
+#              MENDFS_DEBUG_URING_FAIL_QUEUE=1: submitting its REGISTERs;
+#              =1:ring, =1:thread: setting up its ring, starting its thread;
+#              =0: queue 0): the mount comes up on /dev/fuse, one message
+#              naming the failure, the rest as in refused
+#   non-root   the daemon run by an unprivileged user (nobody), mounting
+#              through fusermount3: FUSE over io_uring works (Linux 6.18
+#              asks for no privilege), or else the daemon says so once and
+#              runs on /dev/fuse; data written and read back intact, the
+#              unmount by fusermount3 -u and fsck clean (/dev/fuse is made
+#              0666 for the step where it is not, as udev's rule would)
 #   fallback   enable_uring off: one message, the transport is /dev/fuse, and
 #              everything works
 # Needs root, /dev/fuse and a kernel with FUSE over io_uring (6.14 or later).
@@ -25,13 +38,18 @@ name=uring
 MENDFS_TEST_TRANSPORT=
 need_root_fuse
 need_progs MENDFS MKFS_MENDFS MENDCTL FSCK_MENDFS
+need_cmds setpriv fusermount3 taskset
 uring_enable
 work_init uring /dev/shm
 
 FUSECTL=/sys/fs/fuse/connections
 FUSECTL_MOUNTED=0
+FUSE_MODE=""  # /dev/fuse's mode before the non-root step changed it
+USER_MNT=""   # the non-root step's mount point
 on_cleanup() {
 	[ "$FUSECTL_MOUNTED" = 1 ] && umount "$FUSECTL" 2>/dev/null
+	[ -n "$USER_MNT" ] && grep -q " $USER_MNT " /proc/mounts && umount -l "$USER_MNT"
+	[ -n "$FUSE_MODE" ] && chmod "$FUSE_MODE" /dev/fuse
 }
 
 stat_of() { # stat_of KEY: a counter of mendctl stats
@@ -136,24 +154,136 @@ cmp "$WORK/data" "$MNT/synced" || fail "synced differs after kill -9"
 umount_fg
 fsck_clean
 
-step=refused
-: >"$LOG"
-export MENDFS_DEBUG_URING_BAD_REGISTER=1
-mount_fg io_uring
-unset MENDFS_DEBUG_URING_BAD_REGISTER
-[ "$(transport_of "$MNT")" = dev_fuse ] || fail "transport $(transport_of "$MNT") with every registration refused"
+# degraded VAR=VALUE TRANSPORT MESSAGE: mounted with the daemon's test hook
+# VAR=VALUE, it says "FUSE over io_uring: MESSAGE" and nothing else about
+# io_uring, the transport is TRANSPORT (and the rings carry the I/O or none
+# of it), data written from both CPUs is read back intact, the unmount and
+# fsck are clean
+degraded() {
+	local var=${1%%=*} cpu r0 r1 n
+	: >"$LOG"
+	export "$var=${1#*=}"
+	mount_fg io_uring
+	unset "$var"
+	[ "$(transport_of "$MNT")" = "$2" ] || fail "transport $(transport_of "$MNT"), not $2"
+	r0=$(stat_of ring_requests)
+	for cpu in 0 1; do
+		taskset -c $cpu dd if="$WORK/small" of="$MNT/d$cpu" bs=4k conv=fsync status=none ||
+			fail "writing from CPU $cpu"
+	done
+	echo 3 >/proc/sys/vm/drop_caches
+	for cpu in 0 1; do
+		taskset -c $cpu cmp "$WORK/small" "$MNT/d$cpu" || fail "d$cpu read back differs (CPU $cpu)"
+	done
+	cmp "$WORK/data" "$MNT/f0" || fail "f0 differs"
+	r1=$(stat_of ring_requests)
+	if [ "$2" = io_uring ]; then
+		# 2 x 256 writes of 4 KiB
+		[ "$r1" -ge $((r0 + 512)) ] || fail "ring_requests $r0 -> $r1: the rings did not carry the I/O"
+	else
+		[ "$r1" = 0 ] || fail "ring_requests $r1 over /dev/fuse"
+	fi
+	n=$(grep -c "FUSE over io_uring" "$LOG")
+	[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
+	grep -qF "FUSE over io_uring: $3" "$LOG" || fail "not the message '$3': $(cat "$LOG")"
+	umount_fg
+	fsck_clean
+}
+
+# the kernel's queues, one per possible CPU ("0-N"), 8 entries each
+NQ=$(($(sed 's/.*[-,]//' /sys/devices/system/cpu/possible) + 1))
+ENTRIES=$((NQ * 8))
+EINVAL="Invalid argument"
+ENOMEM="Cannot allocate memory"
+EAGAIN="Resource temporarily unavailable"
+TO_DEV=": requests go through /dev/fuse"
 head -c 1M /dev/urandom >"$WORK/small"
-dd if="$WORK/small" of="$MNT/refused" bs=4k conv=fsync status=none || fail "writing with the rings refused"
-echo 3 >/proc/sys/vm/drop_caches
-cmp "$WORK/small" "$MNT/refused" || fail "refused read back differs"
-cmp "$WORK/data" "$MNT/f0" || fail "f0 differs with the rings refused"
-n=$(grep -c "FUSE over io_uring" "$LOG")
-[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
-grep -q "FUSE over io_uring: the kernel refused the registration" "$LOG" ||
-	fail "not the refusal: $(cat "$LOG")"
-[ "$(stat_of ring_requests)" = 0 ] || fail "ring_requests $(stat_of ring_requests) with every entry refused"
+
+step=refused
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=1 dev_fuse \
+	"the kernel refused the registration of every entry ($EINVAL)$TO_DEV"
+step="refused queue 1"
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=queue:1 dev_fuse \
+	"the kernel refused the registration of 8 of $ENTRIES entries ($EINVAL), which left queue 1 without any$TO_DEV"
+step="refused one entry"
+degraded MENDFS_DEBUG_URING_BAD_REGISTER=entry:1 io_uring \
+	"the kernel refused the registration of 1 of $ENTRIES entries ($EINVAL); every queue has others, and the rings carry the requests"
+
+step=failed
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1 dev_fuse \
+	"queue 1 could not submit its registration ($ENOMEM)$TO_DEV"
+step="failed queue 0"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=0 dev_fuse \
+	"queue 0 could not submit its registration ($ENOMEM)$TO_DEV"
+step="failed ring"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:ring dev_fuse \
+	"cannot set up the ring of queue 1 ($ENOMEM)$TO_DEV"
+step="failed thread"
+degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:thread dev_fuse \
+	"cannot start the thread of queue 1 ($EAGAIN)$TO_DEV"
+
+step=non-root
+# an image and a mount point of nobody's, in a directory it can reach
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+mkdir "$WORK/user"
+chmod 711 "$WORK"
+USER_IMG=$WORK/user/img
+USER_MNT=$WORK/user/m
+mkdir "$USER_MNT"
+"$MKFS_MENDFS" -q "$USER_IMG" 64M >"$WORK/mkfs.log" 2>&1 || fail "mkfs.mendfs: $(cat "$WORK/mkfs.log")"
+MNT_ROOT=$MNT
+MNT=$USER_MNT IMG=$USER_IMG
+mount_fg # as root, to give the root directory to nobody
+chown 65534:65534 "$MNT"
 umount_fg
-fsck_clean
+MNT=$MNT_ROOT IMG=$WORK/img
+chown -R 65534:65534 "$WORK/user"
+if [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+	FUSE_MODE=$(stat -c %a /dev/fuse)
+	chmod 666 /dev/fuse
+fi
+: >"$LOG"
+as_user "$MENDFS" -f -o io_uring "$USER_IMG" "$USER_MNT" 2>>"$LOG" &
+DPID=$!
+PIDS+=("$DPID")
+for ((i = 0; i < 200; i++)); do
+	as_user mountpoint -q "$USER_MNT" && break
+	kill -0 "$DPID" 2>/dev/null || fail "the daemon exited before mounting"
+	sleep 0.1
+done
+as_user mountpoint -q "$USER_MNT" || fail "$USER_MNT not mounted after 20 s"
+tr=$(as_user "$MENDCTL" --json stats "$USER_MNT" | sed -n 's/.*"transport":"\([a-z_]*\)".*/\1/p')
+n=$(grep -c "FUSE over io_uring" "$LOG")
+case $tr in
+io_uring) [ "$n" = 0 ] || fail "io_uring, but: $(cat "$LOG")" ;;
+dev_fuse) [ "$n" = 1 ] || fail "/dev/fuse, with $n messages about io_uring, not one: $(cat "$LOG")" ;;
+*) fail "transport '$tr'" ;;
+esac
+chmod 644 "$WORK/small"
+for cpu in 0 1; do
+	as_user taskset -c $cpu dd if="$WORK/small" of="$USER_MNT/u$cpu" bs=4k conv=fsync status=none ||
+		fail "writing from CPU $cpu"
+done
+echo 3 >/proc/sys/vm/drop_caches
+for cpu in 0 1; do
+	as_user taskset -c $cpu cmp "$WORK/small" "$USER_MNT/u$cpu" || fail "u$cpu read back differs"
+done
+r=$(as_user "$MENDCTL" stats "$USER_MNT" | awk '$1 == "ring_requests" { print $2 }')
+if [ "$tr" = io_uring ]; then
+	[ "$r" -ge 512 ] || fail "ring_requests $r: the rings did not carry the I/O"
+else
+	[ "$r" = 0 ] || fail "ring_requests $r over /dev/fuse"
+fi
+pid=$DPID
+as_user fusermount3 -u "$USER_MNT" || fail "fusermount3 -u"
+wait_gone "$pid" 30 || fail "the daemon did not exit after fusermount3 -u"
+reap "$pid" || fail "the daemon exited with status $?"
+"$FSCK_MENDFS" -n "$USER_IMG" >"$WORK/fsck.log" 2>&1 ||
+	{ cat "$WORK/fsck.log" >&2; fail "fsck.mendfs -n after $step"; }
+if [ -n "$FUSE_MODE" ]; then
+	chmod "$FUSE_MODE" /dev/fuse && FUSE_MODE=""
+fi
+echo "non-root: transport $tr"
 
 step=fallback
 echo 0 >"$URING_PARAM"
