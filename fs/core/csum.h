@@ -29,10 +29,11 @@ void mfs_csum_init(struct mfs *fs);
 /* The checksum of one 512-byte sector as the table stores it (mfs_csum_init done). */
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
 /*
- * The AVX2 hash is in use (x86-64 CPUs that have AVX2, chosen at load).
- * Tests clear it to check the other path; nothing else writes it.
+ * The AVX-512 (before AVX2) or AVX2 hash is in use (x86-64 CPUs that have
+ * AVX-512F or AVX2, chosen at load).  Tests clear them to check the other
+ * paths; nothing else writes them.
  */
-extern bool mfs_csum_avx2;
+extern bool mfs_csum_avx2, mfs_csum_avx512;
 
 /*
  * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data

@@ -105,35 +105,38 @@ END_TEST
 
 /*
  * The hash mfs_csum_sector computes (XXH3 with the secret made once per
- * mount, AVX2 or not) equals XXH3_64bits_withSeed's, the format's
- * definition, on random sectors at every alignment mod 64; and a write
- * without the AVX2 path stores what check_table computes.
+ * mount, AVX-512, AVX2 or neither) equals XXH3_64bits_withSeed's, the
+ * format's definition, on random sectors at every alignment mod 64; and a
+ * write without the vector paths stores what check_table computes.
  */
 START_TEST(test_hash_values)
 {
-	bool avx2 = mfs_csum_avx2;
+	bool avx2 = mfs_csum_avx2, avx512 = mfs_csum_avx512;
 	uint8_t *buf = malloc(64 * 512 + 64), *ref = malloc(NBLK * BS);
 	uint64_t ino;
 
 	srand(17);
 	for (unsigned i = 0; i < 64 * 512 + 64; i++)
 		buf[i] = (uint8_t)rand();
-	for (int pass = 0; pass < 2; pass++) {
-		mfs_csum_avx2 = pass == 0 && avx2;
+	for (int pass = 0; pass < 3; pass++) {
+		mfs_csum_avx512 = pass == 0 && avx512;
+		mfs_csum_avx2 = pass <= 1 && avx2;
 		for (unsigned k = 0; k < 64; k++) {
 			const uint8_t *p = buf + k * 512 + k; /* misaligned by k */
 			uint32_t want = (uint32_t)XXH3_64bits_withSeed(p, 512, fs->sb.csum_seed);
 
-			ck_assert_msg(mfs_csum_sector(fs, p) == want, "sector %u, avx2 %d", k,
+			ck_assert_msg(mfs_csum_sector(fs, p) == want,
+			              "sector %u, avx512 %d avx2 %d", k, mfs_csum_avx512,
 			              mfs_csum_avx2);
 		}
 		memset(buf, 0, 512);
 		ck_assert_uint_eq(mfs_csum_sector(fs, buf),
 		                  (uint32_t)XXH3_64bits_withSeed(buf, 512, fs->sb.csum_seed));
 	}
-	ino = make_file("h", ref); /* without AVX2 (pass 1) */
+	ino = make_file("h", ref); /* without AVX-512 or AVX2 (pass 2) */
 	check_table(ino, NBLK);
 	mfs_csum_avx2 = avx2;
+	mfs_csum_avx512 = avx512;
 	free(buf);
 	free(ref);
 }
