@@ -4,7 +4,9 @@
  * meta zone, read and changed through the metadata buffer cache (meta.c) and
  * the journal, and the checked read path.  Calls the block map (mfs_bmap),
  * the journal and the block engine; called by read.c, write.c, fio.c,
- * file.c and recovery.c only when fs->data_csum is set.
+ * file.c and recovery.c only when fs->data_csum is set.  Also the inlined
+ * hash of the metadata checksums (mfs_csum_hash4k, mfs_csum_meta_*), for the
+ * journal and the buffer cache whatever the features.
  */
 #include <errno.h>
 #include <string.h>
@@ -69,7 +71,62 @@ hash_sectors_avx2(const uint8_t *secret, const uint8_t *d, size_t n, uint32_t *v
 		        d + i * SS, SS, secret, XXH3_SECRET_DEFAULT_SIZE, XXH3_accumulate_512_avx2,
 		        XXH3_scrambleAcc_avx2);
 }
+
+/* mfs_csum_hash4k() with the AVX-512 loop. */
+__attribute__((target("avx512f"))) static uint64_t hash4k_avx512(const void *block, uint64_t seed)
+{
+	return XXH3_hashLong_64b_withSeed_internal(
+	        block, MFS_BLOCK_SIZE, seed, XXH3_accumulate_512_avx512, XXH3_scrambleAcc_avx512,
+	        XXH3_initCustomSecret_avx512);
+}
+
+/* mfs_csum_hash4k() with the AVX2 loop. */
+__attribute__((target("avx2"))) static uint64_t hash4k_avx2(const void *block, uint64_t seed)
+{
+	return XXH3_hashLong_64b_withSeed_internal(block, MFS_BLOCK_SIZE, seed,
+	                                           XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2,
+	                                           XXH3_initCustomSecret_avx2);
+}
 #endif
+
+/*
+ * The metadata checksums (FORMAT.md §3, §8) with the hash compiled here:
+ * XXH3_64bits_withSeed's values, without the shared library's call and with
+ * the vector loop the CPU has.  Used whatever the features.
+ */
+uint64_t mfs_csum_hash4k(const void *block, uint64_t seed)
+{
+	_Static_assert(MFS_BLOCK_SIZE > XXH3_MIDSIZE_MAX, "a block takes XXH3's long-input path");
+#if CSUM_AVX2
+	if (mfs_csum_avx512)
+		return hash4k_avx512(block, seed);
+	if (mfs_csum_avx2)
+		return hash4k_avx2(block, seed);
+#endif
+	return XXH3_64bits_withSeed(block, MFS_BLOCK_SIZE, seed);
+}
+
+void mfs_csum_meta_seal(void *block, uint64_t seed)
+{
+	struct mfs_meta_hdr *hdr = block;
+
+	/* mfs_block_csum's value: the hash of the block with its csum field zero */
+	hdr->csum = 0;
+	hdr->csum = mfs_csum_hash4k(block, seed);
+}
+
+int mfs_csum_meta_verify(const void *block, uint64_t seed, uint16_t type, uint64_t blocknr)
+{
+	const struct mfs_meta_hdr *hdr = block;
+	uint64_t tmp[MFS_BLOCK_SIZE / sizeof(uint64_t)];
+
+	if (hdr->magic != MFS_META_MAGIC || (type && hdr->type != type) || hdr->blocknr != blocknr)
+		return -EUCLEAN;
+	/* a copy with the csum zeroed, as mfs_block_csum: the block stays const */
+	memcpy(tmp, block, MFS_BLOCK_SIZE);
+	((struct mfs_meta_hdr *)tmp)->csum = 0;
+	return hdr->csum == mfs_csum_hash4k(tmp, seed) ? 0 : -EUCLEAN;
+}
 
 void mfs_csum_init(struct mfs *fs)
 {

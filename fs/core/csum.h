@@ -36,6 +36,19 @@ uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
 extern bool mfs_csum_avx2, mfs_csum_avx512;
 
 /*
+ * The metadata checksums' hash, XXH3_64bits_withSeed of a 4096-byte block
+ * (FORMAT.md §3, §8: the same values), compiled in csum.c with the vector
+ * loop of the CPU (AVX-512, AVX2 or SSE2) instead of a call into the shared
+ * library: for the journal's seals and tags and the buffer cache's checks,
+ * whatever the features.
+ */
+uint64_t mfs_csum_hash4k(const void *block, uint64_t seed);
+/* mfs_block_seal (super.c) with mfs_csum_hash4k: the same value in hdr->csum. */
+void mfs_csum_meta_seal(void *block, uint64_t seed);
+/* mfs_block_verify (super.c) with mfs_csum_hash4k: the same checks.  0 or -EUCLEAN. */
+int mfs_csum_meta_verify(const void *block, uint64_t seed, uint16_t type, uint64_t blocknr);
+
+/*
  * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data
  * zone block @pblk on, computed from @data (the bytes of those sectors).
  * Returns 0 or -errno.

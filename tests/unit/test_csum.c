@@ -8,7 +8,9 @@
  * recovery read: zeros exactly there; badranges: exactly it), a partial write
  * into it (EIO, nothing written), an overwrite or a zero-init that clears
  * it, persistence across a remount, and the feature off; the hash's values
- * (the secret made once per mount, the AVX2 loop) against XXH3_64bits_withSeed.
+ * (the secret made once per mount, the AVX-512 and AVX2 loops) against
+ * XXH3_64bits_withSeed, and the metadata checksums' inlined hash (seal and
+ * verify) against super.c's.
  */
 #include <check.h>
 #include <errno.h>
@@ -310,6 +312,72 @@ START_TEST(test_off)
 }
 END_TEST
 
+/*
+ * The metadata checksums' inlined hash (mfs_csum_hash4k, AVX-512, AVX2 or
+ * neither) equals XXH3_64bits_withSeed's (seed 0 included, at every
+ * alignment mod 64), and mfs_csum_meta_seal / _verify agree with super.c's
+ * mfs_block_seal / mfs_block_verify, on good blocks and on corrupt ones.
+ */
+START_TEST(test_meta_hash)
+{
+	bool avx2 = mfs_csum_avx2, avx512 = mfs_csum_avx512;
+	uint8_t *buf = malloc(2 * BS + 64), *blk;
+	const uint64_t seeds[] = {0, 1, fs->sb.csum_seed, ~0ull};
+
+	srand(4096);
+	for (unsigned i = 0; i < 2 * BS + 64; i++)
+		buf[i] = (uint8_t)rand();
+	for (int pass = 0; pass < 3; pass++) {
+		mfs_csum_avx512 = pass == 0 && avx512;
+		mfs_csum_avx2 = pass <= 1 && avx2;
+		for (unsigned k = 0; k < 64; k += 7)
+			for (unsigned j = 0; j < sizeof(seeds) / sizeof(seeds[0]); j++)
+				ck_assert_msg(mfs_csum_hash4k(buf + k, seeds[j]) ==
+				                      XXH3_64bits_withSeed(buf + k, BS, seeds[j]),
+				              "offset %u seed %u avx512 %d avx2 %d", k, j,
+				              mfs_csum_avx512, mfs_csum_avx2);
+		blk = buf + 64 * pass;
+		{
+			struct mfs_meta_hdr *hdr = (struct mfs_meta_hdr *)blk;
+			uint64_t want;
+
+			hdr->magic = MFS_META_MAGIC;
+			hdr->type = MFS_T_DATA_CSUM;
+			hdr->blocknr = 1234;
+			mfs_block_seal(blk, fs->seed);
+			want = hdr->csum;
+			hdr->csum ^= 1;
+			mfs_csum_meta_seal(blk, fs->seed);
+			ck_assert_uint_eq(hdr->csum, want);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 0);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, 0, 1234), 0);
+			ck_assert_int_eq(
+			        mfs_csum_meta_verify(blk, fs->seed, MFS_T_BTREE_LEAF, 1234),
+			        -EUCLEAN);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1235),
+			                 -EUCLEAN);
+			ck_assert_int_eq(
+			        mfs_csum_meta_verify(blk, fs->seed + 1, MFS_T_DATA_CSUM, 1234),
+			        -EUCLEAN);
+			blk[BS - 1] ^= 0x10; /* a flipped bit anywhere */
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+			ck_assert_int_eq(mfs_block_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+			blk[BS - 1] ^= 0x10;
+			ck_assert_int_eq(mfs_block_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234), 0);
+			hdr->magic ^= 1;
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+		}
+	}
+	mfs_csum_avx2 = avx2;
+	mfs_csum_avx512 = avx512;
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("csum");
@@ -325,6 +393,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(off, setup_off, fixture_teardown);
 	tcase_add_test(off, test_off);
+	tcase_add_test(off, test_meta_hash);
 	suite_add_tcase(s, off);
 	return fixture_run(s);
 }
