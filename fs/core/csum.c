@@ -596,12 +596,25 @@ int mfs_csum_block_verify(struct mfs *fs, uint64_t pblk)
 int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
                         unsigned from, unsigned to, const void *data)
 {
-	unsigned s0 = from / SS, s1 = (to + SS - 1) / SS;
-	int mask, ret;
+	/* [c0, c1): the sectors the write covers whole; their old contents do not matter */
+	unsigned s0 = from / SS, s1 = (to + SS - 1) / SS, c0 = s0 + !!(from % SS), c1 = to / SS;
+	uint32_t v[SPB], h[SPB];
+	uint64_t n;
+	int mask = 0, ret;
 
-	mask = mfs_csum_bad_mask(fs, pblk, blk);
-	if (mask <= 0)
-		return mask;
+	if (c1 < c0)
+		c1 = c0; /* inside one sector */
+	/* the other sectors' checks: hashed once, here (the caller stores only [s0, s1)) */
+	ret = table_entries(fs, pblk, 1, v, &n);
+	if (ret)
+		return ret;
+	hash_sectors(fs, blk, c0, h);
+	hash_sectors(fs, blk + c1 * SS, SPB - c1, h + c1);
+	for (unsigned i = 0; i < SPB; i++)
+		if ((i < c0 || i >= c1) && h[i] != v[i])
+			mask |= 1 << i;
+	if (!mask)
+		return 0;
 	/* a damaged sector the write covers only in part: its other bytes are lost */
 	if ((from % SS && (mask & (1 << s0))) || (to % SS && (mask & (1 << (s1 - 1)))))
 		return -EIO;

@@ -122,8 +122,12 @@ int mfs_csum_block_verify(struct mfs *fs, uint64_t pblk);
  * (docs/RECOVERY.md): -EIO if the range covers such a sector only in part
  * (nothing written), else the sectors the range touches are written from
  * @blk with @data copied in, and their checksums stored in @txn; returns 1
- * (done: the caller must not write the block).  0: no sector is damaged, the
- * caller writes the block as usual.  -errno on other errors.
+ * (done: the caller must not write the block).  0: no sector the range does
+ * not cover whole is damaged (those are the only ones checked: the others
+ * are overwritten), the caller writes the block as usual and stores the
+ * checksums of the sectors the range touches only (mfs_csum_set_sectors):
+ * the others match the table, checked here under the caller's exclusive
+ * ip->lock.  -errno on other errors.
  */
 int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
                         unsigned from, unsigned to, const void *data);

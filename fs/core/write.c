@@ -25,7 +25,6 @@
  * size and timestamps and may change the map, and partial-block
  * read-modify-write must not interleave).
  */
-
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -125,6 +124,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	struct bounce edge[2];
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
+	/* data_csum: the sectors of an edge block whose checksums change (the others checked) */
+	unsigned edge_s0[2], edge_s1[2];
 	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
 	struct mfs_txn *txn;
 	struct fio io;
@@ -213,6 +214,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		s = seg_of(seg, nseg, b);
 		edge_lblk[nedge] = b;
 		edge_done[nedge] = false;
+		edge_s0[nedge] = 0;
+		edge_s1[nedge] = MFS_SECTORS_PER_BLOCK;
 		if (s->kind == SEG_MAPPED) {
 			uint64_t pb = s->pblk + (b - s->lblk);
 
@@ -233,6 +236,13 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				        fs, txn, pb, edge[nedge].b, (unsigned)(from - bstart),
 				        (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = ret == 1;
+				if (!ret) { /* the sectors outside the range match the table */
+					edge_s0[nedge] =
+					        (unsigned)(from - bstart) / BLK_SECTOR_SIZE;
+					edge_s1[nedge] =
+					        (unsigned)(to - bstart + BLK_SECTOR_SIZE - 1) /
+					        BLK_SECTOR_SIZE;
+				}
 				ret = ret == 1 ? 0 : ret;
 			}
 			if (ret) {
@@ -261,7 +271,10 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 					fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j, edge[e].b, 1,
 					           0, NULL);
 				if (!edge_done[e] && fs->data_csum && !cerr)
-					cerr = mfs_csum_set(fs, txn, seg[i].pblk + j, edge[e].b, 1);
+					cerr = mfs_csum_set_sectors(
+					        fs, txn, seg[i].pblk + j, edge_s0[e],
+					        edge_s1[e] - edge_s0[e],
+					        edge[e].b + edge_s0[e] * BLK_SECTOR_SIZE);
 				j++;
 				continue;
 			}

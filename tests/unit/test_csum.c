@@ -295,6 +295,54 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/*
+ * Partial-block writes check only the sectors they do not cover whole
+ * (mfs_csum_edge_write) and store the checksums of the sectors they touch
+ * only: a damaged sector the write covers whole is cleared, one it does not
+ * touch stays damaged, and the table matches everywhere else.
+ */
+START_TEST(test_edge_sectors)
+{
+	uint8_t *ref = malloc(NBLK * BS), *buf = malloc(NBLK * BS);
+	uint64_t ino = make_file("e", ref), next;
+	struct mfs_frange r[8];
+	unsigned nr;
+	bool last;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fill(buf, BS, 3);
+	/* block 2, sector 1 damaged: [400, 1100) covers it whole, sectors 0 and 2 in part */
+	corrupt(ino, 2, 1);
+	write_all(ino, buf, 700, 2 * BS + 400);
+	memcpy(ref + 2 * BS + 400, buf, 700);
+	check_read(ino, ref, NBLK * BS, 0);
+	check_table(ino, NBLK);
+	/* block 4, sector 6 damaged: a write into sectors 1 and 2 leaves it damaged */
+	corrupt(ino, 4, 6);
+	write_all(ino, buf, 600, 4 * BS + 600);
+	memcpy(ref + 4 * BS + 600, buf, 600);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 4 * BS + 6 * 512);
+	ck_assert_uint_eq(r[0].length, 512);
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 3072, 4 * BS), 3072);
+	ck_assert(!memcmp(buf + BS, ref + 4 * BS, 3072));
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 512, 4 * BS + 3072), -EIO);
+	/* the same in the last block of a two-block write, then the sector written whole */
+	write_all(ino, buf, BS + 100, 3 * BS);
+	memcpy(ref + 3 * BS, buf, BS + 100);
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 512, 4 * BS + 3072), -EIO);
+	write_all(ino, ref + 4 * BS + 3072, 512, 4 * BS + 3072);
+	check_read(ino, ref, NBLK * BS, 0);
+	check_table(ino, NBLK);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fixture_remount();
+	check_read(ino, ref, NBLK * BS, 0);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_off)
 {
 	uint8_t *ref = malloc(NBLK * BS);
@@ -390,6 +438,7 @@ int main(void)
 	tcase_add_test(tc, test_zeroed_run);
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
+	tcase_add_test(tc, test_edge_sectors);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(off, setup_off, fixture_teardown);
 	tcase_add_test(off, test_off);
