@@ -571,6 +571,49 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 	return ret ? ret : (ssize_t)len;
 }
 
+int mfs_csum_run_damage(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint8_t *buf, uint8_t *masks)
+{
+	struct blk_range r[4 * SPB];
+	struct blk_recovery rec = {.ranges = r, .max = 4 * SPB};
+	struct fio io;
+	int ret;
+
+	if (!nblk || nblk > BIO_MAX_BLOCKS)
+		return -EINVAL;
+	/* one bio: the engine fills @rec from one completion */
+	fio_init(&io, fs);
+	fio_submit(&io, BLK_OP_READ, pblk, buf, nblk, BLK_BIO_RECOVERY, &rec);
+	ret = fio_done(&io);
+	if (ret)
+		return ret;
+	if (rec.truncated) {
+		/* poison in more pieces than @rec holds: block by block */
+		for (uint64_t k = 0; k < nblk; k++) {
+			int mask = mfs_csum_block_damage(fs, pblk + k);
+
+			if (mask < 0)
+				return mask;
+			masks[k] = (uint8_t)mask;
+		}
+		return 0;
+	}
+	ret = mfs_csum_bad_masks(fs, pblk, buf, nblk, masks);
+	if (ret)
+		return ret;
+	for (uint64_t k = 0; k < nblk; k++) {
+		int poison = rec.nr ? poisoned_mask(&rec, 0, pblk + k) : 0;
+		int bad = masks[k] & ~poison;
+
+		/* a damage event per sector failing its checksum, as read_check posts */
+		for (unsigned s = 0; bad && s < SPB; s++)
+			if (bad & (1 << s))
+				mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
+				               (pblk + k) * SPB + s, 1, 0);
+		masks[k] = (uint8_t)(bad | poison);
+	}
+	return 0;
+}
+
 int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk)
 {
 	struct blk_range r[SPB];

@@ -109,6 +109,14 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk);
 
 /*
+ * mfs_csum_block_damage for the @nblk (1..BIO_MAX_BLOCKS) blocks from @pblk:
+ * read in one recovery bio into @buf (@nblk blocks), checked with one table
+ * lookup per table block; @masks[k] for block @pblk + k.  Mismatches post
+ * their events as a single block's check does.  0 or -errno.
+ */
+int mfs_csum_run_damage(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint8_t *buf, uint8_t *masks);
+
+/*
  * Sectors of data zone block @pblk failing their checksum (poisoned ones
  * excluded), as a bitmask; each posts a data_csum event (once per sector
  * and mount).  The scrub's confirmation of a mismatch.  >= 0 or -errno.

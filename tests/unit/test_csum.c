@@ -343,6 +343,45 @@ START_TEST(test_edge_sectors)
 }
 END_TEST
 
+/*
+ * Badranges on data_csum reads a run of blocks in one bio (recovery) and
+ * checks it with one table lookup: poisoned sectors and sectors failing their
+ * checksum, in several blocks of one run and in one block, all listed once.
+ */
+START_TEST(test_badranges_run)
+{
+	uint8_t *ref = malloc(NBLK * BS);
+	uint64_t ino = make_file("p", ref), pblk, next;
+	struct mfs_frange r[8];
+	unsigned nr;
+	bool last;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	corrupt(ino, 3, 2);
+	corrupt(ino, 9, 0);
+	bmap(ino, 9, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_poison_add(fs->dev, pblk * 8 + 5, 1), 0);
+	bmap(ino, 12, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_poison_add(fs->dev, pblk * 8 + 7, 1), 0);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert(last);
+	ck_assert_uint_eq(nr, 4);
+	ck_assert_uint_eq(r[0].offset, 3 * BS + 2 * 512);
+	ck_assert_uint_eq(r[1].offset, 9 * BS);
+	ck_assert_uint_eq(r[2].offset, 9 * BS + 5 * 512);
+	ck_assert_uint_eq(r[3].offset, 12 * BS + 7 * 512);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_uint_eq(r[i].length, 512);
+	/* from an offset inside the run, and with room for one only */
+	ck_assert_int_eq(mfs_badranges(fs, ino, 9 * BS + 1024, r, 1, &nr, &next, &last), 0);
+	ck_assert(!last);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 9 * BS + 5 * 512);
+	ck_assert_uint_eq(next, 12 * BS + 7 * 512);
+	free(ref);
+}
+END_TEST
+
 START_TEST(test_off)
 {
 	uint8_t *ref = malloc(NBLK * BS);
@@ -439,6 +478,7 @@ int main(void)
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
 	tcase_add_test(tc, test_edge_sectors);
+	tcase_add_test(tc, test_badranges_run);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(off, setup_off, fixture_teardown);
 	tcase_add_test(off, test_off);
