@@ -139,7 +139,8 @@ void mfs_csum_init(struct mfs *fs)
  * seed; made once per mount (mfs_csum_init), not once per sector as
  * XXH3_64bits_withSeed does: the same values (test_csum checks).
  */
-static void hash_sectors(const struct mfs *fs, const uint8_t *d, size_t n, uint32_t *v)
+static inline __attribute__((always_inline)) void
+hash_sectors(const struct mfs *fs, const uint8_t *d, size_t n, uint32_t *v)
 {
 	_Static_assert(SS > XXH3_MIDSIZE_MAX, "a sector takes XXH3's long-input path");
 #if CSUM_AVX2
@@ -253,7 +254,8 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
  * Copy the stored entries of up to @nblk blocks from @pblk, as far as one
  * table block holds them, into @v; *@n gets how many blocks.  0 or -errno.
  */
-static int table_entries(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint32_t *v, uint64_t *n)
+static inline __attribute__((always_inline)) int
+table_entries(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint32_t *v, uint64_t *n)
 {
 	struct mfs_buf *b;
 	unsigned off;
