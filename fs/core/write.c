@@ -447,7 +447,8 @@ write:
 			goto slow;
 		}
 		fio_submit(&io, BLK_OP_WRITE, pblk, (void *)(src + (lblk - b0) * BS), n, 0, NULL);
-		ext[next++] = (struct fast_ext){pblk, n, src + (lblk - b0) * BS};
+		if (txn) /* data_csum */
+			ext[next++] = (struct fast_ext){pblk, n, src + (lblk - b0) * BS};
 		lblk += n;
 	}
 	/* data_csum: every block is mapped, the write goes on; one extent per bio at least */
