@@ -29,10 +29,24 @@ void mfs_csum_init(struct mfs *fs);
 /* The checksum of one 512-byte sector as the table stores it (mfs_csum_init done). */
 uint32_t mfs_csum_sector(const struct mfs *fs, const void *sector);
 /*
- * The AVX2 hash is in use (x86-64 CPUs that have AVX2, chosen at load).
- * Tests clear it to check the other path; nothing else writes it.
+ * The AVX-512 (before AVX2) or AVX2 hash is in use (x86-64 CPUs that have
+ * AVX-512F or AVX2, chosen at load).  Tests clear them to check the other
+ * paths; nothing else writes them.
  */
-extern bool mfs_csum_avx2;
+extern bool mfs_csum_avx2, mfs_csum_avx512;
+
+/*
+ * The metadata checksums' hash, XXH3_64bits_withSeed of a 4096-byte block
+ * (FORMAT.md §3, §8: the same values), compiled in csum.c with the vector
+ * loop of the CPU (AVX-512, AVX2 or SSE2) instead of a call into the shared
+ * library: for the journal's seals and tags and the buffer cache's checks,
+ * whatever the features.
+ */
+uint64_t mfs_csum_hash4k(const void *block, uint64_t seed);
+/* mfs_block_seal (super.c) with mfs_csum_hash4k: the same value in hdr->csum. */
+void mfs_csum_meta_seal(void *block, uint64_t seed);
+/* mfs_block_verify (super.c) with mfs_csum_hash4k: the same checks.  0 or -EUCLEAN. */
+int mfs_csum_meta_verify(const void *block, uint64_t seed, uint16_t type, uint64_t blocknr);
 
 /*
  * Store in @txn the checksums of @nsect sectors from sector @s (0..7) of data
@@ -95,6 +109,14 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
 int mfs_csum_block_damage(struct mfs *fs, uint64_t pblk);
 
 /*
+ * mfs_csum_block_damage for the @nblk (1..BIO_MAX_BLOCKS) blocks from @pblk:
+ * read in one recovery bio into @buf (@nblk blocks), checked with one table
+ * lookup per table block; @masks[k] for block @pblk + k.  Mismatches post
+ * their events as a single block's check does.  0 or -errno.
+ */
+int mfs_csum_run_damage(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint8_t *buf, uint8_t *masks);
+
+/*
  * Sectors of data zone block @pblk failing their checksum (poisoned ones
  * excluded), as a bitmask; each posts a data_csum event (once per sector
  * and mount).  The scrub's confirmation of a mismatch.  >= 0 or -errno.
@@ -108,8 +130,12 @@ int mfs_csum_block_verify(struct mfs *fs, uint64_t pblk);
  * (docs/RECOVERY.md): -EIO if the range covers such a sector only in part
  * (nothing written), else the sectors the range touches are written from
  * @blk with @data copied in, and their checksums stored in @txn; returns 1
- * (done: the caller must not write the block).  0: no sector is damaged, the
- * caller writes the block as usual.  -errno on other errors.
+ * (done: the caller must not write the block).  0: no sector the range does
+ * not cover whole is damaged (those are the only ones checked: the others
+ * are overwritten), the caller writes the block as usual and stores the
+ * checksums of the sectors the range touches only (mfs_csum_set_sectors):
+ * the others match the table, checked here under the caller's exclusive
+ * ip->lock.  -errno on other errors.
  */
 int mfs_csum_edge_write(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, uint8_t *blk,
                         unsigned from, unsigned to, const void *data);

@@ -58,6 +58,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "csum.h"
 #include "mfs.h"
 
 struct mfs_txn {
@@ -461,6 +462,8 @@ static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, ui
 			if (d)
 				d->next_desc = (head + s) % jlen;
 			d = (struct mfs_journal_desc *)(r->jbuf + (size_t)s * MFS_BLOCK_SIZE);
+			/* the images fill their slots whole: only descriptors start zeroed */
+			memset(d, 0, MFS_BLOCK_SIZE);
 			d->hdr.magic = MFS_META_MAGIC;
 			d->hdr.type = MFS_T_JOURNAL_DESC;
 			d->hdr.blocknr = sb->journal_start + (head + s) % jlen;
@@ -472,7 +475,7 @@ static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, ui
 		hdr = (struct mfs_meta_hdr *)b->data;
 		hdr->gen = id;
 		hdr->blocknr = b->blocknr;
-		mfs_block_seal(b->data, fs->seed);
+		mfs_csum_meta_seal(b->data, fs->seed);
 		memcpy(img, b->data, MFS_BLOCK_SIZE);
 		b->txn = NULL;
 		b->txn_next = NULL;
@@ -481,7 +484,7 @@ static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, ui
 		r->bufs[i] = b; /* the txn's reference moves to the record */
 		r->slot[i] = s;
 		d->tags[d->hdr.nr_items].blocknr = b->blocknr;
-		d->tags[d->hdr.nr_items].csum = XXH3_64bits_withSeed(img, MFS_BLOCK_SIZE, fs->seed);
+		d->tags[d->hdr.nr_items].csum = mfs_csum_hash4k(img, fs->seed);
 		d->hdr.nr_items++;
 		s++;
 	}
@@ -507,7 +510,7 @@ static int build_commit(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 
 		memcpy(&tags[nt], d->tags, d->hdr.nr_items * sizeof(*tags));
 		nt += d->hdr.nr_items;
-		mfs_block_seal(d, fs->seed);
+		mfs_csum_meta_seal(d, fs->seed);
 	}
 	assert(nt == r->n);
 	memset(cbuf, 0, MFS_BLOCK_SIZE);
@@ -518,7 +521,7 @@ static int build_commit(struct mfs *fs, struct jrec *r, uint64_t head, uint64_t 
 	c->nr_blocks = r->n;
 	c->txn_csum = XXH3_64bits_withSeed(tags, (size_t)r->n * sizeof(*tags), fs->seed);
 	c->commit_time_ns = mfs_now_ns();
-	mfs_block_seal(c, fs->seed);
+	mfs_csum_meta_seal(c, fs->seed);
 	free(tags);
 	return 0;
 }
@@ -631,7 +634,6 @@ int mfs_txn_commit(struct mfs *fs)
 		__txn_discard(t);
 		goto done_txn;
 	}
-	memset(r->jbuf, 0, (size_t)(ndesc + n) * MFS_BLOCK_SIZE);
 	id = fs->next_txid;
 	head = fs->jhead;
 	r->id = id;

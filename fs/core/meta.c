@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csum.h"
 #include "mfs.h"
 
 uint64_t mfs_twin(const struct mfs *fs, uint64_t blk)
@@ -268,7 +269,7 @@ static enum copy_state read_copy(struct mfs *fs, uint64_t where, uint64_t blockn
 {
 	if (blk_read(fs->dev, where * MFS_SECTORS_PER_BLOCK, buf, MFS_BLOCK_SIZE, 0))
 		return COPY_MEDIA;
-	if (mfs_block_verify(buf, fs->seed, type, blocknr))
+	if (mfs_csum_meta_verify(buf, fs->seed, type, blocknr))
 		return COPY_CORRUPT;
 	return COPY_OK;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "csum.h"
+#include "fio.h"
 #include "mfs_int.h"
 #include "mfs_recovery.h"
 
@@ -152,27 +153,35 @@ out:
 
 /*
  * mfs_badranges for data_csum: every block of the run is read and its sectors
- * checked; damaged (poisoned or failing their checksum) sectors are added.
- * Returns 0, 1 (out full: *next set) or -errno.
+ * checked, BIO_MAX_BLOCKS blocks per bio into @buf (as many blocks) with one
+ * table lookup per table block (mfs_csum_run_damage); damaged (poisoned or
+ * failing their checksum) sectors are added.  Returns 0, 1 (out full: *next
+ * set) or -errno.
  */
 static int csum_badranges(struct mfs *fs, uint64_t lblk, uint64_t pblk, uint64_t n, uint64_t start,
                           uint64_t size, struct mfs_frange *out, unsigned max, unsigned *nr,
-                          uint64_t *next)
+                          uint64_t *next, uint8_t *buf)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		int mask = mfs_csum_block_damage(fs, pblk + i);
+	uint8_t masks[BIO_MAX_BLOCKS];
 
-		if (mask < 0)
-			return mask;
-		for (unsigned s = 0; s < SPB && mask; s++) {
-			uint64_t zo, zl;
+	for (uint64_t i = 0; i < n;) {
+		uint64_t run = n - i < BIO_MAX_BLOCKS ? n - i : BIO_MAX_BLOCKS;
+		int ret = mfs_csum_run_damage(fs, pblk + i, run, buf, masks);
 
-			if (!(mask & (1 << s)) || !sect_to_file(lblk, pblk, (pblk + i) * SPB + s, 1,
-			                                        start, size, &zo, &zl))
-				continue;
-			if (!range_add(out, max, nr, zo, zl)) {
-				*next = zo;
-				return 1;
+		if (ret)
+			return ret;
+		for (uint64_t k = 0; k < run; k++, i++) {
+			for (unsigned s = 0; s < SPB && masks[k]; s++) {
+				uint64_t zo, zl;
+
+				if (!(masks[k] & (1 << s)) ||
+				    !sect_to_file(lblk, pblk, (pblk + i) * SPB + s, 1, start, size,
+				                  &zo, &zl))
+					continue;
+				if (!range_add(out, max, nr, zo, zl)) {
+					*next = zo;
+					return 1;
+				}
 			}
 		}
 	}
@@ -185,6 +194,7 @@ int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frang
 	struct blk_range rr[REC_RANGES];
 	struct mfs_ino *ip;
 	uint64_t size, lblk, nblk;
+	uint8_t *cbuf = NULL; /* data_csum: the blocks read for a check */
 	int ret;
 
 	*nr = 0;
@@ -209,7 +219,13 @@ int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frang
 			continue;
 		}
 		if (fs->data_csum) {
-			ret = csum_badranges(fs, lblk, pblk, n, start, size, out, max, nr, next);
+			if (!cbuf && posix_memalign((void **)&cbuf, BS, BIO_MAX_BLOCKS * BS)) {
+				cbuf = NULL;
+				ret = -ENOMEM;
+				goto out;
+			}
+			ret = csum_badranges(fs, lblk, pblk, n, start, size, out, max, nr, next,
+			                     cbuf);
 			if (ret) {
 				ret = ret > 0 ? 0 : ret;
 				goto out;
@@ -241,6 +257,7 @@ int mfs_badranges(struct mfs *fs, uint64_t ino, uint64_t start, struct mfs_frang
 out:
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
+	free(cbuf);
 	return ret;
 }
 
@@ -306,18 +323,6 @@ static int zero_sectors(struct mfs *fs, uint64_t sector, uint64_t nr)
 		nr -= n;
 	}
 	return 0;
-}
-
-/*
- * The unit of poison on the device, in bytes: the 512-byte sector on pmem and
- * on devices with 512-byte logical blocks, the logical block otherwise.
- */
-static unsigned poison_unit(struct mfs *fs)
-{
-	struct blk_dev_info info;
-
-	blk_dev_get_info(fs->dev, &info);
-	return info.logical_block_size > 512 ? info.logical_block_size : 512;
 }
 
 /*

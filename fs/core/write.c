@@ -20,9 +20,10 @@
  * silently replaced by zeros).  Whole blocks are overwritten in place.
  *
  * Locking: ip->lock shared for the overwrite fast path (overwrite_fast:
- * whole allocated blocks inside EOF, no handle), exclusive for every other
- * write (it updates size and timestamps and may change the map, and
- * partial-block read-modify-write must not interleave).
+ * whole allocated blocks inside EOF, no handle; with data_csum exclusive and
+ * a handle for the checksums), exclusive for every other write (it updates
+ * size and timestamps and may change the map, and partial-block
+ * read-modify-write must not interleave).
  */
 #include <errno.h>
 #include <limits.h>
@@ -123,6 +124,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 	struct bounce edge[2];
 	uint64_t edge_lblk[2];
 	bool edge_done[2] = {false, false};
+	/* data_csum: the sectors of an edge block whose checksums change (the others checked) */
+	unsigned edge_s0[2], edge_s1[2];
 	unsigned nseg = 0, i, e, nedge = 0, room, used = 1 /* the inode */;
 	struct mfs_txn *txn;
 	struct fio io;
@@ -211,6 +214,8 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 		s = seg_of(seg, nseg, b);
 		edge_lblk[nedge] = b;
 		edge_done[nedge] = false;
+		edge_s0[nedge] = 0;
+		edge_s1[nedge] = MFS_SECTORS_PER_BLOCK;
 		if (s->kind == SEG_MAPPED) {
 			uint64_t pb = s->pblk + (b - s->lblk);
 
@@ -231,6 +236,13 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 				        fs, txn, pb, edge[nedge].b, (unsigned)(from - bstart),
 				        (unsigned)(to - bstart), src + (from - pos));
 				edge_done[nedge] = ret == 1;
+				if (!ret) { /* the sectors outside the range match the table */
+					edge_s0[nedge] =
+					        (unsigned)(from - bstart) / BLK_SECTOR_SIZE;
+					edge_s1[nedge] =
+					        (unsigned)(to - bstart + BLK_SECTOR_SIZE - 1) /
+					        BLK_SECTOR_SIZE;
+				}
 				ret = ret == 1 ? 0 : ret;
 			}
 			if (ret) {
@@ -259,7 +271,10 @@ static ssize_t write_chunk(struct mfs *fs, struct mfs_ino *ip, const uint8_t *sr
 					fio_submit(&io, BLK_OP_WRITE, seg[i].pblk + j, edge[e].b, 1,
 					           0, NULL);
 				if (!edge_done[e] && fs->data_csum && !cerr)
-					cerr = mfs_csum_set(fs, txn, seg[i].pblk + j, edge[e].b, 1);
+					cerr = mfs_csum_set_sectors(
+					        fs, txn, seg[i].pblk + j, edge_s0[e],
+					        edge_s1[e] - edge_s0[e],
+					        edge[e].b + edge_s0[e] * BLK_SECTOR_SIZE);
 				j++;
 				continue;
 			}
@@ -335,27 +350,45 @@ out:
 
 /*
  * The overwrite fast path: a write of whole blocks, inside EOF, all already
- * allocated and written, on a device without poison, needs no transaction:
- * the data goes in place (as the slow path writes mapped blocks) and only
- * mtime and ctime change.  It takes ip->lock shared, so truncate, fallocate
- * and punch (exclusive) cannot free or remap a block of the range meanwhile,
- * and overwriters of whole blocks need no mutual exclusion.  mtime and ctime
- * move in memory, at most once per tick of the coarse clock (ip->lock taken
- * exclusive for that moment), and the inode goes on the lazy list of
- * atime.c: written by the next transaction that writes the inode, the
- * periodic commit, fsync (not fdatasync), the last mfs_iput and unmount.  A
- * crash may lose such a time, never data or the map.  Returns the bytes
- * written, -errno, or 0: take the slow path (nothing was written).
+ * allocated and written, on a device without poison, needs no change of the
+ * map or size: the data goes in place (as the slow path writes mapped
+ * blocks) and only mtime and ctime change.  It takes ip->lock shared, so
+ * truncate, fallocate and punch (exclusive) cannot free or remap a block of
+ * the range meanwhile, and overwriters of whole blocks need no mutual
+ * exclusion.  mtime and ctime move in memory, at most once per tick of the
+ * coarse clock (ip->lock taken exclusive for that moment), and the inode
+ * goes on the lazy list of atime.c: written by the next transaction that
+ * writes the inode, the periodic commit, fsync (not fdatasync), the last
+ * mfs_iput and unmount.  A crash may lose such a time, never data or the map.
+ *
+ * With data_csum the checksums change with the data: the fast path then
+ * takes ip->lock exclusive (two writers of a block must not interleave their
+ * data writes and checksum stores, and the scrub counts on every data_csum
+ * writer holding it exclusive) and opens a handle, which gets the checksums
+ * of the whole range once every block of it is known to be mapped, before
+ * the data is waited for and the handle ended, as in write_chunk: the same
+ * transaction contract as the slow path (docs/FORMAT.md §15), without its
+ * plan, edge handling and inode write.  Returns the bytes written, -errno,
+ * or 0: take the slow path (nothing was written).
  */
 static bool fast_ok(struct mfs_ino *ip, uint64_t end)
 {
 	return !mfs_file_type(ip) && !ip->unlinked && end <= di_size(ip);
 }
 
+/* The extents of an overwrite, for its checksums (data_csum). */
+struct fast_ext {
+	uint64_t pblk, n;
+	const uint8_t *src;
+};
+
 static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t *src, uint64_t pos,
                               size_t len)
 {
 	uint64_t b0 = pos / BS, b1 = (pos + len) / BS, lblk;
+	struct fast_ext ext[FIO_BATCH];
+	struct mfs_txn *txn = NULL;
+	unsigned next = 0;
 	struct timespec ts;
 	int64_t now;
 	struct fio io;
@@ -363,10 +396,25 @@ static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t 
 
 	/* poison anywhere: the slow path, which clears it by its rules */
 	if (pos % BS || len % BS || b1 - b0 > CHUNK_BLOCKS || blk_poison_count(fs->dev) ||
-	    mfs_fs_errno(fs) || fs->data_csum /* checksums change in a transaction */)
+	    mfs_fs_errno(fs))
 		return 0;
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	now = mfs_ts_ns(&ts);
+	if (fs->data_csum) {
+		pthread_rwlock_wrlock(&ip->lock);
+		if (!fast_ok(ip, pos + len))
+			goto slow;
+		if (mfs_txn_begin(fs, &txn)) {
+			txn = NULL;
+			goto slow; /* which reports the error */
+		}
+		if ((int64_t)le64toh((uint64_t)ip->di.mtime_ns) < now ||
+		    (int64_t)le64toh((uint64_t)ip->di.ctime_ns) < now) {
+			di_touch(ip, true);
+			mfs_times_lazy(fs, ip);
+		}
+		goto write;
+	}
 	pthread_rwlock_rdlock(&ip->lock);
 	if (!fast_ok(ip, pos + len))
 		goto slow;
@@ -384,6 +432,7 @@ static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t 
 		if (!fast_ok(ip, pos + len))
 			goto slow;
 	}
+write:
 	fio_init(&io, fs);
 	for (lblk = b0; lblk < b1;) {
 		uint64_t pblk, count, n;
@@ -398,12 +447,30 @@ static ssize_t overwrite_fast(struct mfs *fs, struct mfs_ino *ip, const uint8_t 
 			goto slow;
 		}
 		fio_submit(&io, BLK_OP_WRITE, pblk, (void *)(src + (lblk - b0) * BS), n, 0, NULL);
+		if (txn) /* data_csum */
+			ext[next++] = (struct fast_ext){pblk, n, src + (lblk - b0) * BS};
 		lblk += n;
 	}
-	err = fio_done(&io);
+	/* data_csum: every block is mapped, the write goes on; one extent per bio at least */
+	for (unsigned i = 0; txn && i < next && !err; i++)
+		err = mfs_csum_set(fs, txn, ext[i].pblk, ext[i].src, ext[i].n);
+	{
+		int ioerr = fio_done(&io);
+
+		if (ioerr)
+			err = ioerr;
+	}
+	if (txn) {
+		int terr = mfs_txn_end(txn);
+
+		if (!err)
+			err = terr;
+	}
 	pthread_rwlock_unlock(&ip->lock);
 	return err ? err : (ssize_t)len;
 slow:
+	if (txn)
+		mfs_txn_end(txn);
 	pthread_rwlock_unlock(&ip->lock);
 	return 0;
 }

@@ -8,7 +8,9 @@
  * recovery read: zeros exactly there; badranges: exactly it), a partial write
  * into it (EIO, nothing written), an overwrite or a zero-init that clears
  * it, persistence across a remount, and the feature off; the hash's values
- * (the secret made once per mount, the AVX2 loop) against XXH3_64bits_withSeed.
+ * (the secret made once per mount, the AVX-512 and AVX2 loops) against
+ * XXH3_64bits_withSeed, and the metadata checksums' inlined hash (seal and
+ * verify) against super.c's.
  */
 #include <check.h>
 #include <errno.h>
@@ -105,35 +107,38 @@ END_TEST
 
 /*
  * The hash mfs_csum_sector computes (XXH3 with the secret made once per
- * mount, AVX2 or not) equals XXH3_64bits_withSeed's, the format's
- * definition, on random sectors at every alignment mod 64; and a write
- * without the AVX2 path stores what check_table computes.
+ * mount, AVX-512, AVX2 or neither) equals XXH3_64bits_withSeed's, the
+ * format's definition, on random sectors at every alignment mod 64; and a
+ * write without the vector paths stores what check_table computes.
  */
 START_TEST(test_hash_values)
 {
-	bool avx2 = mfs_csum_avx2;
+	bool avx2 = mfs_csum_avx2, avx512 = mfs_csum_avx512;
 	uint8_t *buf = malloc(64 * 512 + 64), *ref = malloc(NBLK * BS);
 	uint64_t ino;
 
 	srand(17);
 	for (unsigned i = 0; i < 64 * 512 + 64; i++)
 		buf[i] = (uint8_t)rand();
-	for (int pass = 0; pass < 2; pass++) {
-		mfs_csum_avx2 = pass == 0 && avx2;
+	for (int pass = 0; pass < 3; pass++) {
+		mfs_csum_avx512 = pass == 0 && avx512;
+		mfs_csum_avx2 = pass <= 1 && avx2;
 		for (unsigned k = 0; k < 64; k++) {
 			const uint8_t *p = buf + k * 512 + k; /* misaligned by k */
 			uint32_t want = (uint32_t)XXH3_64bits_withSeed(p, 512, fs->sb.csum_seed);
 
-			ck_assert_msg(mfs_csum_sector(fs, p) == want, "sector %u, avx2 %d", k,
+			ck_assert_msg(mfs_csum_sector(fs, p) == want,
+			              "sector %u, avx512 %d avx2 %d", k, mfs_csum_avx512,
 			              mfs_csum_avx2);
 		}
 		memset(buf, 0, 512);
 		ck_assert_uint_eq(mfs_csum_sector(fs, buf),
 		                  (uint32_t)XXH3_64bits_withSeed(buf, 512, fs->sb.csum_seed));
 	}
-	ino = make_file("h", ref); /* without AVX2 (pass 1) */
+	ino = make_file("h", ref); /* without AVX-512 or AVX2 (pass 2) */
 	check_table(ino, NBLK);
 	mfs_csum_avx2 = avx2;
+	mfs_csum_avx512 = avx512;
 	free(buf);
 	free(ref);
 }
@@ -290,6 +295,93 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/*
+ * Partial-block writes check only the sectors they do not cover whole
+ * (mfs_csum_edge_write) and store the checksums of the sectors they touch
+ * only: a damaged sector the write covers whole is cleared, one it does not
+ * touch stays damaged, and the table matches everywhere else.
+ */
+START_TEST(test_edge_sectors)
+{
+	uint8_t *ref = malloc(NBLK * BS), *buf = malloc(NBLK * BS);
+	uint64_t ino = make_file("e", ref), next;
+	struct mfs_frange r[8];
+	unsigned nr;
+	bool last;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fill(buf, BS, 3);
+	/* block 2, sector 1 damaged: [400, 1100) covers it whole, sectors 0 and 2 in part */
+	corrupt(ino, 2, 1);
+	write_all(ino, buf, 700, 2 * BS + 400);
+	memcpy(ref + 2 * BS + 400, buf, 700);
+	check_read(ino, ref, NBLK * BS, 0);
+	check_table(ino, NBLK);
+	/* block 4, sector 6 damaged: a write into sectors 1 and 2 leaves it damaged */
+	corrupt(ino, 4, 6);
+	write_all(ino, buf, 600, 4 * BS + 600);
+	memcpy(ref + 4 * BS + 600, buf, 600);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 4 * BS + 6 * 512);
+	ck_assert_uint_eq(r[0].length, 512);
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 3072, 4 * BS), 3072);
+	ck_assert(!memcmp(buf + BS, ref + 4 * BS, 3072));
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 512, 4 * BS + 3072), -EIO);
+	/* the same in the last block of a two-block write, then the sector written whole */
+	write_all(ino, buf, BS + 100, 3 * BS);
+	memcpy(ref + 3 * BS, buf, BS + 100);
+	ck_assert_int_eq(mfs_read(fs, ino, buf + BS, 512, 4 * BS + 3072), -EIO);
+	write_all(ino, ref + 4 * BS + 3072, 512, 4 * BS + 3072);
+	check_read(ino, ref, NBLK * BS, 0);
+	check_table(ino, NBLK);
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	fixture_remount();
+	check_read(ino, ref, NBLK * BS, 0);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
+/*
+ * Badranges on data_csum reads a run of blocks in one bio (recovery) and
+ * checks it with one table lookup: poisoned sectors and sectors failing their
+ * checksum, in several blocks of one run and in one block, all listed once.
+ */
+START_TEST(test_badranges_run)
+{
+	uint8_t *ref = malloc(NBLK * BS);
+	uint64_t ino = make_file("p", ref), pblk, next;
+	struct mfs_frange r[8];
+	unsigned nr;
+	bool last;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	corrupt(ino, 3, 2);
+	corrupt(ino, 9, 0);
+	bmap(ino, 9, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_poison_add(fs->dev, pblk * 8 + 5, 1), 0);
+	bmap(ino, 12, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_poison_add(fs->dev, pblk * 8 + 7, 1), 0);
+	ck_assert_int_eq(mfs_badranges(fs, ino, 0, r, 8, &nr, &next, &last), 0);
+	ck_assert(last);
+	ck_assert_uint_eq(nr, 4);
+	ck_assert_uint_eq(r[0].offset, 3 * BS + 2 * 512);
+	ck_assert_uint_eq(r[1].offset, 9 * BS);
+	ck_assert_uint_eq(r[2].offset, 9 * BS + 5 * 512);
+	ck_assert_uint_eq(r[3].offset, 12 * BS + 7 * 512);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_uint_eq(r[i].length, 512);
+	/* from an offset inside the run, and with room for one only */
+	ck_assert_int_eq(mfs_badranges(fs, ino, 9 * BS + 1024, r, 1, &nr, &next, &last), 0);
+	ck_assert(!last);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_uint_eq(r[0].offset, 9 * BS + 5 * 512);
+	ck_assert_uint_eq(next, 12 * BS + 7 * 512);
+	free(ref);
+}
+END_TEST
+
 START_TEST(test_off)
 {
 	uint8_t *ref = malloc(NBLK * BS);
@@ -307,6 +399,72 @@ START_TEST(test_off)
 }
 END_TEST
 
+/*
+ * The metadata checksums' inlined hash (mfs_csum_hash4k, AVX-512, AVX2 or
+ * neither) equals XXH3_64bits_withSeed's (seed 0 included, at every
+ * alignment mod 64), and mfs_csum_meta_seal / _verify agree with super.c's
+ * mfs_block_seal / mfs_block_verify, on good blocks and on corrupt ones.
+ */
+START_TEST(test_meta_hash)
+{
+	bool avx2 = mfs_csum_avx2, avx512 = mfs_csum_avx512;
+	uint8_t *buf = malloc(2 * BS + 64), *blk;
+	const uint64_t seeds[] = {0, 1, fs->sb.csum_seed, ~0ull};
+
+	srand(4096);
+	for (unsigned i = 0; i < 2 * BS + 64; i++)
+		buf[i] = (uint8_t)rand();
+	for (int pass = 0; pass < 3; pass++) {
+		mfs_csum_avx512 = pass == 0 && avx512;
+		mfs_csum_avx2 = pass <= 1 && avx2;
+		for (unsigned k = 0; k < 64; k += 7)
+			for (unsigned j = 0; j < sizeof(seeds) / sizeof(seeds[0]); j++)
+				ck_assert_msg(mfs_csum_hash4k(buf + k, seeds[j]) ==
+				                      XXH3_64bits_withSeed(buf + k, BS, seeds[j]),
+				              "offset %u seed %u avx512 %d avx2 %d", k, j,
+				              mfs_csum_avx512, mfs_csum_avx2);
+		blk = buf + 64 * pass;
+		{
+			struct mfs_meta_hdr *hdr = (struct mfs_meta_hdr *)blk;
+			uint64_t want;
+
+			hdr->magic = MFS_META_MAGIC;
+			hdr->type = MFS_T_DATA_CSUM;
+			hdr->blocknr = 1234;
+			mfs_block_seal(blk, fs->seed);
+			want = hdr->csum;
+			hdr->csum ^= 1;
+			mfs_csum_meta_seal(blk, fs->seed);
+			ck_assert_uint_eq(hdr->csum, want);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 0);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, 0, 1234), 0);
+			ck_assert_int_eq(
+			        mfs_csum_meta_verify(blk, fs->seed, MFS_T_BTREE_LEAF, 1234),
+			        -EUCLEAN);
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1235),
+			                 -EUCLEAN);
+			ck_assert_int_eq(
+			        mfs_csum_meta_verify(blk, fs->seed + 1, MFS_T_DATA_CSUM, 1234),
+			        -EUCLEAN);
+			blk[BS - 1] ^= 0x10; /* a flipped bit anywhere */
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+			ck_assert_int_eq(mfs_block_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+			blk[BS - 1] ^= 0x10;
+			ck_assert_int_eq(mfs_block_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234), 0);
+			hdr->magic ^= 1;
+			ck_assert_int_eq(mfs_csum_meta_verify(blk, fs->seed, MFS_T_DATA_CSUM, 1234),
+			                 -EUCLEAN);
+		}
+	}
+	mfs_csum_avx2 = avx2;
+	mfs_csum_avx512 = avx512;
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("csum");
@@ -319,9 +477,12 @@ int main(void)
 	tcase_add_test(tc, test_zeroed_run);
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
+	tcase_add_test(tc, test_edge_sectors);
+	tcase_add_test(tc, test_badranges_run);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(off, setup_off, fixture_teardown);
 	tcase_add_test(off, test_off);
+	tcase_add_test(off, test_meta_hash);
 	suite_add_tcase(s, off);
 	return fixture_run(s);
 }
