@@ -4,10 +4,11 @@
  * pmem_setup.c): the device is mapped with libpmem2 (a devdax character device,
  * or a regular file: an image) and every request is a copy to or from the
  * mapping, done synchronously on the submitting thread.  No syscalls on the
- * data path, with two exceptions on a page-cache mapping (an image file): a
- * load or store of 64 KiB or more is a pread(2) or pwrite(2) (pmem_load,
- * pmem_store), and the first store into a 64 KiB chunk populates it with one
- * madvise(2) (pmem_populate).
+ * data path, with these exceptions on a page-cache mapping (an image file):
+ * a store of a page or more is a pwrite(2) and a load of 64 KiB or more a
+ * pread(2) (pmem_store, pmem_load), and the first smaller store into a
+ * 64 KiB chunk, or the first direct access to it, populates it with one
+ * madvise(2) (pmem_populate, pmem_populate_read).
  *
  * Durability follows the mapping's store granularity (docs/design/engine.md §2.7):
  *  - byte / cache line (real pmem): writes use pmem2's memcpy with NODRAIN
@@ -161,21 +162,30 @@ int blk_pmem_flush_sync(struct blk_dev *dev)
 }
 
 /*
- * A large store into a page-cache mapping goes through pwrite(2) instead of
- * the mapping: the kernel copies straight into the page cache, where a store
- * through a fresh mapping (every mount) takes a write fault per 4 KiB page,
- * and on tmpfs each new page is zeroed before it is overwritten.  The same
- * pages either way, so the mapping stays coherent; pmem_fd_io sets fd_dirty,
- * so the next FLUSH fdatasyncs them (and no msync of the range is needed).
- * One syscall per 64 KiB or more is noise beside the copy.
+ * A store of a page or more into a page-cache mapping (an image file) goes
+ * through pwrite(2) instead of the mapping: the kernel copies straight into
+ * the page cache, through its own linear mapping.  A store through the
+ * process's mapping touches a page of it per 4 KiB: a write fault on a fresh
+ * mapping (every mount; on tmpfs each new page is also zeroed first), and a
+ * TLB miss on every random 4 KiB store after that, which under this
+ * machine's shadow-paged VM cost the daemon a quarter of its CPU time per
+ * 4 KiB overwrite in the copy alone (docs/design/engine.md §2.7), more than
+ * the syscall.  The same pages either way, so the mapping stays coherent;
+ * pmem_fd_io sets fd_dirty, so the next FLUSH fdatasyncs them (and no msync
+ * of the range is needed).  Smaller stores (sector-sized pieces) stay in the
+ * mapping.  A load is a pread(2) from PMEM_FD_IO_MIN on (pmem_load); a
+ * smaller one, and the filesystem's zero-copy reads, use the mapping, whose
+ * chunks a direct access populates readable first (pmem_populate_read).
  */
-#define PMEM_FD_IO_MIN (64u * 1024)
+#define PMEM_FD_STORE_MIN 4096u
+#define PMEM_FD_IO_MIN    (64u * 1024)
 
 static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
                       uint64_t *failed_at);
 
 /*
- * The first store into a 64 KiB chunk of an image's mapping populates the
+ * The first store (of less than a page: PMEM_FD_STORE_MIN) into a 64 KiB
+ * chunk of an image's mapping populates the
  * chunk's page tables writable (madvise MADV_POPULATE_WRITE: on tmpfs the
  * pages are allocated, on a disk file their blocks reserved), so that the
  * stores into its 16 pages take one syscall instead of a page fault each (a
@@ -203,6 +213,33 @@ static __attribute__((noinline)) void pmem_populate(struct pmem_dev *pd, uint64_
 	}
 }
 
+/*
+ * The first direct access to a 64 KiB chunk of an image's mapping populates
+ * it readable (madvise MADV_POPULATE_READ), so that the kernel's copy of a
+ * zero-copy read reply out of the mapping takes no read fault per page: one
+ * syscall per chunk instead (stores of a page or more go through pwrite and
+ * no longer populate the chunks they write).  Readable only, so the pages of
+ * a disk file are not dirtied.  As pmem_populate: a failure (a page
+ * protected for poison) marks the chunk all the same.
+ */
+void pmem_populate_read(struct pmem_dev *pd, uint64_t pos, size_t len)
+{
+	uint64_t c = pos >> PMEM_CHUNK_SHIFT, last = (pos + len - 1) >> PMEM_CHUNK_SHIFT;
+
+	for (; c <= last; c++) {
+		_Atomic uint64_t *w = &pd->rpopulated[c >> 6];
+		uint64_t bit = 1ull << (c & 63), off = c << PMEM_CHUNK_SHIFT;
+		size_t n = (size_t)1 << PMEM_CHUNK_SHIFT;
+
+		if (atomic_load_explicit(w, memory_order_relaxed) & bit)
+			continue;
+		if (off + n > pd->map_size)
+			n = pd->map_size - off;
+		(void)madvise(pd->addr + off, n, MADV_POPULATE_READ);
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	}
+}
+
 static inline void pmem_prepare_store(struct pmem_dev *pd, uint64_t off, size_t len)
 {
 	uint64_t c = off >> PMEM_CHUNK_SHIFT, last = (off + len - 1) >> PMEM_CHUNK_SHIFT;
@@ -223,7 +260,7 @@ static inline int pmem_store(struct pmem_dev *pd, uint64_t off, const void *src,
 	uint64_t failed_at;
 
 	if (pd->page_gran) {
-		if (len >= PMEM_FD_IO_MIN && !pd->devdax)
+		if (len >= PMEM_FD_STORE_MIN && !pd->devdax)
 			return pmem_fd_io(pd, off, (void *)src, len, true, &failed_at);
 		pmem_prepare_store(pd, off, len);
 		memcpy(pd->addr + off, src, len);

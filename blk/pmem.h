@@ -53,10 +53,19 @@ struct pmem_dev {
 	/*
 	 * An image file (page granularity, not devdax, writable): 64 KiB chunks of
 	 * the mapping populated writable by madvise(MADV_POPULATE_WRITE) at the
-	 * first store into them (pmem_populate), so that a store takes no page
+	 * first store of less than a page into them (larger ones are pwrite(2)s:
+	 * PMEM_FD_STORE_MIN) (pmem_populate), so that a store takes no page
 	 * fault per page.  NULL when not used (or the kernel lacks it).
 	 */
 	_Atomic uint64_t *populated;
+	/*
+	 * An image file (page granularity, not devdax): 64 KiB chunks populated
+	 * readable by madvise(MADV_POPULATE_READ) at the first direct access
+	 * (blk_direct_access, the filesystem's zero-copy reads), so that the
+	 * kernel's copy out of the mapping faults in no page (pmem_populate_read).
+	 * NULL when not used.
+	 */
+	_Atomic uint64_t *rpopulated;
 
 	/* emulation: bit per page, set while the page is PROT_NONE because of poison */
 	pthread_mutex_t emul_lock; /* serialises protection changes and fault classification */
@@ -98,5 +107,7 @@ struct blk_request *blk_pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_req
 int blk_pmem_read_sync(struct blk_dev *dev, uint64_t pos, void *buf, size_t len, uint64_t *bad);
 int blk_pmem_write_sync(struct blk_dev *dev, uint64_t pos, const void *buf, size_t len);
 int blk_pmem_flush_sync(struct blk_dev *dev);
+/* Populate the chunks of [@pos, @pos + @len) for reading, once each (pmem.c). */
+void pmem_populate_read(struct pmem_dev *pd, uint64_t pos, size_t len);
 
 #endif /* MENDFS_BLK_PMEM_H */

@@ -177,6 +177,8 @@ static void *pmem_direct_access(struct blk_dev *dev, uint64_t pos, size_t len)
 			return NULL;
 	}
 #endif
+	if (pd->rpopulated && len)
+		pmem_populate_read(pd, pos, len);
 	return pd->addr + pos;
 }
 
@@ -197,6 +199,7 @@ static void pmem_free(struct pmem_dev *pd)
 		close(pd->fd);
 	free(pd->dirty);
 	free(pd->populated);
+	free(pd->rpopulated);
 	free(pd->prot);
 	pthread_mutex_destroy(&pd->emul_lock);
 	free(pd);
@@ -457,6 +460,8 @@ static int pmem_open(struct blk_dev *dev, const struct blk_dev_config *cfg, char
 		/* same unit as the dirty bitmap; no memory given up if it fails */
 		if (!pd->devdax && !pd->ro)
 			pd->populated = calloc((chunks + 63) / 64, sizeof(*pd->populated));
+		if (!pd->devdax)
+			pd->rpopulated = calloc((chunks + 63) / 64, sizeof(*pd->rpopulated));
 		pd->nr_dirty_words = ((((pd->map_size - 1) >> PMEM_CHUNK_SHIFT) + 1) + 63) / 64;
 	}
 	pd->nr_pages = ((pd->map_size - 1) >> pd->page_shift) + 1;

@@ -30,6 +30,7 @@
 #     --runtime S      seconds per fio job (default 5)
 #     --file-size SIZE the fio file (default 512M)
 #     --busy           a CPU-bound process (a shell loop) beside the whole run
+#     --only LIST      comma-separated subset of mendfs,mendfs_uring,passthrough_ll
 #
 # Workloads (fio --ioengine=psync --direct=0 --bs=4k, one job, as
 # tests/bench/fs-figures.sh: one pass over the file or --runtime seconds):
@@ -44,6 +45,7 @@ ROUNDS=3
 RUNTIME=5
 FSIZE=512M
 BUSY=0
+ONLY=mendfs,mendfs_uring,passthrough_ll
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$(cd "$2" && pwd); shift 2 ;;
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
 	--runtime) RUNTIME=$2; shift 2 ;;
 	--file-size) FSIZE=$2; shift 2 ;;
 	--busy) BUSY=1; shift ;;
+	--only) ONLY=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
@@ -80,7 +83,13 @@ gcc -O2 -o "$WORK/passthrough_ll" "$WORK/passthrough_ll.c" $(pkg-config --cflags
 	fail "building passthrough_ll"
 
 TICK=$(getconf CLK_TCK)
-SUBJECTS=(mendfs mendfs_uring passthrough_ll)
+IFS=, read -ra SUBJECTS <<<"$ONLY"
+for s in "${SUBJECTS[@]}"; do
+	case $s in
+	mendfs | mendfs_uring | passthrough_ll) ;;
+	*) fail "--only: unknown subject $s" ;;
+	esac
+done
 WORKLOADS=(overwrite1 freshwrite1 randread1)
 declare -A V=() # V[subject,workload,figure]: the rounds' values
 

@@ -299,7 +299,14 @@ START_TEST(test_real_fault_in_slow_path)
 }
 END_TEST
 
-/* A store into a page made read-only behind the engine's back: recorded, then healed. */
+/*
+ * A store into a page made read-only behind the engine's back.  A store of a
+ * page goes through pwrite(2) on an image (the mapping is not touched): it
+ * succeeds and records nothing.  A smaller store goes through the mapping,
+ * faults, and the page's sectors are recorded as poison but the ones it
+ * wrote (the slow path redoes it through the descriptor); a whole-page store
+ * then heals the rest.
+ */
 START_TEST(test_real_fault_write)
 {
 	unsigned char data[PAGE], back[PAGE];
@@ -309,12 +316,27 @@ START_TEST(test_real_fault_write)
 
 	fix_setup(&f, NULL);
 	base = mapping(&f);
-	ck_assert_int_eq(mprotect(base + 6 * PAGE, PAGE, PROT_READ), 0);
+	ck_assert_int_eq(mprotect(base + 5 * PAGE, 2 * PAGE, PROT_READ), 0);
 	memset(data, 0x24, sizeof(data));
-	/* covers the whole page: the recorded poison is cleared by this very write */
-	ck_assert_int_eq(blk_write(f.dev, 48, data, PAGE, 0), 0);
+	/* a page: through the descriptor, no fault */
+	ck_assert_int_eq(blk_write(f.dev, 40, data, PAGE, 0), 0);
+	get_stats(&f, &st);
+	ck_assert_uint_eq(st.faults, 0);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 0);
+	ck_assert_int_eq(blk_read(f.dev, 40, back, PAGE, 0), 0);
+	ck_assert(all_bytes(back, PAGE, 0x24));
+	/* a sector: through the mapping, which faults */
+	ck_assert_int_eq(blk_write(f.dev, 48, data, SECT, 0), 0);
 	get_stats(&f, &st);
 	ck_assert_uint_ge(st.faults, 1);
+	ck_assert_uint_eq(blk_poison_count(f.dev), 1); /* one range: sectors 49-55 */
+	ck_assert_int_eq(blk_read(f.dev, 48, back, SECT, 0), 0);
+	ck_assert(all_bytes(back, SECT, 0x24));
+	ck_assert_int_eq(blk_read(f.dev, 49, back, SECT, 0), -EIO);
+	ck_assert_int_eq(blk_read(f.dev, 55, back, SECT, 0), -EIO);
+	/* the whole page: the recorded poison is cleared by this very write */
+	ck_assert_int_eq(blk_write(f.dev, 48, data, PAGE, 0), 0);
+	get_stats(&f, &st);
 	ck_assert_uint_eq(st.poison_cleared, 8);
 	ck_assert_uint_eq(blk_poison_count(f.dev), 0);
 	ck_assert_int_eq(blk_read(f.dev, 48, back, PAGE, 0), 0);
@@ -417,16 +439,18 @@ static int in_child(void (*fn)(void *), void *arg)
 }
 
 /*
- * A sparse image on a full filesystem: a store through the mapping into a
- * hole faults with SIGBUS (not poison) and the slow path's pwrite reports
- * ENOSPC; a large store (64 KiB and more, written with pwrite on a page-cache
- * mapping) reports ENOSPC directly.  Runs in a child with its own mount
- * namespace holding a 256 KiB tmpfs.  Exit codes name the check that failed.
+ * A sparse image on a full filesystem: a store through the mapping (less than
+ * a page) into a hole faults with SIGBUS (not poison) and the slow path's
+ * pwrite reports ENOSPC; a store of a page or more (written with pwrite on a
+ * page-cache mapping) reports ENOSPC directly.  Runs in a child with its own
+ * mount namespace holding a 256 KiB tmpfs, which the 64 KiB chunks the
+ * mapping's stores populate fill after a few.  Exit codes name the check that
+ * failed.
  */
 static void nospc_child(void *arg)
 {
 	const char *dir = arg;
-	static unsigned char buf[32 * 1024], back[32 * 1024], big[64 * 1024];
+	static unsigned char buf[2 * 1024], back[2 * 1024], big[64 * 1024];
 	struct blk_dev_config cfg = {0};
 	struct blk_dev *dev;
 	struct blk_stats st;

@@ -61,6 +61,15 @@ int msync(void *addr, size_t len, int flags)
 	return (int)syscall(SYS_msync, addr, len, flags);
 }
 
+/* fdatasync interposed the same way: the backend's FLUSH of what it pwrite()s. */
+static _Atomic unsigned nr_fdatasyncs;
+
+int fdatasync(int fd)
+{
+	atomic_fetch_add(&nr_fdatasyncs, 1);
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
 /* Is [lo, hi) covered by the msync calls numbered from @first on? */
 static bool synced(uintptr_t lo, uintptr_t hi, unsigned first)
 {
@@ -377,14 +386,18 @@ START_TEST(test_write_zeroes)
 }
 END_TEST
 
-/* A page-granular image: writes make no msync; FLUSH syncs every written byte; FUA its own. */
+/*
+ * A page-granular image: writes make no msync; FLUSH syncs every written byte
+ * (an msync of what went through the mapping, stores of less than a page; an
+ * fdatasync for what went through pwrite, a page or more); FUA its own.
+ */
 START_TEST(test_flush_persists)
 {
 	static unsigned char src[3 << 20], back[3 << 20];
 	struct blk_dev_info info;
 	struct blk_dev *dev;
 	uintptr_t base;
-	unsigned before, i;
+	unsigned before, fsyncs, i;
 	char img[128];
 	int fd;
 
@@ -399,26 +412,37 @@ START_TEST(test_flush_persists)
 	fill_random(src, sizeof(src));
 
 	before = syncs_so_far();
-	for (i = 0; i < 96; i++) /* scattered 32 KiB pieces, some straddling 64 KiB chunks */
-		ck_assert_int_eq(blk_write(dev, ((i * 37) % 96) * 64 + 8,
-		                           src + ((i * 37) % 96) * 32768, 32768, 0),
-		                 0);
+	fsyncs = atomic_load(&nr_fdatasyncs);
+	/*
+	 * Scattered pieces: even ones 32 KiB (pwrite), odd ones 2 KiB (through
+	 * the mapping), some straddling 64 KiB chunks.
+	 */
+	for (i = 0; i < 96; i++) {
+		unsigned k = (i * 37) % 96;
+
+		ck_assert_int_eq(
+		        blk_write(dev, k * 64 + 8, src + k * 32768, k % 2 ? 2048 : 32768, 0), 0);
+	}
 	/* and a tiny unaligned one past the pieces (they end at 3 MiB + 4 KiB) */
 	ck_assert_int_eq(bio_io(dev, BLK_OP_WRITE, 3 * 1024 * 1024 + 8192 + 5, src, 77, 0), 0);
-	ck_assert_uint_eq(syncs_so_far(), before); /* no msync on the write path */
+	ck_assert_uint_eq(syncs_so_far(), before);              /* no msync on the write path */
+	ck_assert_uint_eq(atomic_load(&nr_fdatasyncs), fsyncs); /* nor fdatasync */
 
 	ck_assert_int_eq(blk_flush(dev), 0);
 	ck_assert_uint_gt(syncs_so_far(), before);
-	for (i = 0; i < 96; i++) {
+	ck_assert_uint_eq(atomic_load(&nr_fdatasyncs), fsyncs + 1); /* the pwrite()s */
+	for (i = 1; i < 96; i += 2) {
 		uintptr_t lo = base + (uintptr_t)i * 32768 + 8 * 512;
 
-		ck_assert_msg(synced(lo, lo + 32768, before), "piece %u not synced", i);
+		ck_assert_msg(synced(lo, lo + 2048, before), "piece %u not synced", i);
 	}
 	ck_assert(synced(base + 3 * 1024 * 1024 + 8197, base + 3 * 1024 * 1024 + 8274, before));
 	/* nothing dirty any more: a second FLUSH syncs nothing */
 	before = syncs_so_far();
+	fsyncs = atomic_load(&nr_fdatasyncs);
 	ck_assert_int_eq(blk_flush(dev), 0);
 	ck_assert_uint_eq(syncs_so_far(), before);
+	ck_assert_uint_eq(atomic_load(&nr_fdatasyncs), fsyncs);
 
 	/* FUA: synced before the bio completes, just its range */
 	ck_assert_int_eq(bio_io(dev, BLK_OP_WRITE, 2 * 1024 * 1024 + 100, src, 5000, BLK_BIO_FUA),
@@ -431,11 +455,12 @@ START_TEST(test_flush_persists)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, back, sizeof(back), 8 * 512), (ssize_t)sizeof(back));
 	for (i = 0; i < 96; i++) {
-		size_t o = (size_t)i * 32768, lo = o + 8 * 512, hi = lo + 32768;
+		size_t n = i % 2 ? 2048 : 32768;
+		size_t o = (size_t)i * 32768, lo = o + 8 * 512, hi = lo + n;
 
 		if (hi > 2 * 1024 * 1024 + 100 && lo < 2 * 1024 * 1024 + 5100)
 			continue; /* overwritten by the FUA write */
-		ck_assert_msg(memcmp(back + o, src + o, 32768) == 0, "piece %u", i);
+		ck_assert_msg(memcmp(back + o, src + o, n) == 0, "piece %u", i);
 	}
 	ck_assert_int_eq(pread(fd, back, 5000, 2 * 1024 * 1024 + 100), 5000);
 	ck_assert(memcmp(back, src, 5000) == 0);
