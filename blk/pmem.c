@@ -175,7 +175,8 @@ int blk_pmem_flush_sync(struct blk_dev *dev)
  * of the range is needed).  Smaller stores (sector-sized pieces) stay in the
  * mapping.  A load is a pread(2) from PMEM_FD_IO_MIN on (pmem_load); a
  * smaller one, and the filesystem's zero-copy reads, use the mapping, whose
- * chunks a direct access populates readable first (pmem_populate_read).
+ * chunks they populate readable first (pmem_populate_read): stores no longer
+ * do it for them.
  */
 #define PMEM_FD_STORE_MIN 4096u
 #define PMEM_FD_IO_MIN    (64u * 1024)
@@ -290,6 +291,11 @@ static inline void pmem_load(struct pmem_dev *pd, void *dst, uint64_t off, size_
 	if (pd->page_gran && !pd->devdax && len >= PMEM_FD_IO_MIN &&
 	    !pmem_fd_io(pd, off, dst, len, false, &failed_at))
 		return;
+	if (pd->rpopulated && len &&
+	    !(atomic_load_explicit(&pd->rpopulated[off >> PMEM_CHUNK_SHIFT >> 6],
+	                           memory_order_relaxed) &
+	      (1ull << ((off >> PMEM_CHUNK_SHIFT) & 63))))
+		pmem_populate_read(pd, off, len);
 	memcpy(dst, pd->addr + off, len);
 }
 

@@ -61,8 +61,9 @@ struct pmem_dev {
 	/*
 	 * An image file (page granularity, not devdax): 64 KiB chunks populated
 	 * readable by madvise(MADV_POPULATE_READ) at the first direct access
-	 * (blk_direct_access, the filesystem's zero-copy reads), so that the
-	 * kernel's copy out of the mapping faults in no page (pmem_populate_read).
+	 * (blk_direct_access, the filesystem's zero-copy reads) or load through
+	 * the mapping (pmem_load), so that no copy out of the mapping faults in
+	 * a page (pmem_populate_read).
 	 * NULL when not used.
 	 */
 	_Atomic uint64_t *rpopulated;
