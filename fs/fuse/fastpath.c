@@ -5,10 +5,10 @@
  * transport, without libfuse.  libfuse's request processing costs a 4 KiB
  * write about as much as mendfs's own work on it: a calloc'd request and its
  * mutex, the session's request list under a lock, the reply composed in a
- * second allocation; ~900 of a write's ~2 800 user-space instructions
- * (docs/benchmarks/data-path.md).  These two requests need none of it: no
- * interrupt callback, no credentials, no reply data but the count or the
- * bytes.
+ * second allocation, the loop's mutexes: ~1 000 of a 4 KiB overwrite's
+ * ~2 750 user-space instructions (docs/benchmarks/data-path.md).  These two
+ * requests need none of it: no interrupt callback, no credentials, no reply
+ * data but the count or the bytes.
  *
  * The calls are those of ops_file.c's mfsd_write and mfsd_read, on the inode
  * the file handle pins.  What the fast path leaves to libfuse: a WRITE with
