@@ -84,7 +84,7 @@ static bool fast_write(struct mfsd *d, const struct fuse_in_header *in,
 		return false;
 	if (w->write_flags & FUSE_WRITE_KILL_SUIDGID)
 		return false;
-	n = mfs_write_ip(d->fs, ((struct mfsd_file *)(uintptr_t)w->fh)->ip, w + 1, w->size,
+	n = mfs_write_ip(d->fs, mfsd_file_ip((struct mfsd_file *)(uintptr_t)w->fh), w + 1, w->size,
 	                 (off_t)w->offset, 0);
 	if (n < 0) {
 		send_error(&r, (int)-n);
@@ -110,7 +110,7 @@ static bool fast_read(struct mfsd *d, const struct fuse_in_header *in,
 		return false;
 	if (rd->size >= MFSD_AREA_READ_MIN && mfsd_transport_reply_area(rd->size))
 		return false; /* made in the ring entry (mfsd_read) */
-	ip = ((struct mfsd_file *)(uintptr_t)rd->fh)->ip;
+	ip = mfsd_file_ip((struct mfsd_file *)(uintptr_t)rd->fh);
 	mfsd_accessed(d->fs, ip, (int)rd->flags);
 	ret = mfsd_read_data(d->fs, ip, rd->size, (off_t)rd->offset, send_data, &r);
 	if (ret)

@@ -157,6 +157,7 @@ int mfsd_file_open(struct mfsd *d, uint64_t ino, struct fuse_file_info *fi)
 	f->next->prev = f;
 	nt->files.next = f;
 	pthread_mutex_unlock(&nt->lock);
+	atomic_store_explicit(&f->uses, 0, memory_order_release); /* mfsd_file_ip */
 	fi->fh = (uint64_t)(uintptr_t)f;
 	return 0;
 }
@@ -171,6 +172,7 @@ void mfsd_file_close(struct mfsd *d, struct fuse_file_info *fi)
 	f->prev->next = f->next;
 	f->next->prev = f->prev;
 	pthread_mutex_unlock(&d->nodes.lock);
+	(void)atomic_load_explicit(&f->uses, memory_order_acquire); /* mfsd_file_ip */
 	mfs_iput(d->fs, f->ip);
 	free(f);
 }

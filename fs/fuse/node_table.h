@@ -22,6 +22,8 @@
 #define MENDFS_NODE_TABLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define MFSD_NODE_BUCKETS 4096u
@@ -44,7 +46,28 @@ struct mfsd_file {
 	struct mfs_ino *ip; /* a core reference of its own */
 	int flags;          /* open(2) flags: the recovery ioctls check O_ACCMODE */
 	struct mfsd_file *prev, *next;
+	_Atomic unsigned long uses; /* fast-path requests: the handoffs below */
 };
+
+/*
+ * The inode of a handle, for the fast path (the fh of a WRITE or READ,
+ * fastpath.c), which touches the handle nowhere else.  The kernel orders an
+ * OPEN's reply before any request carrying its handle, and every such
+ * request's reply before the RELEASE, but neither the C memory model nor
+ * ThreadSanitizer sees the kernel: mfsd_file_open publishes the handle with
+ * a release store of uses, this loads it with acquire before reading the
+ * handle and increments it with release after (one locked add), and
+ * mfsd_file_close loads it with acquire before freeing the handle.
+ */
+static inline struct mfs_ino *mfsd_file_ip(struct mfsd_file *f)
+{
+	struct mfs_ino *ip;
+
+	(void)atomic_load_explicit(&f->uses, memory_order_acquire);
+	ip = f->ip;
+	(void)atomic_fetch_add_explicit(&f->uses, 1, memory_order_release);
+	return ip;
+}
 
 /* lock is a leaf: no core call under it */
 struct mfsd_nodes {
