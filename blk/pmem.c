@@ -197,10 +197,11 @@ static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, 
  * (a page protected for poison, a full tmpfs) marks the chunk all the same:
  * its stores then fault page by page as without this.  Returns nothing.
  */
-static __attribute__((noinline)) void pmem_populate(struct pmem_dev *pd, uint64_t c, uint64_t last)
+static __attribute__((noinline)) void pmem_populate(struct pmem_dev *pd, _Atomic uint64_t *bits,
+                                                    uint64_t c, uint64_t last, int advice)
 {
 	for (; c <= last; c++) {
-		_Atomic uint64_t *w = &pd->populated[c >> 6];
+		_Atomic uint64_t *w = &bits[c >> 6];
 		uint64_t bit = 1ull << (c & 63), off = c << PMEM_CHUNK_SHIFT;
 		size_t len = (size_t)1 << PMEM_CHUNK_SHIFT;
 
@@ -209,46 +210,40 @@ static __attribute__((noinline)) void pmem_populate(struct pmem_dev *pd, uint64_
 		if (off + len > pd->map_size)
 			len = pd->map_size - off; /* madvise rounds up to the page */
 		/* before Linux 5.14, EINVAL: one failed call per chunk, then faults */
-		(void)madvise(pd->addr + off, len, MADV_POPULATE_WRITE);
+		(void)madvise(pd->addr + off, len, advice);
 		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
 	}
 }
 
+/* The fast path's check: populate [@off, @off + @len) unless its one chunk is done. */
+static inline void pmem_prepare(struct pmem_dev *pd, _Atomic uint64_t *bits, uint64_t off,
+                                size_t len, int advice)
+{
+	uint64_t c = off >> PMEM_CHUNK_SHIFT, last = (off + len - 1) >> PMEM_CHUNK_SHIFT;
+
+	if (bits && len &&
+	    (c != last ||
+	     !(atomic_load_explicit(&bits[c >> 6], memory_order_relaxed) & (1ull << (c & 63)))))
+		pmem_populate(pd, bits, c, last, advice);
+}
+
 /*
- * The first direct access to a 64 KiB chunk of an image's mapping populates
- * it readable (madvise MADV_POPULATE_READ), so that the kernel's copy of a
- * zero-copy read reply out of the mapping takes no read fault per page: one
- * syscall per chunk instead (stores of a page or more go through pwrite and
- * no longer populate the chunks they write).  Readable only, so the pages of
- * a disk file are not dirtied.  As pmem_populate: a failure (a page
- * protected for poison) marks the chunk all the same.
+ * The first direct access to a 64 KiB chunk of an image's mapping, or load
+ * of less than PMEM_FD_IO_MIN from it, populates it readable (madvise
+ * MADV_POPULATE_READ, the same way as pmem_populate), so that the copy out
+ * of the mapping (the kernel's, of a zero-copy read reply; or the engine's)
+ * takes no read fault per page: one syscall per chunk instead (stores of a
+ * page or more go through pwrite and no longer populate the chunks they
+ * write).  Readable only, so the pages of a disk file are not dirtied.
  */
 void pmem_populate_read(struct pmem_dev *pd, uint64_t pos, size_t len)
 {
-	uint64_t c = pos >> PMEM_CHUNK_SHIFT, last = (pos + len - 1) >> PMEM_CHUNK_SHIFT;
-
-	for (; c <= last; c++) {
-		_Atomic uint64_t *w = &pd->rpopulated[c >> 6];
-		uint64_t bit = 1ull << (c & 63), off = c << PMEM_CHUNK_SHIFT;
-		size_t n = (size_t)1 << PMEM_CHUNK_SHIFT;
-
-		if (atomic_load_explicit(w, memory_order_relaxed) & bit)
-			continue;
-		if (off + n > pd->map_size)
-			n = pd->map_size - off;
-		(void)madvise(pd->addr + off, n, MADV_POPULATE_READ);
-		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
-	}
+	pmem_prepare(pd, pd->rpopulated, pos, len, MADV_POPULATE_READ);
 }
 
 static inline void pmem_prepare_store(struct pmem_dev *pd, uint64_t off, size_t len)
 {
-	uint64_t c = off >> PMEM_CHUNK_SHIFT, last = (off + len - 1) >> PMEM_CHUNK_SHIFT;
-
-	if (pd->populated && len &&
-	    (c != last || !(atomic_load_explicit(&pd->populated[c >> 6], memory_order_relaxed) &
-	                    (1ull << (c & 63)))))
-		pmem_populate(pd, c, last);
+	pmem_prepare(pd, pd->populated, off, len, MADV_POPULATE_WRITE);
 }
 
 /*
@@ -291,11 +286,7 @@ static inline void pmem_load(struct pmem_dev *pd, void *dst, uint64_t off, size_
 	if (pd->page_gran && !pd->devdax && len >= PMEM_FD_IO_MIN &&
 	    !pmem_fd_io(pd, off, dst, len, false, &failed_at))
 		return;
-	if (pd->rpopulated && len &&
-	    !(atomic_load_explicit(&pd->rpopulated[off >> PMEM_CHUNK_SHIFT >> 6],
-	                           memory_order_relaxed) &
-	      (1ull << ((off >> PMEM_CHUNK_SHIFT) & 63))))
-		pmem_populate_read(pd, off, len);
+	pmem_prepare(pd, pd->rpopulated, off, len, MADV_POPULATE_READ);
 	memcpy(dst, pd->addr + off, len);
 }
 

@@ -177,8 +177,7 @@ static void *pmem_direct_access(struct blk_dev *dev, uint64_t pos, size_t len)
 			return NULL;
 	}
 #endif
-	if (pd->rpopulated && len)
-		pmem_populate_read(pd, pos, len);
+	pmem_populate_read(pd, pos, len);
 	return pd->addr + pos;
 }
 
