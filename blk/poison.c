@@ -6,7 +6,9 @@
  * found by a read, the notifier told of every new poison (the filesystem's
  * damage events), the public blk_poison_* calls and blk_direct_access(),
  * which refuses poisoned ranges, and blk_dev_refresh_badblocks() (the
- * device's badblocks sources read again, bbsource.c, for a scrub's start).
+ * device's badblocks sources read again, bbsource.c, for a scrub's start);
+ * blk_direct_load() runs the caller's loads from such a range under the fault
+ * guard (guard.c).
  * Calls badblocks.c and bbsource.c; the backend only through dev->ops.
  */
 #include <errno.h>
@@ -184,6 +186,25 @@ int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr
 #endif
 	*addr = dev->ops->direct_access(dev, pos, len);
 	return *addr ? 0 : -EOPNOTSUPP;
+}
+
+int blk_direct_load(struct blk_dev *dev, const void *addr, size_t len, blk_direct_load_fn *fn,
+                    void *arg)
+{
+	(void)dev;
+#if BLK_POISON_CHECKS
+	struct blk_guard g;
+	int ret;
+
+	if (BLK_GUARD_FAULTED(&g))
+		return -EFAULT; /* the handler disarmed the guard */
+	blk_guard_arm(&g, addr, len);
+	ret = fn(addr, len, arg);
+	blk_guard_disarm(&g);
+	return ret;
+#else
+	return fn(addr, len, arg);
+#endif
 }
 
 /* Sectors of [sector, sector + nr) the table @bb holds. */

@@ -318,6 +318,44 @@ static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_
 	return 0;
 }
 
+struct mapped_hash {
+	struct mfs *fs;
+	uint32_t *h;
+};
+
+static int mapped_hash(const void *addr, size_t len, void *arg)
+{
+	struct mapped_hash *a = arg;
+
+	hash_sectors(a->fs, addr, len / SS, a->h);
+	return 0;
+}
+
+int mfs_csum_check_mapped(struct mfs *fs, uint64_t pblk, const void *addr, uint64_t nblk)
+{
+	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
+	struct mapped_hash a = {fs, h};
+	const uint8_t *data = addr;
+
+	while (nblk) {
+		uint64_t n;
+		/* the table first: a table block read goes through the engine, outside the guard */
+		int ret = table_entries(fs, pblk, nblk, v, &n);
+
+		if (ret)
+			return ret;
+		ret = blk_direct_load(fs->dev, data, n * MFS_BLOCK_SIZE, mapped_hash, &a);
+		if (ret)
+			return ret;
+		if (differ(h, v, n * SPB))
+			return 1;
+		pblk += n;
+		data += n * MFS_BLOCK_SIZE;
+		nblk -= n;
+	}
+	return 0;
+}
+
 /*
  * The transaction to store checksums in outside the write path: the running
  * one if this thread holds a handle (it cannot commit meanwhile), else a

@@ -102,6 +102,17 @@ ssize_t mfs_csum_read_blocks(struct mfs *fs, struct mfs_ino *ip, void *buf, size
                              uint64_t off, unsigned bio_flags, struct blk_recovery *rec);
 
 /*
+ * The zero-copy read's check (read.c): do the @nblk whole blocks from
+ * @pblk, which the device mapping holds at @addr (from blk_direct_access),
+ * all match the table?  Hashed where they lie, under the engine's fault
+ * guard (blk_direct_load).  0 yes; 1 no; -EFAULT a load faulted; other
+ * -errno when the table cannot be read.  Posts no event and records
+ * nothing: the caller reads such a range through the engine
+ * (mfs_csum_read_blocks), which reports what it finds.
+ */
+int mfs_csum_check_mapped(struct mfs *fs, uint64_t pblk, const void *addr, uint64_t nblk);
+
+/*
  * Damaged sectors of data zone block @pblk, as a bitmask: poisoned (the
  * engine's table) or failing their checksum (the block is read, poisoned
  * sectors zero-filled).  Returns >= 0 or -errno.

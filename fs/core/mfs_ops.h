@@ -254,9 +254,10 @@ ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
  * while @emit runs, so no block of the range is freed, reused or rewritten
  * before @emit returns; @emit must not keep the addresses.  Returns @emit's
  * result or -errno: -EOPNOTSUPP when direct reads are off (fs->direct_reads),
- * a page of the range is protected because of poison beside it, or the range
- * needs more than MFS_DIRECT_IOV_MAX pieces (the caller then uses mfs_read);
- * -EIO when the range holds poison.
+ * a page of the range is protected because of poison beside it, the range
+ * needs more than MFS_DIRECT_IOV_MAX pieces, or (data_csum) a block of the
+ * range is not as its checksums say or holds poison (the caller then uses
+ * mfs_read, which reports it); -EIO when the range holds poison.
  */
 struct iovec;
 #define MFS_DIRECT_IOV_MAX 512

@@ -174,11 +174,9 @@ int mfs_mount(const char *device, const struct mfs_mount_opts *opts, struct mfs 
 		blk_dev_get_info(fs->dev, &info);
 		fs->direct_reads = info.direct_access && info.direct_page_cache;
 		fs->data_csum = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_DATA_CSUM;
-		/* data handed out by address would bypass the checksum check */
-		if (fs->data_csum) {
-			fs->direct_reads = false;
+		/* direct reads check the checksums in the mapping first (read.c) */
+		if (fs->data_csum)
 			mfs_csum_init(fs);
-		}
 	}
 
 	/* a read-only mount never writes: it refuses a journal that needs replaying */

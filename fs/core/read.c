@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The read path: mfs_read (bios into the caller's buffer), mfs_read_direct
- * (iovecs into the device mapping) and mfs_file_read_blocks, which the
- * recovery read shares.  Calls the inode cache, the block map (mfs_bmap)
- * and the block engine (fio.h).
+ * (iovecs into the device mapping; with data_csum only once the checksums
+ * have matched there, csum.c) and mfs_file_read_blocks, which the recovery
+ * read shares.  Calls the inode cache, the block map (mfs_bmap), csum.c and
+ * the block engine (fio.h).
  *
  * Holes and unwritten extents read as zeros.  Locking: ip->lock shared, for
  * the whole read: no block of the range is freed or reused meanwhile.
@@ -161,6 +162,27 @@ static int direct_add(struct iovec *iov, int *cnt, const void *base, size_t len)
 	return 0;
 }
 
+/*
+ * data_csum: the address of file bytes [pos, pos + n), in blocks from @pblk
+ * on, once every sector of those whole blocks has matched its checksum where
+ * it lies in the mapping.  Anything short of that (poison, a mismatch, a
+ * fault, a table that cannot be read) is -EOPNOTSUPP: the copying read
+ * (mfs_csum_read_blocks) then reads, reports and fails exactly as it should.
+ * The caller holds ip->lock shared, and every data_csum writer holds it
+ * exclusive: what was checked is what the reply copies.
+ */
+static int direct_checked(struct mfs *fs, uint64_t pblk, uint64_t pos, uint64_t n, void **addr)
+{
+	uint64_t skip = pos % BS, nblk = (skip + n + BS - 1) / BS;
+	void *base;
+
+	if (blk_direct_access(fs->dev, pblk * BS, nblk * BS, &base, NULL) ||
+	    mfs_csum_check_mapped(fs, pblk, base, nblk))
+		return -EOPNOTSUPP;
+	*addr = (uint8_t *)base + skip;
+	return 0;
+}
+
 int mfs_read_direct_ip(struct mfs *fs, struct mfs_ino *ip, size_t len, off_t off,
                        mfs_direct_emit_fn *emit, void *arg)
 {
@@ -191,6 +213,10 @@ int mfs_read_direct_ip(struct mfs *fs, struct mfs_ino *ip, size_t len, off_t off
 			n = end - pos;
 		if (!pblk || unwritten) {
 			ret = direct_add(iov, &cnt, direct_zeros, (size_t)n);
+		} else if (fs->data_csum) {
+			ret = direct_checked(fs, pblk, pos, n, &addr);
+			if (!ret)
+				ret = direct_add(iov, &cnt, addr, (size_t)n);
 		} else {
 			ret = blk_direct_access(fs->dev, pblk * BS + pos % BS, (size_t)n, &addr,
 			                        NULL);

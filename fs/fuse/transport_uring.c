@@ -134,12 +134,13 @@ static __thread bool cur_replied;         /* ... and it has had its reply */
  * MENDFS_DEBUG_URING_BAD_REGISTER=1, queue:N or entry:N registers every
  * entry, queue N's entries or queue N's last entry with a header area one
  * byte shorter than the kernel's struct, which its REGISTER refuses (EINVAL);
- * MENDFS_DEBUG_URING_FAIL_QUEUE=N[:ring|thread|register] makes queue N fail
- * where its ring is set up, its thread started, or its REGISTERs submitted
- * (the default), as if that had failed for real.
+ * MENDFS_DEBUG_URING_FAIL_QUEUE=N[:ring|thread|register|wait] makes queue N
+ * fail where its ring is set up, its thread started, its REGISTERs submitted
+ * (the default), or, once it has carried a request, where it waits for the
+ * next (EIO, every time), as if that had failed for real.
  */
 enum { BAD_NONE, BAD_ALL, BAD_QUEUE, BAD_ENTRY };
-enum { FAIL_NONE, FAIL_RING, FAIL_THREAD, FAIL_REGISTER };
+enum { FAIL_NONE, FAIL_RING, FAIL_THREAD, FAIL_REGISTER, FAIL_WAIT };
 static unsigned bad_register, bad_qid, fail_point, fail_qid;
 
 static void read_hooks(void)
@@ -165,6 +166,8 @@ static void read_hooks(void)
 		fail_point = FAIL_RING;
 	else if (!strcmp(end, ":thread"))
 		fail_point = FAIL_THREAD;
+	else if (!strcmp(end, ":wait"))
+		fail_point = FAIL_WAIT;
 }
 
 static bool fails_at(unsigned point, unsigned qid)
@@ -729,10 +732,30 @@ static int register_entries(struct ring *r)
 	}
 }
 
+/*
+ * After its registration a queue's ring could not wait for requests any more.
+ * Its entries stay registered: the kernel keeps sending it the requests of
+ * its CPU, which nobody would answer, and every process that made one would
+ * wait for ever.  Stop instead (a clean unmount: the journal committed, the
+ * data fsync'ed so far safe), loudly.
+ */
+#define WAIT_RETRIES 1000 /* ENOMEM, 1 ms apart */
+static void ring_lost(struct ring *r, int err)
+{
+	if (atomic_load(&r->tr->stop))
+		return;
+	mfsd_log(LOG_ERR,
+	         "FUSE over io_uring: queue %u cannot wait for requests (%s): stopping, as its "
+	         "requests would go unanswered",
+	         r->qid, strerror(-err));
+	kill(getpid(), SIGTERM);
+}
+
 static void *ring_thread(void *arg)
 {
 	struct ring *r = arg;
 	struct uring_tr *tr = r->tr;
+	unsigned tries = 0;
 	bool go;
 	int ret;
 
@@ -752,11 +775,18 @@ static void *ring_thread(void *arg)
 	registration_reported(r);
 	while (go) {
 		ret = io_uring_submit_and_wait(&r->ring, 1);
+		if (fails_at(FAIL_WAIT, r->qid) &&
+		    atomic_load_explicit(&r->requests, memory_order_relaxed))
+			ret = -EIO;
+		if (ret == -ENOMEM && ++tries < WAIT_RETRIES) {
+			usleep(1000); /* memory for the submission may come back */
+			continue;
+		}
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			mfsd_log(LOG_ERR, "FUSE over io_uring: queue %u: %s", r->qid,
-			         strerror(-ret));
+			ring_lost(r, ret);
 			break;
 		}
+		tries = 0;
 		go = reap(r);
 	}
 	return NULL;

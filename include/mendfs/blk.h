@@ -280,6 +280,19 @@ const char *blk_status_name(enum blk_status sts);
 int blk_direct_access(struct blk_dev *dev, uint64_t pos, size_t len, void **addr,
                       uint64_t *bad_sector);
 
+/*
+ * Run @fn(@addr, @len, @arg), which loads from [@addr, @addr + @len), an
+ * address blk_direct_access() returned, under the engine's fault guard: a
+ * fault there (poison the table does not know yet, a page of an image its
+ * file cannot supply) returns -EFAULT instead of killing the process.
+ * Nothing is recorded: read the range through the engine, which finds the
+ * poison again and records it.  Otherwise returns what @fn returns.  @fn must
+ * not do I/O through the engine (the guard is one per thread).
+ */
+typedef int blk_direct_load_fn(const void *addr, size_t len, void *arg);
+int blk_direct_load(struct blk_dev *dev, const void *addr, size_t len, blk_direct_load_fn *fn,
+                    void *arg);
+
 /* Register a buffer for fixed-buffer I/O (uring).  Returns 0 or -errno; a no-op elsewhere. */
 int blk_dev_register_buffer(struct blk_dev *dev, void *addr, size_t len);
 

@@ -30,10 +30,15 @@
 #     --runtime S      seconds per fio job (default 5)
 #     --file-size SIZE the fio file (default 512M)
 #     --busy           a CPU-bound process (a shell loop) beside the whole run
-#     --only LIST      comma-separated subset of mendfs,mendfs_uring,passthrough_ll
+#     --only LIST      comma-separated subset of mendfs,mendfs_uring,
+#                      passthrough_ll and mendfs_csum (mendfs on an image made
+#                      with mkfs.mendfs -O data_csum; not in the default set)
 #
 # Workloads (fio --ioengine=psync --direct=0 --bs=4k, one job, as
-# tests/bench/fs-figures.sh: one pass over the file or --runtime seconds):
+# tests/bench/fs-figures.sh: one pass over the file or --runtime seconds;
+# write phases end with fsync inside the timing, fio --end_fsync=1, so the
+# journal commit that makes them durable, with data_csum of the checksum
+# blocks they changed, is part of their cost):
 #   overwrite1  random writes over a laid-out file
 #   freshwrite1 random writes into a fresh sparse file (every write allocates)
 #   randread1   random reads of the laid-out file, page cache dropped first
@@ -86,7 +91,7 @@ TICK=$(getconf CLK_TCK)
 IFS=, read -ra SUBJECTS <<<"$ONLY"
 for s in "${SUBJECTS[@]}"; do
 	case $s in
-	mendfs | mendfs_uring | passthrough_ll) ;;
+	mendfs | mendfs_uring | mendfs_csum | passthrough_ll) ;;
 	*) fail "--only: unknown subject $s" ;;
 	esac
 done
@@ -95,11 +100,13 @@ declare -A V=() # V[subject,workload,figure]: the rounds' values
 
 up() { # up SUBJECT: mount it on $MNT, the daemon's pid in $DPID
 	case $1 in
-	mendfs | mendfs_uring)
+	mendfs | mendfs_uring | mendfs_csum)
 		rm -f "$IMG"
-		mkfs_mendfs "$IMG" "$(($(numfmt --from=iec "$FSIZE") * 3 / 1048576))M"
+		# shellcheck disable=SC2046 # -O data_csum or nothing
+		mkfs_mendfs $([ "$1" = mendfs_csum ] && echo -O data_csum) \
+			"$IMG" "$(($(numfmt --from=iec "$FSIZE") * 3 / 1048576))M"
 		mount_fg "$([ "$1" = mendfs_uring ] && echo io_uring)"
-		[ "$1" = mendfs ] || [ "$(transport_of "$MNT")" = io_uring ] ||
+		[ "$1" != mendfs_uring ] || [ "$(transport_of "$MNT")" = io_uring ] ||
 			fail "mendfs_uring: the transport is $(transport_of "$MNT")"
 		;;
 	passthrough_ll)
@@ -144,6 +151,7 @@ measure() {
 	/usr/bin/time -f '%U %S' -o "$WORK/time.txt" \
 		fio --name=j --filename="$MNT/$4" --rw="$3" --bs=4k --size="$FSIZE" \
 		--ioengine=psync --direct=0 --fallocate=none --runtime="$RUNTIME" --minimal \
+		--end_fsync="$([[ $3 == *write ]] && echo 1 || echo 0)" \
 		>"$out" 2>"$out.err" || { cat "$out.err" >&2; fail "fio $3 on $s"; }
 	t1=$(ticks "$DPID")
 	read -r w1 s1 < <(sched "$DPID")

@@ -222,6 +222,38 @@ step="failed thread"
 degraded MENDFS_DEBUG_URING_FAIL_QUEUE=1:thread dev_fuse \
 	"cannot start the thread of queue 1 ($EAGAIN)$TO_DEV"
 
+# a queue whose ring cannot wait for requests any more, after it carried
+# some: the daemon stops with one message (the kernel would keep sending that
+# CPU's requests to the dead ring, and its processes would wait for ever); the
+# writer on that CPU gets an error instead of hanging, fsync'ed data survives
+step="lost queue"
+: >"$LOG"
+export MENDFS_DEBUG_URING_FAIL_QUEUE=1:wait
+mount_fg io_uring
+unset MENDFS_DEBUG_URING_FAIL_QUEUE
+pid=$DPID
+[ "$(transport_of "$MNT")" = io_uring ] || fail "transport $(transport_of "$MNT"), not io_uring"
+taskset -c 0 dd if="$WORK/small" of="$MNT/kept" bs=64k conv=fsync status=none ||
+	fail "writing kept from CPU 0"
+timeout 60 taskset -c 1 dd if="$WORK/small" of="$MNT/lost" bs=4k status=none 2>/dev/null &
+writer=$!
+wait_gone "$pid" 30 || fail "the daemon did not stop after queue 1's ring failed"
+reap "$pid" || fail "the daemon exited with status $? after queue 1's ring failed"
+rc=0
+wait "$writer" || rc=$?
+[ "$rc" != 124 ] || fail "the writer on CPU 1 hung"
+[ "$rc" != 0 ] || fail "the writer on CPU 1 succeeded although its queue was lost"
+mountpoint -q "$MNT" && fail "still mounted after queue 1's ring failed"
+n=$(grep -c "FUSE over io_uring" "$LOG")
+[ "$n" = 1 ] || fail "$n messages about io_uring, not one: $(cat "$LOG")"
+grep -qF "FUSE over io_uring: queue 1 cannot wait for requests (Input/output error): stopping" "$LOG" ||
+	fail "not the expected message: $(cat "$LOG")"
+fsck_clean
+mount_fg io_uring
+cmp "$WORK/small" "$MNT/kept" || fail "kept differs after queue 1's ring failed"
+umount_fg
+fsck_clean
+
 step=non-root
 # an image and a mount point of nobody's, in a directory it can reach
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }

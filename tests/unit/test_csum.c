@@ -7,7 +7,9 @@
  * device behind the filesystem's back (plain read: EIO only over it;
  * recovery read: zeros exactly there; badranges: exactly it), a partial write
  * into it (EIO, nothing written), an overwrite or a zero-init that clears
- * it, persistence across a remount, and the feature off; the hash's values
+ * it, persistence across a remount, and the feature off; zero-copy reads
+ * (mfs_read_direct) only of blocks whose checksums match where they lie in
+ * the mapping; the hash's values
  * (the secret made once per mount, the AVX-512 and AVX2 loops) against
  * XXH3_64bits_withSeed, and the metadata checksums' inlined hash (seal and
  * verify) against super.c's.
@@ -17,6 +19,7 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <xxhash.h>
 
 #include "csum.h"
@@ -100,8 +103,8 @@ START_TEST(test_layout)
 	ck_assert_uint_eq(sb->csum_table_blocks, (sb->data_len + 125) / 126);
 	ck_assert_uint_le(sb->csum_table_start + sb->csum_table_blocks,
 	                  sb->meta_start + sb->meta_len);
-	/* direct reads would hand out unchecked data */
-	ck_assert(!fs->direct_reads);
+	/* direct reads check the checksums in the mapping first (test_direct_checked) */
+	ck_assert(fs->direct_reads);
 }
 END_TEST
 
@@ -295,6 +298,89 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+struct direct_seen {
+	const void *base;
+	size_t len;
+	int cnt;
+	uint8_t buf[NBLK * BS];
+};
+
+static int direct_gather(void *arg, const struct iovec *iov, int cnt)
+{
+	struct direct_seen *d = arg;
+
+	d->cnt = cnt;
+	d->len = 0;
+	d->base = cnt ? iov[0].iov_base : NULL;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(d->buf + d->len, iov[i].iov_base, iov[i].iov_len);
+		d->len += iov[i].iov_len;
+	}
+	return 0;
+}
+
+static unsigned events_now(void)
+{
+	struct mfs_event ev[16];
+	struct mfs_events_pos pos;
+	int n = mfs_events_read(fs, 0, ev, 16, 0, &pos);
+
+	ck_assert_int_ge(n, 0);
+	return (unsigned)n;
+}
+
+/*
+ * Zero-copy reads with data_csum: a clean range is handed out as addresses
+ * in the mapping (no copy), checked; a range with a corrupted sector in one
+ * of its blocks is refused (-EOPNOTSUPP) without an event, and the copying
+ * read then fails over it and posts the event; blocks around it still go
+ * zero-copy; an overwrite makes it zero-copy again.
+ */
+START_TEST(test_direct_checked)
+{
+	uint8_t *ref = malloc(NBLK * BS), *buf = malloc(NBLK * BS);
+	struct direct_seen *d = calloc(1, sizeof(*d));
+	uint64_t ino = make_file("d", ref), pblk;
+	unsigned ev0;
+	void *addr;
+
+	ck_assert_int_eq(mfs_txn_commit(fs), 0);
+	bmap(ino, 0, &pblk, NULL, NULL);
+	ck_assert_int_eq(blk_direct_access(fs->dev, pblk * BS, BS, &addr, NULL), 0);
+	ck_assert_int_eq(mfs_read_direct(fs, ino, 3 * BS, 100, direct_gather, d), 0);
+	ck_assert_int_eq(d->cnt, 1);
+	ck_assert_ptr_eq(d->base, (uint8_t *)addr + 100);
+	ck_assert_uint_eq(d->len, 3 * BS);
+	ck_assert(!memcmp(d->buf, ref + 100, 3 * BS));
+
+	ev0 = events_now();
+	corrupt(ino, 5, 3);
+	/* the block is refused whole, even where the range misses the bad sector */
+	ck_assert_int_eq(mfs_read_direct(fs, ino, 2 * BS, 4 * BS, direct_gather, d), -EOPNOTSUPP);
+	ck_assert_int_eq(mfs_read_direct(fs, ino, 1, 5 * BS, direct_gather, d), -EOPNOTSUPP);
+	ck_assert_uint_eq(events_now(), ev0);
+	/* the copying read decides: the sector fails, its neighbours read */
+	ck_assert_int_eq(mfs_read(fs, ino, buf, 1, 5 * BS), 1);
+	ck_assert_uint_eq(buf[0], ref[5 * BS]);
+	ck_assert_int_eq(mfs_read(fs, ino, buf, BS, 5 * BS), -EIO);
+	ck_assert_uint_eq(events_now(), ev0 + 1);
+	/* blocks 4 and 6..7 are clean: still zero-copy */
+	ck_assert_int_eq(mfs_read_direct(fs, ino, BS, 4 * BS, direct_gather, d), 0);
+	ck_assert(!memcmp(d->buf, ref + 4 * BS, BS));
+	ck_assert_int_eq(mfs_read_direct(fs, ino, 2 * BS, 6 * BS, direct_gather, d), 0);
+	ck_assert_ptr_eq(d->base, (uint8_t *)addr + 6 * BS);
+	ck_assert(!memcmp(d->buf, ref + 6 * BS, 2 * BS));
+	/* an overwrite of the block clears the damage: zero-copy again */
+	write_all(ino, ref + 5 * BS, BS, 5 * BS);
+	ck_assert_int_eq(mfs_read_direct(fs, ino, NBLK * BS, 0, direct_gather, d), 0);
+	ck_assert_uint_eq(d->len, NBLK * BS);
+	ck_assert(!memcmp(d->buf, ref, NBLK * BS));
+	free(d);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
 /*
  * Partial-block writes check only the sectors they do not cover whole
  * (mfs_csum_edge_write) and store the checksums of the sectors they touch
@@ -477,6 +563,7 @@ int main(void)
 	tcase_add_test(tc, test_zeroed_run);
 	tcase_add_test(tc, test_table_writes);
 	tcase_add_test(tc, test_mismatch);
+	tcase_add_test(tc, test_direct_checked);
 	tcase_add_test(tc, test_edge_sectors);
 	tcase_add_test(tc, test_badranges_run);
 	suite_add_tcase(s, tc);
