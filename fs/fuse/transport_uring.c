@@ -136,8 +136,8 @@ static __thread bool cur_replied;         /* ... and it has had its reply */
  * byte shorter than the kernel's struct, which its REGISTER refuses (EINVAL);
  * MENDFS_DEBUG_URING_FAIL_QUEUE=N[:ring|thread|register|wait] makes queue N
  * fail where its ring is set up, its thread started, its REGISTERs submitted
- * (the default), or, once it has carried a request, where it waits for the
- * next (EIO, every time), as if that had failed for real.
+ * (the default), or, once it has carried 64 requests, where it waits for
+ * the next (EIO, every time), as if that had failed for real.
  */
 enum { BAD_NONE, BAD_ALL, BAD_QUEUE, BAD_ENTRY };
 enum { FAIL_NONE, FAIL_RING, FAIL_THREAD, FAIL_REGISTER, FAIL_WAIT };
@@ -776,7 +776,7 @@ static void *ring_thread(void *arg)
 	while (go) {
 		ret = io_uring_submit_and_wait(&r->ring, 1);
 		if (fails_at(FAIL_WAIT, r->qid) &&
-		    atomic_load_explicit(&r->requests, memory_order_relaxed))
+		    atomic_load_explicit(&r->requests, memory_order_relaxed) >= 64)
 			ret = -EIO;
 		if (ret == -ENOMEM && ++tries < WAIT_RETRIES) {
 			usleep(1000); /* memory for the submission may come back */
