@@ -14,6 +14,7 @@
 #include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "acl.h"
 #include "fhandle.h"
@@ -127,6 +128,34 @@ fail:
 	fuse_reply_err(req, -ret);
 }
 
+/*
+ * Times set on an inode unlinked and freed while the kernel still holds it
+ * (no handle was open, so the unlink freed it at once): with -o writeback
+ * the kernel keeps mtime and ctime itself and flushes them with a SETATTR
+ * when it writes the inode back, after the unlink.  Nothing is left to
+ * store them in; the reply carries them (an error here would reach the
+ * superblock's writeback error, and a later syncfs(2) would fail with it).
+ * Any other change of such an inode stays ENOENT.
+ */
+#define DEAD_TIMES                                                                                 \
+	(MFS_SET_ATIME | MFS_SET_MTIME | MFS_SET_ATIME_NOW | MFS_SET_MTIME_NOW | MFS_SET_CTIME)
+
+static void dead_times(struct stat *st, const struct stat *attr, unsigned valid)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (valid & MFS_SET_ATIME_NOW)
+		st->st_atim = now;
+	else if (valid & MFS_SET_ATIME)
+		st->st_atim = attr->st_atim;
+	if (valid & MFS_SET_MTIME_NOW)
+		st->st_mtim = now;
+	else if (valid & MFS_SET_MTIME)
+		st->st_mtim = attr->st_mtim;
+	st->st_ctim = valid & MFS_SET_CTIME ? attr->st_ctim : now;
+}
+
 void mfsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                   struct fuse_file_info *fi)
 {
@@ -159,6 +188,10 @@ void mfsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	if (ret)
 		goto fail;
 	ret = mfs_setattr(D(req)->fs, ino, attr, valid, &st);
+	if (ret == -ENOENT && !(valid & ~DEAD_TIMES) && !mfsd_node_getattr(D(req), ino, &st)) {
+		dead_times(&st, attr, valid);
+		ret = 0;
+	}
 	if (ret)
 		goto fail;
 	fuse_reply_attr(req, &st, D(req)->timeout);

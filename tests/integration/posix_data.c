@@ -182,7 +182,25 @@ void check_times(void)
 	}
 	(void)r;
 	close(fd);
-	CHECK(unlink("t/f") == 0 && unlink("t/h4") == 0 && rmdir("t") == 0, "cleanup t");
+	CHECK(unlink("t/f") == 0 && unlink("t/h4") == 0, "cleanup t");
+	/*
+	 * Written, closed, unlinked: nobody has it open, so the unlink frees it at
+	 * once, while the kernel still holds the inode.  With -o writeback the
+	 * kernel then writes back the times it kept (a SETATTR of the freed
+	 * inode): that must not fail, or the error reaches the superblock and
+	 * syncfs(2) returns it (it returned ENOENT).
+	 */
+	for (int i = 0; i < 8; i++) {
+		fd = open("t/w", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+		CHECK(fd >= 0 && write(fd, "data", 4) == 4 && close(fd) == 0, "write t/w (%d)", i);
+		CHECK(unlink("t/w") == 0, "unlink t/w (%d)", i);
+	}
+	fd = open("t", O_RDONLY | O_DIRECTORY);
+	CHECK(fd >= 0 && syncfs(fd) == 0, "syncfs after written files were unlinked: %s",
+	      strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	CHECK(rmdir("t") == 0, "rmdir t");
 }
 
 /* --- xattr ----------------------------------------------------------------------------- */
