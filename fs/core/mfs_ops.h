@@ -260,6 +260,13 @@ ssize_t mfs_read(struct mfs *fs, uint64_t ino, void *buf, size_t len, off_t off)
  * mfs_read, which reports it); -EIO when the range holds poison.
  */
 struct iovec;
+/*
+ * Wait until no zero-copy read of @ip is still inside its @emit: the emit
+ * replies to the kernel under the inode's lock, and the kernel may answer
+ * with a RELEASE (and a FORGET) before that thread has dropped the lock.
+ * The daemon calls it before it drops a file handle's reference.
+ */
+void mfs_read_direct_drain(struct mfs_ino *ip);
 #define MFS_DIRECT_IOV_MAX 512
 typedef int mfs_direct_emit_fn(void *arg, const struct iovec *iov, int cnt);
 int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,

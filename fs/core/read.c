@@ -232,6 +232,12 @@ int mfs_read_direct_ip(struct mfs *fs, struct mfs_ino *ip, size_t len, off_t off
 	return ret;
 }
 
+void mfs_read_direct_drain(struct mfs_ino *ip)
+{
+	pthread_rwlock_wrlock(&ip->lock);
+	pthread_rwlock_unlock(&ip->lock);
+}
+
 int mfs_read_direct(struct mfs *fs, uint64_t ino, size_t len, off_t off, mfs_direct_emit_fn *emit,
                     void *arg)
 {

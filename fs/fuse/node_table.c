@@ -173,6 +173,8 @@ void mfsd_file_close(struct mfsd *d, struct fuse_file_info *fi)
 	f->next->prev = f->prev;
 	pthread_mutex_unlock(&d->nodes.lock);
 	(void)atomic_load_explicit(&f->uses, memory_order_acquire); /* mfsd_file_ip */
+	/* a read's reply went out under the inode's lock: its thread may hold it still */
+	mfs_read_direct_drain(f->ip);
 	mfs_iput(d->fs, f->ip);
 	free(f);
 }
