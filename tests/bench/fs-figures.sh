@@ -105,8 +105,10 @@ die() {
 [ -c /dev/fuse ] || die "/dev/fuse is missing"
 missing=()
 command -v fio >/dev/null || missing+=(fio)
-command -v fuse2fs >/dev/null || missing+=(fuse2fs)
-command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+# fuse2fs and ext4 only when they are measured
+[[ ",$ONLY," != *,fuse2fs,* ]] || command -v fuse2fs >/dev/null || missing+=(fuse2fs)
+[[ ",$ONLY," != *,ext4,* && ",$ONLY," != *,fuse2fs,* ]] || command -v mkfs.ext4 >/dev/null ||
+	missing+=(e2fsprogs)
 command -v losetup >/dev/null || missing+=(mount)
 command -v gcc >/dev/null || missing+=(gcc)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
