@@ -288,36 +288,6 @@ static inline bool differ(const uint32_t *h, const uint32_t *v, uint64_t n)
 	return x != 0;
 }
 
-/*
- * Do the @nblk whole blocks from @pblk, whose contents are @data, all match
- * the table?  0 yes, -EIO no, other -errno when the table cannot be read.
- */
-static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_t nblk)
-{
-	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
-
-	while (nblk) {
-		uint64_t n;
-		int ret = table_entries(fs, pblk, nblk, v, &n);
-
-		if (ret)
-			return ret;
-		hash_sectors(fs, data, n * SPB, h);
-		/* all equal, the usual case: one vectorised pass; the search only if not */
-		if (differ(h, v, n * SPB))
-			for (uint64_t i = 0; i < n * SPB; i++)
-				if (h[i] != v[i]) {
-					mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT,
-					               pblk * SPB + i, 1, 0);
-					return -EIO;
-				}
-		pblk += n;
-		data += n * MFS_BLOCK_SIZE;
-		nblk -= n;
-	}
-	return 0;
-}
-
 struct mapped_hash {
 	struct mfs *fs;
 	uint32_t *h;
@@ -331,29 +301,65 @@ static int mapped_hash(const void *addr, size_t len, void *arg)
 	return 0;
 }
 
-int mfs_csum_check_mapped(struct mfs *fs, uint64_t pblk, const void *addr, uint64_t nblk)
+/*
+ * Do the @nblk whole blocks from @pblk, whose contents are @data, all match
+ * the table?  0 yes; 1 no, *@bad the first sector that does not; -errno
+ * when the table cannot be read.  @mapped: @data lies in the device mapping
+ * and is hashed under the engine's fault guard (blk_direct_load: -EFAULT if
+ * a load faulted); the table entries are read first, outside it, as a table
+ * block read goes through the engine.
+ */
+static inline __attribute__((always_inline)) int run_matches(struct mfs *fs, uint64_t pblk,
+                                                             const uint8_t *data, uint64_t nblk,
+                                                             bool mapped, uint64_t *bad)
 {
 	uint32_t v[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB], h[MFS_CSUM_BLOCKS_PER_TBLOCK * SPB];
 	struct mapped_hash a = {fs, h};
-	const uint8_t *data = addr;
 
 	while (nblk) {
 		uint64_t n;
-		/* the table first: a table block read goes through the engine, outside the guard */
 		int ret = table_entries(fs, pblk, nblk, v, &n);
 
 		if (ret)
 			return ret;
-		ret = blk_direct_load(fs->dev, data, n * MFS_BLOCK_SIZE, mapped_hash, &a);
-		if (ret)
-			return ret;
+		if (mapped) {
+			ret = blk_direct_load(fs->dev, data, n * MFS_BLOCK_SIZE, mapped_hash, &a);
+			if (ret)
+				return ret;
+		} else {
+			hash_sectors(fs, data, n * SPB, h);
+		}
+		/* all equal, the usual case: one vectorised pass; the search only if not */
 		if (differ(h, v, n * SPB))
-			return 1;
+			for (uint64_t i = 0; i < n * SPB; i++)
+				if (h[i] != v[i]) {
+					*bad = pblk * SPB + i;
+					return 1;
+				}
 		pblk += n;
 		data += n * MFS_BLOCK_SIZE;
 		nblk -= n;
 	}
 	return 0;
+}
+
+/* run_matches on a buffer: 0, or -EIO with the first mismatch posted as an event. */
+static int check_run(struct mfs *fs, uint64_t pblk, const uint8_t *data, uint64_t nblk)
+{
+	uint64_t bad = 0;
+	int ret = run_matches(fs, pblk, data, nblk, false, &bad);
+
+	if (ret != 1)
+		return ret;
+	mfs_event_post(fs, MFS_EV_DATA_CSUM, MFS_EVC_CORRUPT, bad, 1, 0);
+	return -EIO;
+}
+
+int mfs_csum_check_mapped(struct mfs *fs, uint64_t pblk, const void *addr, uint64_t nblk)
+{
+	uint64_t bad = 0;
+
+	return run_matches(fs, pblk, addr, nblk, true, &bad);
 }
 
 /*
