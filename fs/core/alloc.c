@@ -18,7 +18,7 @@
  *   data   an index of free extents, held twice by the same nodes: a treap by
  *          start (augmented with the largest length in each subtree, so "the
  *          first extent at or after goal with at least want blocks" is
- *          O(log n)) and a treap by (length, start) for best fit.
+ *          O(log n)) and a list per size class for best fit.
  *   meta   a copy of the meta zone bitmap, next-fit from a rotating hint.
  *   inodes a copy of the inode bitmap, next-fit from a rotating hint.
  *

@@ -253,12 +253,12 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 		if (!n) {
 			/* Best fit among the loaded groups, else load more (a few while something
 			 * smaller is there, all of them before ENOSPC), else the largest extent. */
-			f = mfs_fx_best_fit(a->by_size, want);
+			f = mfs_fx_best_fit(a, want);
 			if (!f && (g = group_next(fs, a, goal)) != UINT64_MAX &&
-			    (loads < GROUP_LOADS_PER_ALLOC || !a->by_size))
+			    (loads < GROUP_LOADS_PER_ALLOC || !a->nr_ext))
 				goto load;
 			if (!f)
-				f = mfs_fx_largest(a->by_size);
+				f = mfs_fx_largest(a);
 			if (f) {
 				s = f->start;
 				n = f->len < want ? f->len : want;
@@ -319,7 +319,7 @@ int mfs_alloc_data_state(struct mfs *fs)
 	pthread_mutex_lock(&fs->alloc_lock);
 	if (a->npend || a->inflight)
 		st = MFS_SPACE_PENDING;
-	else if (a->by_size || a->nloaded < a->ngroups)
+	else if (a->nr_ext || a->nloaded < a->ngroups)
 		st = MFS_SPACE_FREE;
 	pthread_mutex_unlock(&fs->alloc_lock);
 	return st;

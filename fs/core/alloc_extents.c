@@ -3,12 +3,13 @@
  * The free extent index of the data allocator: every free extent of the
  * loaded data groups, held twice by the same nodes: a treap by start
  * (augmented with the largest length in each subtree, so "the first extent
- * at or after goal with at least want blocks" is O(log n)) and a treap by
- * (length, start) for best fit.  Memory only, under fs->alloc_lock held by
+ * at or after goal with at least want blocks" and the largest extent are
+ * O(log n)) and a list per size class for best fit.  Memory only, under fs->alloc_lock held by
  * the caller (alloc_data.c, alloc_quarantine.c); it calls nothing of mendfs.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc_int.h"
 
@@ -125,88 +126,112 @@ struct mfs_fext *mfs_fx_first_fit(struct mfs_fext *t, uint64_t key, uint64_t wan
 	return mfs_fx_first_fit(t->sr, key, want);
 }
 
-/* --- treap by (len, start) ---------------------------------------------------------- */
+/* --- size classes ------------------------------------------------------------------ */
 
-static bool z_less(const struct mfs_fext *a, const struct mfs_fext *b)
+/*
+ * The by-size side of the index is a list per size class (alloc_int.h): a
+ * length change moves a node between two lists in O(1), where a second tree
+ * cost a walk from the root (a cache miss per level once the index outgrows
+ * the cache: random writes into a sparse file split a free extent per
+ * write).  Best fit is exact up to MFS_FX_EXACT blocks and looks at the first
+ * FX_SCAN extents of a class above.
+ */
+#define FX_SCAN 8u
+
+unsigned mfs_fx_class(uint64_t len)
 {
-	return a->len < b->len || (a->len == b->len && a->start < b->start);
+	if (len <= MFS_FX_EXACT)
+		return (unsigned)len - 1;
+	return MFS_FX_EXACT + (unsigned)(63 - __builtin_clzll(len)) - 6;
 }
 
-static void z_split(struct mfs_fext *t, const struct mfs_fext *x, struct mfs_fext **l,
-                    struct mfs_fext **r)
+static void z_link(struct mfs_alloc *a, struct mfs_fext *x)
 {
-	if (!t) {
-		*l = *r = NULL;
-	} else if (z_less(t, x)) {
-		z_split(t->zr, x, &t->zr, r);
-		*l = t;
-	} else {
-		z_split(t->zl, x, l, &t->zl);
-		*r = t;
-	}
+	unsigned c = mfs_fx_class(x->len);
+
+	x->zprev = NULL;
+	x->znext = a->zhead[c];
+	if (x->znext)
+		x->znext->zprev = x;
+	a->zhead[c] = x;
+	a->zmask[c / 64] |= 1ull << (c % 64);
 }
 
-static struct mfs_fext *z_merge(struct mfs_fext *l, struct mfs_fext *r)
+/* Unlink @x, whose len is still the one it was linked with. */
+static void z_unlink(struct mfs_alloc *a, struct mfs_fext *x)
 {
-	if (!l || !r)
-		return l ? l : r;
-	if (l->prio > r->prio) {
-		l->zr = z_merge(l->zr, r);
-		return l;
-	}
-	r->zl = z_merge(l, r->zl);
-	return r;
-}
+	unsigned c = mfs_fx_class(x->len);
 
-static struct mfs_fext *z_insert(struct mfs_fext *t, struct mfs_fext *x)
-{
-	if (!t) {
-		x->zl = x->zr = NULL;
-		return x;
-	}
-	if (x->prio > t->prio) {
-		z_split(t, x, &x->zl, &x->zr);
-		return x;
-	}
-	if (z_less(x, t))
-		t->zl = z_insert(t->zl, x);
+	if (x->zprev)
+		x->zprev->znext = x->znext;
 	else
-		t->zr = z_insert(t->zr, x);
-	return t;
+		a->zhead[c] = x->znext;
+	if (x->znext)
+		x->znext->zprev = x->zprev;
+	if (!a->zhead[c])
+		a->zmask[c / 64] &= ~(1ull << (c % 64));
 }
 
-static struct mfs_fext *z_erase(struct mfs_fext *t, const struct mfs_fext *x)
+/* The first class at or after @c with extents in it, or MFS_FX_CLASSES. */
+static unsigned z_next_class(const struct mfs_alloc *a, unsigned c)
 {
-	if (t == x)
-		return z_merge(t->zl, t->zr);
-	if (z_less(x, t))
-		t->zl = z_erase(t->zl, x);
-	else
-		t->zr = z_erase(t->zr, x);
-	return t;
+	while (c < MFS_FX_CLASSES) {
+		uint64_t m = a->zmask[c / 64] & (~0ull << (c % 64));
+
+		if (m)
+			return (c / 64) * 64 + (unsigned)__builtin_ctzll(m);
+		c = (c / 64 + 1) * 64;
+	}
+	return MFS_FX_CLASSES;
 }
 
-/* The smallest extent with len >= want (best fit). */
-struct mfs_fext *mfs_fx_best_fit(struct mfs_fext *t, uint64_t want)
+/* Is @x a better fit than @best: shorter, or as long and lower? */
+static bool z_better(const struct mfs_fext *x, const struct mfs_fext *best)
 {
-	struct mfs_fext *best = NULL;
+	return !best || x->len < best->len || (x->len == best->len && x->start < best->start);
+}
+
+struct mfs_fext *mfs_fx_best_fit(struct mfs_alloc *a, uint64_t want)
+{
+	struct mfs_fext *best = NULL, *x;
+	unsigned c, n;
+
+	if (!want)
+		want = 1;
+	for (c = z_next_class(a, mfs_fx_class(want)); c < MFS_FX_CLASSES;
+	     c = z_next_class(a, c + 1)) {
+		/* the first FX_SCAN of the class; when no class above has extents, on
+		 * until one fits (in @want's own class they may all be shorter) */
+		bool last = z_next_class(a, c + 1) == MFS_FX_CLASSES;
+
+		for (x = a->zhead[c], n = 0; x && (n < FX_SCAN || (last && !best));
+		     x = x->znext, n++)
+			if (x->len >= want && z_better(x, best))
+				best = x;
+		if (best)
+			return best;
+	}
+	return NULL;
+}
+
+/*
+ * The largest extent: where the by-start treap's largest lengths lead, the
+ * leftmost branch holding it.
+ */
+struct mfs_fext *mfs_fx_largest(struct mfs_alloc *a)
+{
+	struct mfs_fext *t = a->by_start;
+	uint64_t m = s_max(t);
 
 	while (t) {
-		if (t->len >= want) {
-			best = t;
-			t = t->zl;
-		} else {
-			t = t->zr;
-		}
+		if (s_max(t->sl) == m)
+			t = t->sl;
+		else if (t->len == m)
+			return t;
+		else
+			t = t->sr;
 	}
-	return best;
-}
-
-struct mfs_fext *mfs_fx_largest(struct mfs_fext *t)
-{
-	while (t && t->zr)
-		t = t->zr;
-	return t;
+	return NULL;
 }
 
 /* --- the free extent index (fs->alloc_lock held) ------------------------------------- */
@@ -225,14 +250,14 @@ static uint32_t fx_prio(struct mfs_alloc *a)
 static void fx_link(struct mfs_alloc *a, struct mfs_fext *x)
 {
 	a->by_start = s_insert(a->by_start, x);
-	a->by_size = z_insert(a->by_size, x);
+	z_link(a, x);
 	a->nr_ext++;
 }
 
 static void fx_unlink(struct mfs_alloc *a, struct mfs_fext *x)
 {
 	a->by_start = s_erase(a->by_start, x);
-	a->by_size = z_erase(a->by_size, x);
+	z_unlink(a, x);
 	a->nr_ext--;
 }
 
@@ -329,14 +354,17 @@ int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_
 {
 	uint64_t fend = f->start + f->len, end = start + n;
 	bool head = start > f->start, tail = end < fend;
+	unsigned c = mfs_fx_class(f->len);
 
-	a->by_size = z_erase(a->by_size, f);
 	if (!head && !tail) {
-		a->by_start = s_erase(a->by_start, f);
-		a->nr_ext--;
+		fx_unlink(a, f);
 		fx_put(a, f);
 		return 0;
 	}
+	if (mfs_fx_class(head ? start - f->start : fend - end) != c)
+		z_unlink(a, f);
+	else
+		c = MFS_FX_CLASSES; /* stays in its class's list */
 	if (head) {
 		f->len = start - f->start;
 	} else {
@@ -344,7 +372,8 @@ int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_
 		f->len = fend - end;
 	}
 	s_fix(a->by_start, f);
-	a->by_size = z_insert(a->by_size, f);
+	if (c != MFS_FX_CLASSES)
+		z_link(a, f);
 	return head && tail ? fx_new(a, end, fend - end) : 0;
 }
 
@@ -379,6 +408,8 @@ void mfs_fx_destroy(struct mfs_alloc *a)
 		a->slabs = sl->next;
 		free(sl);
 	}
-	a->by_start = a->by_size = a->spare = NULL;
+	a->by_start = a->spare = NULL;
+	memset(a->zhead, 0, sizeof(a->zhead));
+	memset(a->zmask, 0, sizeof(a->zmask));
 	a->nr_ext = 0;
 }

@@ -23,12 +23,12 @@
 #define BM_WORDS_PER_BLOCK (MFS_BITMAP_BITS / 64)
 _Static_assert(MFS_BITMAP_BITS % 64 == 0, "bitmap blocks hold whole 64-bit words");
 
-/* A free data extent, a node of both treaps. */
+/* A free data extent: a node of the by-start treap and of one size-class list. */
 struct mfs_fext {
 	uint64_t start, len;
-	uint64_t smax;            /* largest len in this node's by-start subtree */
-	struct mfs_fext *sl, *sr; /* by start */
-	struct mfs_fext *zl, *zr; /* by (len, start) */
+	uint64_t smax;                  /* largest len in this node's by-start subtree */
+	struct mfs_fext *sl, *sr;       /* by start */
+	struct mfs_fext *zprev, *znext; /* its size class's list (alloc_extents.c) */
 	uint32_t prio;
 };
 
@@ -51,6 +51,12 @@ struct mfs_bmap {
 
 /* Index nodes come in slabs of this many: no malloc per split extent. */
 #define MFS_FX_SLAB 126u
+/*
+ * Size classes of free extents: one per length 1 .. MFS_FX_EXACT, then one
+ * per power of two above (65-127, 128-255, ... 2^63-).
+ */
+#define MFS_FX_EXACT   64u
+#define MFS_FX_CLASSES (MFS_FX_EXACT + 58u)
 
 struct mfs_fext_slab {
 	struct mfs_fext_slab *next;
@@ -58,7 +64,10 @@ struct mfs_fext_slab {
 };
 
 struct mfs_alloc {
-	struct mfs_fext *by_start, *by_size; /* protected by fs->alloc_lock */
+	/* protected by fs->alloc_lock: the free extent index (alloc_extents.c) */
+	struct mfs_fext *by_start;                  /* treap by start */
+	struct mfs_fext *zhead[MFS_FX_CLASSES];     /* size-class lists */
+	uint64_t zmask[(MFS_FX_CLASSES + 63) / 64]; /* the classes that are not empty */
 	uint64_t nr_ext;
 	uint32_t rnd;
 	struct mfs_fext *spare;      /* alloc_lock: unused index nodes, linked by sl */
@@ -123,10 +132,16 @@ static inline uint64_t sb64(uint64_t v)
 struct mfs_fext *mfs_fx_floor(struct mfs_fext *t, uint64_t key);
 /* The first extent (by start) with start >= @key and len >= @want, or NULL. */
 struct mfs_fext *mfs_fx_first_fit(struct mfs_fext *t, uint64_t key, uint64_t want);
-/* The smallest extent with len >= @want in by-size tree @t (best fit), or NULL. */
-struct mfs_fext *mfs_fx_best_fit(struct mfs_fext *t, uint64_t want);
-/* The largest extent of by-size tree @t, or NULL. */
-struct mfs_fext *mfs_fx_largest(struct mfs_fext *t);
+/*
+ * An extent with len >= @want, the smallest there is (lowest start among
+ * equals) up to MFS_FX_EXACT blocks, else the smallest of the first few of
+ * the smallest size class that holds one; NULL when none is that long.
+ */
+struct mfs_fext *mfs_fx_best_fit(struct mfs_alloc *a, uint64_t want);
+/* The size class of a free extent of @len blocks (>= 1). */
+unsigned mfs_fx_class(uint64_t len);
+/* The largest extent (lowest start among equals), or NULL when there is none. */
+struct mfs_fext *mfs_fx_largest(struct mfs_alloc *a);
 /* Does [start, start + len) overlap a free extent? */
 bool mfs_fx_overlaps(struct mfs_alloc *a, uint64_t start, uint64_t len);
 /* Add a free range, merging with its neighbours.  0 or -ENOMEM. */

@@ -11,7 +11,7 @@
  * inodes: ranges, reuse, double frees refused.  After each test the free
  * counters equal a recount of the bitmaps.  The free extent index alone,
  * against a model: takes from the head, tail and middle and frees keep both
- * treaps and the largest lengths right.
+ * treap, the size classes and the largest lengths right.
  */
 #include <check.h>
 #include <errno.h>
@@ -247,8 +247,10 @@ START_TEST(test_best_fit)
 	ck_assert_uint_eq(n, 400);
 	for (int i = 0; i < 50; i += 2)
 		ck_assert_int_eq(dfree(x + 8 * i, 8), 0);
+	/* one of the 25 holes of 8 (which one: the lowest of the first few of that
+	 * length the index holds, not of all 25) */
 	ck_assert_int_eq(alloc(0, 8, &s, &n), 0);
-	ck_assert_uint_eq(s, x);
+	ck_assert(s >= x && s < x + 400 && (s - x) % 16 == 0);
 	ck_assert_int_eq(alloc(0, 100, &s, &n), 0);
 	ck_assert_uint_eq(n, 100);
 	ck_assert_uint_ge(s, x + 400); /* the big one comes from the free tail */
@@ -590,28 +592,95 @@ static uint64_t fx_walk(const struct mfs_fext *t, const bool *model, uint64_t *p
 	return n + 1 + fx_walk(t->sr, model, prev_end);
 }
 
-static uint64_t fx_walk_size(const struct mfs_fext *t, const struct mfs_fext **prev)
+/* Every size-class list: linked both ways, of its class, its bit set iff not empty. */
+static uint64_t fx_walk_classes(const struct mfs_alloc *a)
 {
-	uint64_t n;
+	uint64_t n = 0;
 
-	if (!t)
-		return 0;
-	n = fx_walk_size(t->zl, prev);
-	if (*prev)
-		ck_assert((*prev)->len < t->len ||
-		          ((*prev)->len == t->len && (*prev)->start < t->start));
-	*prev = t;
-	return n + 1 + fx_walk_size(t->zr, prev);
+	for (unsigned c = 0; c < MFS_FX_CLASSES; c++) {
+		const struct mfs_fext *prev = NULL;
+
+		ck_assert_int_eq(!!(a->zmask[c / 64] & (1ull << (c % 64))), a->zhead[c] != NULL);
+		for (const struct mfs_fext *x = a->zhead[c]; x; prev = x, x = x->znext, n++) {
+			ck_assert_ptr_eq(x->zprev, prev);
+			ck_assert_uint_eq(mfs_fx_class(x->len), c);
+		}
+	}
+	return n;
+}
+
+/* Best fit and the largest extent against the model's maximal free runs. */
+static void fx_check_fits(struct mfs_alloc *a, const bool *model)
+{
+	uint64_t wants[] = {1, 2, 3, 5, 8, 13, 64, 65, 100, 300};
+	uint64_t max = 0, max_start = 0;
+
+	for (uint64_t b = 1, run = 0; b <= FX_BLOCKS; b++) {
+		if (b < FX_BLOCKS && model[b]) {
+			run++;
+			continue;
+		}
+		if (run > max) {
+			max = run;
+			max_start = b - run;
+		}
+		run = 0;
+	}
+	if (max) {
+		const struct mfs_fext *l = mfs_fx_largest(a);
+
+		ck_assert(l && l->len == max && l->start == max_start);
+	} else {
+		ck_assert_ptr_null(mfs_fx_largest(a));
+	}
+	for (unsigned i = 0; i < sizeof(wants) / sizeof(wants[0]); i++) {
+		uint64_t want = wants[i], best = 0, best_start = 0;
+		const struct mfs_fext *f = mfs_fx_best_fit(a, want);
+
+		for (uint64_t b = 1, run = 0; b <= FX_BLOCKS; b++) {
+			if (b < FX_BLOCKS && model[b]) {
+				run++;
+				continue;
+			}
+			if (run >= want && (!best || run < best)) {
+				best = run;
+				best_start = b - run;
+			}
+			run = 0;
+		}
+		if (!best) {
+			ck_assert_ptr_null(f);
+			continue;
+		}
+		ck_assert(f && f->len >= want);
+		/* exact up to MFS_FX_EXACT blocks: the shortest, and with few of that
+		 * length (FX_SCAN), the lowest of them */
+		if (best <= MFS_FX_EXACT) {
+			unsigned same = 0;
+
+			ck_assert_uint_eq(f->len, best);
+			for (const struct mfs_fext *x = a->zhead[mfs_fx_class(best)]; x;
+			     x = x->znext)
+				same++;
+			if (same <= 8) /* FX_SCAN */
+				ck_assert_uint_eq(f->start, best_start);
+		} else if (mfs_fx_class(best) > mfs_fx_class(want)) {
+			/* every extent of the classes above want's fits */
+			ck_assert_uint_eq(mfs_fx_class(f->len), mfs_fx_class(best));
+		} else {
+			ck_assert_uint_ge(mfs_fx_class(f->len), mfs_fx_class(best));
+		}
+	}
 }
 
 static void fx_check(struct mfs_alloc *a, const bool *model)
 {
-	const struct mfs_fext *prev = NULL;
 	uint64_t end = 0, want;
 
 	/* starts are >= 1 here: end 0 means "nothing before" */
 	ck_assert_uint_eq(fx_walk(a->by_start, model, &end), a->nr_ext);
-	ck_assert_uint_eq(fx_walk_size(a->by_size, &prev), a->nr_ext);
+	ck_assert_uint_eq(fx_walk_classes(a), a->nr_ext);
+	fx_check_fits(a, model);
 	for (want = 1; want <= 64; want *= 4) {
 		uint64_t key = (uint64_t)rand() % FX_BLOCKS, b, run = 0, fit = 0;
 		const struct mfs_fext *f = mfs_fx_first_fit(a->by_start, key, want);
@@ -636,8 +705,9 @@ static void fx_check(struct mfs_alloc *a, const bool *model)
 /*
  * Random takes (head, tail, middle, whole) and adds against a model bitmap:
  * after each, the by-start treap holds the maximal free runs in order with
- * the right largest lengths, the by-size treap the same nodes in (len, start)
- * order, and first fit agrees with a scan of the model.
+ * the right largest lengths, the size-class lists the same nodes each in its
+ * class, and first fit, best fit and the largest extent agree with a scan of
+ * the model.
  */
 START_TEST(test_extent_index)
 {
