@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// fs-meta-rates DIR NFILES LIMIT_SECONDS [create]
+// fs-meta-rates DIR NFILES LIMIT_SECONDS [create|unlink]
 //
 // Metadata rates for tests/bench/fs-figures.sh: in DIR (one directory, which
 // must exist), create NFILES empty files (open O_CREAT|O_EXCL + close), then
@@ -10,7 +10,9 @@
 // inode caches are dropped (echo 2 > /proc/sys/vm/drop_caches) when running as
 // root, so that every stat reaches the filesystem.
 //
-// With "create" only the create phase runs (tests/bench/uring-cpu.sh).
+// With "create" only the create phase runs (tests/bench/uring-cpu.sh); with
+// "unlink" only the unlink phase, of the NFILES files an earlier "create" run
+// made (tests/bench/op-time.sh).
 //
 // A phase that runs past LIMIT_SECONDS stops there; the later phases then work
 // on the files that were created.  Output, one line per phase:
@@ -85,8 +87,10 @@ int main(int argc, char **argv)
 	double limit, t0, t;
 	int dfd, fd;
 
-	if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "create"))) {
-		fprintf(stderr, "usage: %s DIR NFILES LIMIT_SECONDS [create]\n", argv[0]);
+	const char *only = argc == 5 ? argv[4] : NULL;
+
+	if (argc != 4 && !(argc == 5 && (!strcmp(only, "create") || !strcmp(only, "unlink")))) {
+		fprintf(stderr, "usage: %s DIR NFILES LIMIT_SECONDS [create|unlink]\n", argv[0]);
 		return 2;
 	}
 	n = atol(argv[2]);
@@ -98,6 +102,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (only && !strcmp(only, "unlink")) {
+		made = n;
+		goto unlink;
+	}
 	t0 = now();
 	for (i = 0; i < n; i++) {
 		name_of(name, sizeof(name), i);
@@ -120,7 +128,7 @@ int main(int argc, char **argv)
 		return 1;
 	t = now() - t0;
 	report("create", made, t, made == n);
-	if (argc == 5)
+	if (only)
 		return 0;
 
 	drop_dcache();
@@ -143,6 +151,7 @@ int main(int argc, char **argv)
 	t = now() - t0;
 	report("stat", i, t, i == n);
 
+unlink:
 	t0 = now();
 	for (i = 0; i < made; i++) {
 		name_of(name, sizeof(name), i);

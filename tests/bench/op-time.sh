@@ -29,6 +29,8 @@
 #                      figure is the median of the rounds
 #     --runtime S      seconds per fio job (default 5)
 #     --file-size SIZE the fio file (default 512M)
+#     --files N        files for create1 and unlink1 (default 10000; libfuse's
+#                      passthrough_ll fails near 20000, an fd per inode)
 #     --busy           a CPU-bound process (a shell loop) beside the whole run
 #     --only LIST      comma-separated subset of mendfs,mendfs_uring,
 #                      passthrough_ll and mendfs_csum (mendfs on an image made
@@ -42,6 +44,12 @@
 #   overwrite1  random writes over a laid-out file
 #   freshwrite1 random writes into a fresh sparse file (every write allocates)
 #   randread1   random reads of the laid-out file, page cache dropped first
+# and metadata, one process in one directory (fs-meta-rates.c, built here):
+#   create1     --files empty files made (open O_CREAT|O_EXCL, close), then
+#               fsync of the directory, inside the timing
+#   unlink1     the same files unlinked, then fsync of the directory; the
+#               daemon's CPU is read 1 s after the last, so that work the
+#               kernel sends later (FORGET, the commit) is counted
 set -euo pipefail
 
 SRCROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,6 +57,7 @@ BUILD=$SRCROOT/build-rel
 ROUNDS=3
 RUNTIME=5
 FSIZE=512M
+NFILES=10000
 BUSY=0
 ONLY=mendfs,mendfs_uring,passthrough_ll
 while [ $# -gt 0 ]; do
@@ -57,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--runtime) RUNTIME=$2; shift 2 ;;
 	--file-size) FSIZE=$2; shift 2 ;;
+	--files) NFILES=$2; shift 2 ;;
 	--busy) BUSY=1; shift ;;
 	--only) ONLY=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -86,6 +96,8 @@ done
 # shellcheck disable=SC2046 # pkg-config's flags are meant to be split
 gcc -O2 -o "$WORK/passthrough_ll" "$WORK/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) ||
 	fail "building passthrough_ll"
+gcc -O2 -o "$WORK/fs-meta-rates" "$SRCROOT/tests/bench/fs-meta-rates.c" ||
+	fail "building fs-meta-rates"
 
 TICK=$(getconf CLK_TCK)
 IFS=, read -ra SUBJECTS <<<"$ONLY"
@@ -95,7 +107,7 @@ for s in "${SUBJECTS[@]}"; do
 	*) fail "--only: unknown subject $s" ;;
 	esac
 done
-WORKLOADS=(overwrite1 freshwrite1 randread1)
+WORKLOADS=(overwrite1 freshwrite1 randread1 create1 unlink1)
 declare -A V=() # V[subject,workload,figure]: the rounds' values
 
 up() { # up SUBJECT: mount it on $MNT, the daemon's pid in $DPID
@@ -161,8 +173,14 @@ measure() {
 		printf "%d %.3f\n", kb / 4, ms / 1000 }' "$out")
 	[ "${ops:-0}" -gt 0 ] || fail "fio $3 on $s: no operations"
 	app=$(awk '{ print $1 + $2 }' "$WORK/time.txt")
-	eval "$(awk -v n="$ops" -v sec="$secs" -v app="$app" -v dt=$((t1 - t0)) -v hz="$TICK" \
-		-v dw=$((w1 - w0)) -v ds=$((s1 - s0)) 'BEGIN {
+	record "$s" "$w" "$ops" "$secs" "$app" $((t1 - t0)) $((w1 - w0)) $((s1 - s0))
+}
+
+# record SUBJECT WORKLOAD OPS SECONDS APP_CPU DAEMON_TICKS WAIT_NS SWITCHES: into V
+record() {
+	local s=$1 w=$2
+	eval "$(awk -v n="$3" -v sec="$4" -v app="$5" -v dt="$6" -v hz="$TICK" \
+		-v dw="$7" -v ds="$8" 'BEGIN {
 		wall = sec * 1e6 / n; a = app * 1e6 / n; d = dt * 1e6 / hz / n
 		printf "r_iops=%.0f r_wall=%.2f r_app=%.2f r_daemon=%.2f r_rest=%.2f r_wait=%.2f r_sw=%.2f\n",
 			n / sec, wall, a, d, wall - a - d, dw / 1e3 / n, ds / n }')"
@@ -171,6 +189,23 @@ measure() {
 		local v="r_$f"
 		V[$s,$w,$f]+=" ${!v}"
 	done
+}
+
+# measure_meta SUBJECT WORKLOAD PHASE: fs-meta-rates's PHASE on $MNT/meta
+measure_meta() {
+	local s=$1 w=$2 out=$WORK/meta.txt t0 t1 w0 w1 s0 s1 ops secs app
+	t0=$(ticks "$DPID")
+	read -r w0 s0 < <(sched "$DPID")
+	/usr/bin/time -f '%U %S' -o "$WORK/time.txt" \
+		"$WORK/fs-meta-rates" "$MNT/meta" "$NFILES" 600 "$3" >"$out" 2>"$out.err" ||
+		{ cat "$out.err" >&2; fail "fs-meta-rates $3 on $s"; }
+	[ "$3" != unlink ] || sleep 1
+	t1=$(ticks "$DPID")
+	read -r w1 s1 < <(sched "$DPID")
+	read -r _ ops secs _ <"$out"
+	[ "${ops:-0}" -eq "$NFILES" ] || fail "fs-meta-rates $3 on $s: ${ops:-no} files of $NFILES"
+	app=$(awk '{ print $1 + $2 }' "$WORK/time.txt")
+	record "$s" "$w" "$ops" "$secs" "$app" $((t1 - t0)) $((w1 - w0)) $((s1 - s0))
 }
 
 run_subject() {
@@ -184,6 +219,9 @@ run_subject() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	measure "$s" randread1 randread data
+	mkdir "$MNT/meta"
+	measure_meta "$s" create1 create
+	measure_meta "$s" unlink1 unlink
 	down "$s"
 }
 
@@ -207,7 +245,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-echo "where one synchronous 4 KiB operation's time goes (tests/bench/op-time.sh$([ "$BUSY" = 1 ] && echo ' --busy')), median of $ROUNDS rounds"
+echo "where one synchronous operation's time goes (tests/bench/op-time.sh$([ "$BUSY" = 1 ] && echo ' --busy')), median of $ROUNDS rounds"
 echo "commit:  $(git -C "$SRCROOT" rev-parse --short=12 HEAD) (build $BUILD)"
 echo "machine: $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), kernel $(uname -r)"
 echo "started: $START; load average before $LOAD0, after $LOAD1"
