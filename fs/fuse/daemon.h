@@ -10,7 +10,8 @@
  *   transport.h     how requests reach the ops: transport_dev.c reads
  *                   /dev/fuse through libfuse's session loop, with the
  *                   hooks of killpriv.c; transport_uring.c adds FUSE over
- *                   io_uring (-o io_uring)                (calls log)
+ *                   io_uring (-o io_uring), its requests that may wait on
+ *                   offload.c's threads                   (calls log)
  *   ops.c           the ops table and INIT; ops_inode.c, ops_file.c,
  *                   ops_dir.c and ops_ioctl.c the handlers: they call the
  *                   node table, suid.c, fhandle.c, the core and libfuse,

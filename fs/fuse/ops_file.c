@@ -11,9 +11,12 @@
  * core and libfuse.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #include "killpriv.h"
 #include "ops.h"
@@ -240,9 +243,33 @@ void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * Test hook (docs/design/testing.md): with MENDFS_DEBUG_FSYNC_GATE=FIFO, an
+ * fsync first waits for a byte from the FIFO, so that a test can hold one
+ * inside the daemon for as long as it needs (uring-test.sh, step "fsync
+ * aside").  Never set outside tests.
+ */
+static void fsync_gate(void)
+{
+	const char *gate = getenv("MENDFS_DEBUG_FSYNC_GATE");
+	char c;
+	int fd;
+
+	if (!gate || !*gate)
+		return;
+	mfsd_log(LOG_NOTICE, "MENDFS_DEBUG_FSYNC_GATE: an fsync waits at %s", gate);
+	fd = open(gate, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (read(fd, &c, 1) < 0)
+		mfsd_log(LOG_WARNING, "MENDFS_DEBUG_FSYNC_GATE: %s", strerror(errno));
+	close(fd);
+}
+
 void mfsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)ino;
+	fsync_gate();
 	fuse_reply_err(req, -mfs_fsync_ip(D(req)->fs, mfsd_file_of(fi)->ip, datasync != 0));
 }
 

@@ -30,11 +30,15 @@
  * submit its REGISTERs), the daemon logs it once and /dev/fuse carries
  * everything (registration_outcome).
  *
- * A request that may wait long (FUSE_IOCTL: the damage-event ioctl waits up
- * to a second for an event) must not hold up its queue: it runs on a thread
- * of its own, whose reply the ring's thread submits (only a ring's own
- * thread submits to it, so that the kernel delivers the entry's next
- * request to a thread that waits for it).
+ * A request that may wait must not hold up its queue, whose other requests
+ * (the same CPU's) would wait behind it: FUSE_FSYNC and FUSE_FSYNCDIR (a
+ * journal commit and a device flush) run on a small pool of threads while
+ * fsyncs take long on average (FSYNC_ASIDE_NS; the hand-over costs about 20
+ * us on the development VM, more than a whole fsync of an image on tmpfs),
+ * FUSE_IOCTL (the damage-event ioctl waits up to a second for an event, a
+ * scrub for minutes) on a thread of its own (offload.h).  The ring's thread
+ * submits their replies (only a ring's own thread submits to it, so that the
+ * kernel delivers the entry's next request to a thread that waits for it).
  *
  * Calls libfuse, liburing, killpriv.c, the fast path main gave it and the
  * daemon's log.
@@ -60,12 +64,17 @@
 
 #include "daemon.h"
 #include "killpriv.h"
+#include "offload.h"
 #include "transport.h"
 #include "uring_abi.h"
+#include "uring_hooks.h"
 
 #define RING_DEPTH 8u    /* entries per queue */
 #define HDR_AREA   4096u /* the headers, then room to put them in front of the payload */
 #define EVFD_TAG   1u    /* user_data of the eventfd read (entries are pointers) */
+#define SLOW_POOL  8u    /* threads for fsyncs (a commit serves every fsync waiting) */
+/* fsyncs run aside while their moving average is longer (it starts at 1 ms) */
+#define FSYNC_ASIDE_NS 200000u
 
 struct uring_tr;
 struct ring;
@@ -120,60 +129,14 @@ struct uring_tr {
 	struct io_uring ctl;       /* for the REGISTER that makes the kernel fall back */
 	bool ctl_ok;
 	_Atomic bool init_offered;
-	_Atomic unsigned ioctl_threads;
-	pthread_mutex_t ioctl_lock;
-	pthread_cond_t ioctl_cond;
+	struct mfsd_offload slow;  /* the requests that may wait (dispatch) */
+	_Atomic uint64_t fsync_ns; /* fsyncs' moving average duration (run_fsync) */
+	bool slow_ok;              /* slow is set up, its threads not yet waited for */
 };
 
 static struct uring_tr *the_tr;           /* the session hooks have no pointer of their own */
 static __thread struct ring_ent *cur_ent; /* the entry whose request this thread runs */
 static __thread bool cur_replied;         /* ... and it has had its reply */
-
-/*
- * Test hooks (environment variables read at start, docs/design/testing.md):
- * MENDFS_DEBUG_URING_BAD_REGISTER=1, queue:N or entry:N registers every
- * entry, queue N's entries or queue N's last entry with a header area one
- * byte shorter than the kernel's struct, which its REGISTER refuses (EINVAL);
- * MENDFS_DEBUG_URING_FAIL_QUEUE=N[:ring|thread|register|wait] makes queue N
- * fail where its ring is set up, its thread started, its REGISTERs submitted
- * (the default), or, once it has carried 64 requests, where it waits for
- * the next (EIO, every time), as if that had failed for real.
- */
-enum { BAD_NONE, BAD_ALL, BAD_QUEUE, BAD_ENTRY };
-enum { FAIL_NONE, FAIL_RING, FAIL_THREAD, FAIL_REGISTER, FAIL_WAIT };
-static unsigned bad_register, bad_qid, fail_point, fail_qid;
-
-static void read_hooks(void)
-{
-	const char *v = getenv("MENDFS_DEBUG_URING_BAD_REGISTER");
-	char *end;
-
-	bad_register = BAD_NONE;
-	if (v && !strcmp(v, "1"))
-		bad_register = BAD_ALL;
-	else if (v && !strncmp(v, "queue:", 6))
-		bad_register = BAD_QUEUE, bad_qid = (unsigned)strtoul(v + 6, NULL, 10);
-	else if (v && !strncmp(v, "entry:", 6))
-		bad_register = BAD_ENTRY, bad_qid = (unsigned)strtoul(v + 6, NULL, 10);
-	fail_point = FAIL_NONE;
-	v = getenv("MENDFS_DEBUG_URING_FAIL_QUEUE");
-	if (!v || !*v)
-		return;
-	fail_qid = (unsigned)strtoul(v, &end, 10);
-	if (!*end || !strcmp(end, ":register"))
-		fail_point = FAIL_REGISTER;
-	else if (!strcmp(end, ":ring"))
-		fail_point = FAIL_RING;
-	else if (!strcmp(end, ":thread"))
-		fail_point = FAIL_THREAD;
-	else if (!strcmp(end, ":wait"))
-		fail_point = FAIL_WAIT;
-}
-
-static bool fails_at(unsigned point, unsigned qid)
-{
-	return fail_point == point && fail_qid == qid;
-}
 
 static void log_fallback(const char *why)
 {
@@ -443,43 +406,60 @@ struct slow_req {
 	struct ring_ent *e;
 	void *buf;
 	size_t len;
+	bool fsync; /* timed by run_fsync */
 };
 
-static void *slow_thread(void *arg)
+static uint64_t now_ns(void)
 {
-	struct slow_req *s = arg;
-	struct uring_tr *tr = s->e->r->tr;
+	struct timespec ts;
 
-	run_request(s->e, s->buf, s->len);
-	free(s);
-	pthread_mutex_lock(&tr->ioctl_lock);
-	if (atomic_fetch_sub(&tr->ioctl_threads, 1) == 1)
-		pthread_cond_broadcast(&tr->ioctl_cond);
-	pthread_mutex_unlock(&tr->ioctl_lock);
-	return NULL;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A request that may wait: on a thread of its own (its reply goes through the ring's thread). */
-static void run_slow(struct ring_ent *e, void *buf, size_t len)
+/* FSYNC or FSYNCDIR, its duration into the moving average (1/8 weight; races lose an update). */
+static void run_fsync(struct ring_ent *e, void *buf, size_t len)
+{
+	struct uring_tr *tr = e->r->tr;
+	uint64_t t0 = now_ns(), avg;
+
+	run_request(e, buf, len);
+	avg = atomic_load_explicit(&tr->fsync_ns, memory_order_relaxed);
+	atomic_store_explicit(&tr->fsync_ns, avg - avg / 8 + (now_ns() - t0) / 8,
+	                      memory_order_relaxed);
+}
+
+static void slow_run(void *arg)
+{
+	struct slow_req *s = arg;
+
+	if (s->fsync)
+		run_fsync(s->e, s->buf, s->len);
+	else
+		run_request(s->e, s->buf, s->len);
+	free(s);
+}
+
+/*
+ * A request that may wait: on another thread, @own one of its own, else the
+ * pool's (its reply goes through the ring's thread).
+ */
+static void run_slow(struct ring_ent *e, void *buf, size_t len, bool own)
 {
 	struct slow_req *s = malloc(sizeof(*s));
-	pthread_attr_t attr;
-	pthread_t th;
 	int ret = ENOMEM;
 
 	if (s) {
-		*s = (struct slow_req){.e = e, .buf = buf, .len = len};
-		atomic_fetch_add(&e->r->tr->ioctl_threads, 1);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		ret = pthread_create(&th, &attr, slow_thread, s);
-		pthread_attr_destroy(&attr);
+		*s = (struct slow_req){.e = e, .buf = buf, .len = len, .fsync = !own};
+		ret = mfsd_offload_run(&e->r->tr->slow, slow_run, s, own);
 		if (!ret)
 			return;
-		atomic_fetch_sub(&e->r->tr->ioctl_threads, 1);
 		free(s);
 	}
-	mfsd_log(LOG_WARNING, "FUSE over io_uring: no thread for an ioctl: %s", strerror(ret));
+	mfsd_log(LOG_WARNING,
+	         "FUSE over io_uring: no thread for a request that may wait (opcode %u): %s; "
+	         "queue %u waits for it",
+	         ((struct fuse_in_header *)buf)->opcode, strerror(ret), e->r->qid);
 	run_request(e, buf, len);
 }
 
@@ -506,7 +486,13 @@ static void dispatch(struct ring_ent *e)
 	memcpy(buf + sizeof(in), e->hdr->op_in, oplen);
 	atomic_store(&e->unique, in.unique);
 	if (in.opcode == FUSE_IOCTL)
-		run_slow(e, buf, in.len);
+		run_slow(e, buf, in.len, true);
+	else if (in.opcode == FUSE_FSYNC || in.opcode == FUSE_FSYNCDIR)
+		if (atomic_load_explicit(&e->r->tr->fsync_ns, memory_order_relaxed) >
+		    FSYNC_ASIDE_NS)
+			run_slow(e, buf, in.len, false);
+		else
+			run_fsync(e, buf, in.len);
 	else
 		run_request(e, buf, in.len);
 }
@@ -718,7 +704,7 @@ static int register_entries(struct ring *r)
 	if (r->unsent == RING_DEPTH)
 		return -EBUSY;
 	queue_evfd_read(r);
-	if (fails_at(FAIL_REGISTER, r->qid))
+	if (mfsd_uring_fails_at(URING_FAIL_REGISTER, r->qid))
 		return -ENOMEM; /* as io_uring_enter may fail; nothing was submitted */
 	for (;;) {
 		ret = io_uring_submit(&r->ring);
@@ -775,7 +761,7 @@ static void *ring_thread(void *arg)
 	registration_reported(r);
 	while (go) {
 		ret = io_uring_submit_and_wait(&r->ring, 1);
-		if (fails_at(FAIL_WAIT, r->qid) &&
+		if (mfsd_uring_fails_at(URING_FAIL_WAIT, r->qid) &&
 		    atomic_load_explicit(&r->requests, memory_order_relaxed) >= 64)
 			ret = -EIO;
 		if (ret == -ENOMEM && ++tries < WAIT_RETRIES) {
@@ -816,9 +802,7 @@ static int alloc_entries(struct uring_tr *tr, size_t payload)
 			e->hdr = (void *)p;
 			e->payload = p + HDR_AREA;
 			e->iov[0] = (struct iovec){.iov_base = e->hdr, .iov_len = sizeof(*e->hdr)};
-			if (bad_register == BAD_ALL ||
-			    (bad_register == BAD_QUEUE && q == bad_qid) ||
-			    (bad_register == BAD_ENTRY && q == bad_qid && i == RING_DEPTH - 1))
+			if (mfsd_uring_bad_entry(q, i, RING_DEPTH))
 				e->iov[0].iov_len--;
 			e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = payload};
 		}
@@ -843,8 +827,8 @@ static void uring_teardown(struct uring_tr *tr)
 	if (tr->mem)
 		munmap(tr->mem, tr->mem_sz);
 	sem_destroy(&tr->go);
-	pthread_mutex_destroy(&tr->ioctl_lock);
-	pthread_cond_destroy(&tr->ioctl_cond);
+	if (tr->slow_ok)
+		mfsd_offload_destroy(&tr->slow);
 	free(tr->rings);
 	free(tr);
 }
@@ -859,7 +843,7 @@ static int ring_init(struct uring_tr *tr, struct ring *r, unsigned qid)
 	r->qid = qid;
 	for (i = 0; i < RING_DEPTH; i++)
 		r->ents[i].r = r;
-	if (fails_at(FAIL_RING, qid))
+	if (mfsd_uring_fails_at(URING_FAIL_RING, qid))
 		return -ENOMEM;
 	r->evfd = eventfd(0, EFD_CLOEXEC);
 	if (r->evfd < 0)
@@ -906,15 +890,16 @@ static int uring_start(struct mfsd_transport *t)
 	tr->t = t;
 	tr->fuse_fd = fuse_session_fd(t->se);
 	tr->nq = mfsd_uring_nr_queues();
-	read_hooks();
+	mfsd_uring_hooks_read();
 	sem_init(&tr->go, 0, 0);
-	pthread_mutex_init(&tr->ioctl_lock, NULL);
-	pthread_cond_init(&tr->ioctl_cond, NULL);
 	tr->rings = calloc(tr->nq, sizeof(*tr->rings));
-	if (!tr->rings) {
+	if (!tr->rings || mfsd_offload_init(&tr->slow, SLOW_POOL)) {
+		free(tr->rings);
 		free(tr);
 		return -ENOMEM;
 	}
+	tr->slow_ok = true;
+	atomic_init(&tr->fsync_ns, 1000000u);
 	for (q = 0; q < tr->nq; q++) {
 		tr->rings[q].evfd = -1;
 		pthread_mutex_init(&tr->rings[q].done_lock, NULL);
@@ -928,7 +913,7 @@ static int uring_start(struct mfsd_transport *t)
 			snprintf(why, sizeof(why), "cannot set up the ring of queue %u (%s)", q,
 			         strerror(-ret));
 	for (q = 0; q < tr->nq && !ret; q++) {
-		ret = fails_at(FAIL_THREAD, q)
+		ret = mfsd_uring_fails_at(URING_FAIL_THREAD, q)
 		              ? -EAGAIN
 		              : -pthread_create(&tr->rings[q].th, NULL, ring_thread, &tr->rings[q]);
 		tr->rings[q].th_ok = !ret;
@@ -971,10 +956,9 @@ static void uring_stop(struct mfsd_transport *t)
 	}
 	for (q = 0; q < tr->nq; q++)
 		pthread_join(tr->rings[q].th, NULL);
-	pthread_mutex_lock(&tr->ioctl_lock);
-	while (atomic_load(&tr->ioctl_threads))
-		pthread_cond_wait(&tr->ioctl_cond, &tr->ioctl_lock);
-	pthread_mutex_unlock(&tr->ioctl_lock);
+	/* the requests still running elsewhere reply through the_tr's hooks */
+	mfsd_offload_destroy(&tr->slow);
+	tr->slow_ok = false;
 	mfsd_init_hook_set(NULL);
 	the_tr = NULL;
 	uring_teardown(tr);

@@ -7,6 +7,10 @@
 #              both CPUs' queues
 #   ioctl      a follower of the damage events (an ioctl that waits a second
 #              at a time) does not hold up the other requests of its CPU
+#   fsync aside an fsync held inside the daemon (the test hook
+#              MENDFS_DEBUG_FSYNC_GATE) does not hold up the other requests of
+#              its CPU: a LOOKUP, an OPEN, READs and a WRITE from that CPU are
+#              answered while it waits
 #   teardown   umount, umount -l, SIGTERM, a connection abort and kill -9 in
 #              the middle of writes: the daemon ends, the image is consistent
 #              and what was synced is there
@@ -47,6 +51,8 @@ FUSECTL_MOUNTED=0
 FUSE_MODE=""  # /dev/fuse's mode before the non-root step changed it
 USER_MNT=""   # the non-root step's mount point
 on_cleanup() {
+	# a failed "fsync aside" step leaves the daemon's fsync waiting at the gate
+	[ ! -p "$WORK/gate" ] || timeout -s KILL 2 sh -c "echo x >'$WORK/gate'" 2>/dev/null || true
 	[ "$FUSECTL_MOUNTED" = 1 ] && umount "$FUSECTL" 2>/dev/null
 	[ -n "$USER_MNT" ] && grep -q " $USER_MNT " /proc/mounts && umount -l "$USER_MNT"
 	[ -n "$FUSE_MODE" ] && chmod "$FUSE_MODE" /dev/fuse
@@ -97,6 +103,38 @@ wait $FOLLOWER 2>/dev/null
 # 300 rounds take well under a second; behind a waiting ioctl each would wait for it
 [ "$elapsed" -lt 60 ] || fail "300 small I/Os beside an events follower took ${elapsed}s"
 [ "$(cat "$MNT/s")" = 300 ] || fail "s holds '$(cat "$MNT/s")'"
+
+step="fsync aside"
+# an fsync held inside the daemon (the test hook MENDFS_DEBUG_FSYNC_GATE: it
+# waits for a byte from a FIFO) while the same CPU's queue answers a LOOKUP,
+# an OPEN, a READ and a WRITE; on the ring's thread it would hold them all
+umount_fg
+mkfifo "$WORK/gate"
+export MENDFS_DEBUG_FSYNC_GATE=$WORK/gate
+mount_fg io_uring
+unset MENDFS_DEBUG_FSYNC_GATE
+echo before >"$MNT/held"
+taskset -c 0 sync "$MNT/held" &
+SYNCER=$!
+for ((i = 0; i < 300; i++)); do
+	grep -q "an fsync waits at" "$LOG" && break
+	sleep 0.1
+done
+[ "$i" -lt 300 ] || fail "the fsync did not reach the daemon's gate"
+# dentries and pages dropped: LOOKUP, OPEN and READs reach the daemon
+echo 2 >/proc/sys/vm/drop_caches
+echo 1 >/proc/sys/vm/drop_caches
+# (SIGKILL: a process waiting for a FUSE reply ignores SIGTERM)
+timeout -s KILL 30 taskset -c 0 cmp "$WORK/data" "$MNT/f0" ||
+	fail "reading f0 beside a held fsync (CPU 0's queue held up?)"
+timeout -s KILL 30 taskset -c 0 sh -c "echo beside > '$MNT/beside'" ||
+	fail "a write beside a held fsync (CPU 0's queue held up?)"
+kill -0 $SYNCER 2>/dev/null || fail "the fsync ended before the gate opened"
+echo x >"$WORK/gate"
+wait $SYNCER || fail "sync(1) of the held file failed"
+rm "$WORK/gate"
+[ "$(cat "$MNT/beside")" = beside ] || fail "beside holds '$(cat "$MNT/beside")'"
+grep -q "FUSE over io_uring" "$LOG" && fail "unexpected message: $(grep "FUSE over io_uring" "$LOG")"
 
 step="umount"
 umount_fg
