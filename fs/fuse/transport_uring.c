@@ -34,7 +34,7 @@
  * (the same CPU's) would wait behind it: FUSE_FSYNC and FUSE_FSYNCDIR (a
  * journal commit and a device flush) run on a small pool of threads while
  * fsyncs take long on average (FSYNC_ASIDE_NS; the hand-over costs about 20
- * us on the development VM, more than a whole fsync of an image on tmpfs),
+ * us on the development VM, where an fsync of an image on tmpfs takes 50),
  * FUSE_IOCTL (the damage-event ioctl waits up to a second for an event, a
  * scrub for minutes) on a thread of its own (offload.h).  The ring's thread
  * submits their replies (only a ring's own thread submits to it, so that the
