@@ -245,9 +245,10 @@ void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /*
  * Test hook (docs/design/testing.md): with MENDFS_DEBUG_FSYNC_GATE=FIFO, an
- * fsync first waits for a byte from the FIFO, so that a test can hold one
- * inside the daemon for as long as it needs (uring-test.sh, step "fsync
- * aside").  Never set outside tests.
+ * fsync first waits for a byte from the FIFO while that exists, so that a
+ * test can hold one inside the daemon for as long as it needs, and let others
+ * run freely by removing it (uring-test.sh, step "fsync aside").  Never set
+ * outside tests.
  */
 static void fsync_gate(void)
 {
@@ -255,7 +256,7 @@ static void fsync_gate(void)
 	char c;
 	int fd;
 
-	if (!gate || !*gate)
+	if (!gate || !*gate || access(gate, F_OK))
 		return;
 	mfsd_log(LOG_NOTICE, "MENDFS_DEBUG_FSYNC_GATE: an fsync waits at %s", gate);
 	fd = open(gate, O_RDONLY | O_CLOEXEC);
