@@ -4,8 +4,9 @@
  * loaded data groups, held twice by the same nodes: a treap by start
  * (augmented with the largest length in each subtree, so "the first extent
  * at or after goal with at least want blocks" and the largest extent are
- * O(log n)) and a list per size class for best fit.  Memory only, under fs->alloc_lock held by
- * the caller (alloc_data.c, alloc_quarantine.c); it calls nothing of mendfs.
+ * O(log n)) and a list per size class for best fit.  Memory only, under
+ * fs->alloc_lock held by the caller (alloc_data.c, alloc_quarantine.c); it
+ * calls nothing of mendfs.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -194,18 +195,16 @@ static bool z_better(const struct mfs_fext *x, const struct mfs_fext *best)
 struct mfs_fext *mfs_fx_best_fit(struct mfs_alloc *a, uint64_t want)
 {
 	struct mfs_fext *best = NULL, *x;
-	unsigned c, n;
+	unsigned c, next, n;
 
 	if (!want)
 		want = 1;
-	for (c = z_next_class(a, mfs_fx_class(want)); c < MFS_FX_CLASSES;
-	     c = z_next_class(a, c + 1)) {
+	for (c = z_next_class(a, mfs_fx_class(want)); c < MFS_FX_CLASSES; c = next) {
 		/* the first FX_SCAN of the class; when no class above has extents, on
 		 * until one fits (in @want's own class they may all be shorter) */
-		bool last = z_next_class(a, c + 1) == MFS_FX_CLASSES;
-
-		for (x = a->zhead[c], n = 0; x && (n < FX_SCAN || (last && !best));
-		     x = x->znext, n++)
+		next = z_next_class(a, c + 1);
+		for (x = a->zhead[c], n = 0;
+		     x && (n < FX_SCAN || (next == MFS_FX_CLASSES && !best)); x = x->znext, n++)
 			if (x->len >= want && z_better(x, best))
 				best = x;
 		if (best)
@@ -353,18 +352,17 @@ static void s_fix(struct mfs_fext *t, const struct mfs_fext *x)
 int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_t n)
 {
 	uint64_t fend = f->start + f->len, end = start + n;
-	bool head = start > f->start, tail = end < fend;
-	unsigned c = mfs_fx_class(f->len);
+	bool head = start > f->start, tail = end < fend, moves;
 
 	if (!head && !tail) {
 		fx_unlink(a, f);
 		fx_put(a, f);
 		return 0;
 	}
-	if (mfs_fx_class(head ? start - f->start : fend - end) != c)
+	/* it changes list only if what stays of it is of another class */
+	moves = mfs_fx_class(head ? start - f->start : fend - end) != mfs_fx_class(f->len);
+	if (moves)
 		z_unlink(a, f);
-	else
-		c = MFS_FX_CLASSES; /* stays in its class's list */
 	if (head) {
 		f->len = start - f->start;
 	} else {
@@ -372,7 +370,7 @@ int mfs_fx_take(struct mfs_alloc *a, struct mfs_fext *f, uint64_t start, uint64_
 		f->len = fend - end;
 	}
 	s_fix(a->by_start, f);
-	if (c != MFS_FX_CLASSES)
+	if (moves)
 		z_link(a, f);
 	return head && tail ? fx_new(a, end, fend - end) : 0;
 }

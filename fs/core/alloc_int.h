@@ -133,9 +133,10 @@ struct mfs_fext *mfs_fx_floor(struct mfs_fext *t, uint64_t key);
 /* The first extent (by start) with start >= @key and len >= @want, or NULL. */
 struct mfs_fext *mfs_fx_first_fit(struct mfs_fext *t, uint64_t key, uint64_t want);
 /*
- * An extent with len >= @want, the smallest there is (lowest start among
- * equals) up to MFS_FX_EXACT blocks, else the smallest of the first few of
- * the smallest size class that holds one; NULL when none is that long.
+ * An extent with len >= @want: up to MFS_FX_EXACT blocks the shortest there
+ * is (the lowest start among the first few of that length), above it the
+ * shortest of the first few of the smallest size class that holds one; NULL
+ * when none is that long.
  */
 struct mfs_fext *mfs_fx_best_fit(struct mfs_alloc *a, uint64_t want);
 /* The size class of a free extent of @len blocks (>= 1). */

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -250,12 +251,20 @@ void mfsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * run freely by removing it (uring-test.sh, step "fsync aside").  Never set
  * outside tests.
  */
+static const char *gate; /* read once: an fsync pays no getenv */
+
+static void gate_read(void)
+{
+	gate = getenv("MENDFS_DEBUG_FSYNC_GATE");
+}
+
 static void fsync_gate(void)
 {
-	const char *gate = getenv("MENDFS_DEBUG_FSYNC_GATE");
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	char c;
 	int fd;
 
+	pthread_once(&once, gate_read);
 	if (!gate || !*gate || access(gate, F_OK))
 		return;
 	mfsd_log(LOG_NOTICE, "MENDFS_DEBUG_FSYNC_GATE: an fsync waits at %s", gate);

@@ -406,7 +406,7 @@ struct slow_req {
 	struct ring_ent *e;
 	void *buf;
 	size_t len;
-	bool fsync; /* timed by run_fsync */
+	void (*run)(struct ring_ent *e, void *buf, size_t len); /* run_request, run_fsync */
 };
 
 static uint64_t now_ns(void)
@@ -433,10 +433,7 @@ static void slow_run(void *arg)
 {
 	struct slow_req *s = arg;
 
-	if (s->fsync)
-		run_fsync(s->e, s->buf, s->len);
-	else
-		run_request(s->e, s->buf, s->len);
+	s->run(s->e, s->buf, s->len);
 	free(s);
 }
 
@@ -450,7 +447,8 @@ static void run_slow(struct ring_ent *e, void *buf, size_t len, bool own)
 	int ret = ENOMEM;
 
 	if (s) {
-		*s = (struct slow_req){.e = e, .buf = buf, .len = len, .fsync = !own};
+		*s = (struct slow_req){
+		        .e = e, .buf = buf, .len = len, .run = own ? run_request : run_fsync};
 		ret = mfsd_offload_run(&e->r->tr->slow, slow_run, s, own);
 		if (!ret)
 			return;
@@ -487,12 +485,11 @@ static void dispatch(struct ring_ent *e)
 	atomic_store(&e->unique, in.unique);
 	if (in.opcode == FUSE_IOCTL)
 		run_slow(e, buf, in.len, true);
+	else if ((in.opcode == FUSE_FSYNC || in.opcode == FUSE_FSYNCDIR) &&
+	         atomic_load_explicit(&e->r->tr->fsync_ns, memory_order_relaxed) > FSYNC_ASIDE_NS)
+		run_slow(e, buf, in.len, false);
 	else if (in.opcode == FUSE_FSYNC || in.opcode == FUSE_FSYNCDIR)
-		if (atomic_load_explicit(&e->r->tr->fsync_ns, memory_order_relaxed) >
-		    FSYNC_ASIDE_NS)
-			run_slow(e, buf, in.len, false);
-		else
-			run_fsync(e, buf, in.len);
+		run_fsync(e, buf, in.len);
 	else
 		run_request(e, buf, in.len);
 }
