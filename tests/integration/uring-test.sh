@@ -106,36 +106,6 @@ wait $FOLLOWER 2>/dev/null
 [ "$elapsed" -lt 60 ] || fail "300 small I/Os beside an events follower took ${elapsed}s"
 [ "$(cat "$MNT/s")" = 300 ] || fail "s holds '$(cat "$MNT/s")'"
 
-step="fsync aside"
-# an fsync held inside the daemon (the test hook MENDFS_DEBUG_FSYNC_GATE: it
-# waits for a byte from a FIFO) while the same CPU's queue answers a LOOKUP,
-# an OPEN, a READ and a WRITE; on the ring's thread it would hold them all
-umount_fg
-mkfifo "$WORK/gate"
-export MENDFS_DEBUG_FSYNC_GATE=$WORK/gate
-mount_fg io_uring
-unset MENDFS_DEBUG_FSYNC_GATE
-echo before >"$MNT/held"
-taskset -c 0 sync "$MNT/held" &
-SYNCER=$!
-for ((i = 0; i < 300; i++)); do
-	grep -q "an fsync waits at" "$LOG" && break
-	sleep 0.1
-done
-[ "$i" -lt 300 ] || fail "the fsync did not reach the daemon's gate"
-# dentries and pages dropped: LOOKUP, OPEN and READs reach the daemon
-echo 2 >/proc/sys/vm/drop_caches
-echo 1 >/proc/sys/vm/drop_caches
-# (SIGKILL: a process waiting for a FUSE reply ignores SIGTERM)
-timeout -s KILL 30 taskset -c 0 cmp "$WORK/data" "$MNT/f0" ||
-	fail "reading f0 beside a held fsync (CPU 0's queue held up?)"
-timeout -s KILL 30 taskset -c 0 sh -c "echo beside > '$MNT/beside'" ||
-	fail "a write beside a held fsync (CPU 0's queue held up?)"
-kill -0 $SYNCER 2>/dev/null || fail "the fsync ended before the gate opened"
-echo x >"$WORK/gate"
-wait $SYNCER || fail "sync(1) of the held file failed"
-rm "$WORK/gate"
-
 # hold_fsync: an fsync of $MNT/held from CPU 0 waiting at the gate ($SYNCER)
 hold_fsync() {
 	local n i
@@ -154,6 +124,28 @@ release_fsync() {
 	wait $SYNCER || fail "sync(1) of the held file failed"
 	rm "$WORK/gate"
 }
+
+step="fsync aside"
+# an fsync held inside the daemon (the test hook MENDFS_DEBUG_FSYNC_GATE: it
+# waits for a byte from a FIFO while that exists) while the same CPU's queue
+# answers a LOOKUP, an OPEN, a READ and a WRITE; on the ring's thread it would
+# hold them all
+umount_fg
+export MENDFS_DEBUG_FSYNC_GATE=$WORK/gate
+mount_fg io_uring
+unset MENDFS_DEBUG_FSYNC_GATE
+echo before >"$MNT/held"
+hold_fsync
+# dentries and pages dropped: LOOKUP, OPEN and READs reach the daemon
+echo 2 >/proc/sys/vm/drop_caches
+echo 1 >/proc/sys/vm/drop_caches
+# (SIGKILL: a process waiting for a FUSE reply ignores SIGTERM)
+timeout -s KILL 30 taskset -c 0 cmp "$WORK/data" "$MNT/f0" ||
+	fail "reading f0 beside a held fsync (CPU 0's queue held up?)"
+timeout -s KILL 30 taskset -c 0 sh -c "echo beside > '$MNT/beside'" ||
+	fail "a write beside a held fsync (CPU 0's queue held up?)"
+kill -0 $SYNCER 2>/dev/null || fail "the fsync ended before the gate opened"
+release_fsync
 
 step="fsync aside: fast fsyncs stay on the ring"
 # the gate removed, fsyncs take tens of microseconds on /dev/shm: 100 of them
