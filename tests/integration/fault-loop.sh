@@ -26,6 +26,10 @@
 #     intact ($FAULTLOAD verify), and fsck.mendfs -n is still clean after
 #     that mount's replay and unmount.
 #
+# A daemon that does not exit within 20 s of its unmount fails its point;
+# its threads' states and kernel stacks go to the failure report, and after
+# three such daemons the loop stops (the rest would only wait as long).
+#
 # Prints "fault points: N" (runs made).  $FAULT_LOOP_MAX caps K (a quick
 # look); $FAULT_LOOP_ONLY="MODE N" runs one point (MODE once or dying) and
 # keeps its files in $FAULT_LOOP_KEEP if set.  Exit 0 pass, 1 fail, 77 skip
@@ -43,13 +47,14 @@ TPL=$WORK/template
 
 failures=0
 failed_points=""
+hangs=0 # daemons that did not unmount or exit in time
 # bad POINT WHY: one failed point (details of the first few)
 bad() {
 	failures=$((failures + 1))
 	failed_points="$failed_points [$1]"
 	if [ "$failures" -le 5 ]; then
 		echo "FAIL (fault-loop) at $1: $2" >&2
-		[ -s "$LOG" ] && tail -15 "$LOG" | sed 's/^/  daemon: /' >&2
+		[ -s "$LOG" ] && tail -25 "$LOG" | sed 's/^/  daemon: /' >&2
 		[ -s "$WORK/out" ] && tail -5 "$WORK/out" | sed 's/^/  workload: /' >&2
 	fi
 	return 0
@@ -59,12 +64,15 @@ bad() {
 mkfifo "$WORK/nap"
 exec {NAPFD}<>"$WORK/nap" # never written: reads time out
 nap() { read -r -t "$1" -u "$NAPFD" || true; }
+# is_mounted: $MNT in the mount table.  The table is read whole, front to
+# back: bash's `while read` reads 128 bytes at a time and seeks back after
+# each line, and a seek in /proc/self/mountinfo counts bytes from the start
+# again, so while other mounts come and go (tests running beside this one)
+# it can skip the line it is looking for.
 is_mounted() {
-	local line
-	while read -r line; do
-		[[ $line == *" $MNT "* ]] && return 0
-	done </proc/self/mountinfo
-	return 1
+	local table
+	table=$(</proc/self/mountinfo)
+	[[ $table == *" $MNT "* ]]
 }
 
 # start OPTS: start the daemon; 0 once mounted, 1 if it exited first (or hung: killed)
@@ -83,25 +91,55 @@ start() {
 	return 1
 }
 
+# elapsed_since T0: seconds since $EPOCHREALTIME was T0
+elapsed_since() {
+	local now=$EPOCHREALTIME
+	echo $(((${now/./} - ${1/./}) / 1000000))
+}
+
+# show_hung PID: what a daemon that does not exit is doing: each thread's
+# state and kernel wait channel, and the kernel stack of the first thread
+# not running or sleeping interruptibly (D: waiting in the kernel, Z: exited)
+show_hung() {
+	local t st stack=""
+	for t in /proc/"$1"/task/*; do
+		st=$(cut -d' ' -f2-3 "$t/stat" 2>/dev/null) || continue
+		echo "  thread ${t##*/}: $st wchan $(cat "$t/wchan" 2>/dev/null)"
+		[[ -z $stack && $st != *" S" && $st != *" R" ]] && stack=$t
+	done
+	[ -n "$stack" ] && sed 's/^/    /' "$stack/stack" 2>/dev/null | head -8
+	return 0
+}
+
 # stop_daemon: unmount if mounted and reap the daemon (bounded); sets $dstatus
 stop_daemon() {
-	local i s
+	local i s t0
 	dstatus=0
 	if is_mounted; then
 		if ! timeout 20 umount "$MNT" 2>>"$LOG"; then
 			echo "fault-loop: umount hung or failed" >>"$LOG"
 			umount -l "$MNT" 2>/dev/null
 			dstatus=hang
+			hangs=$((hangs + 1))
 		fi
 	fi
+	t0=$EPOCHREALTIME
 	for ((i = 0; i < 10000; i++)); do
 		kill -0 "$DPID" 2>/dev/null || break
 		nap 0.002
 	done
 	if kill -0 "$DPID" 2>/dev/null; then
-		echo "fault-loop: the daemon did not exit within 20 s" >>"$LOG"
+		echo "fault-loop: the daemon did not exit within 20 s" \
+			"(waited $(elapsed_since "$t0") s, $i polls)" >>"$LOG"
+		show_hung "$DPID" >>"$LOG"
 		kill -9 "$DPID" 2>/dev/null
 		dstatus=hang
+		hangs=$((hangs + 1))
+		# its mount is dead now: gone before the next point mounts there
+		for ((i = 0; i < 10; i++)); do
+			is_mounted || break
+			umount -l "$MNT" 2>/dev/null || nap 0.1
+		done
 	fi
 	reap "$DPID" 2>/dev/null && s=0 || s=$?
 	[ "$dstatus" = hang ] || dstatus=$s
@@ -178,6 +216,11 @@ for mode in once dying; do
 	for ((n = 1; n <= K; n++)); do
 		point "$mode" "$n"
 		points=$((points + 1))
+		if [ "$hangs" -ge 3 ]; then
+			echo "fault-loop: stopped after $hangs daemons that did not exit" \
+				"(what their threads were doing is above)" >&2
+			break 2
+		fi
 	done
 done
 echo "fault points: $points"
