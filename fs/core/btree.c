@@ -169,9 +169,9 @@ int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, u
  * One descent for both neighbours of @key.  Only when one lies in another
  * leaf (@key at a leaf's edge) does that one cost a second descent.
  */
-int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
-                         void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
-                         uint16_t *ge_len)
+int mfs_bt_lookup_near(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                       void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                       uint16_t *ge_len, struct mfs_bt_hint *hint)
 {
 	struct bt_bounds bd = {0};
 	uint64_t blocknr = bt->root;
@@ -179,6 +179,9 @@ int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t ke
 	unsigned level;
 	int ret, found = 0;
 
+	if (hint)
+		*hint = (struct mfs_bt_hint){
+		        .frees = atomic_load_explicit(&fs->bt_frees, memory_order_acquire)};
 	if (!bt->root)
 		return 0;
 	ret = mfs_bt_tree_check(bt);
@@ -197,6 +200,8 @@ int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t ke
 		}
 		nr = node_nr(b->data);
 		i = leaf_lower(b->data, key);
+		if (hint && i > 0 && i < nr && slot_key(b->data, i) != key)
+			hint->leaf = blocknr; /* entries on both sides of @key */
 		if (i < nr) {
 			*ge_key = slot_key(b->data, i);
 			leaf_copy_out(b->data, i, ge_val, ge_len);
@@ -236,6 +241,14 @@ int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t ke
 			return ret;
 	}
 	return found;
+}
+
+int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                         void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                         uint16_t *ge_len)
+{
+	return mfs_bt_lookup_near(fs, bt, key, le_key, le_val, le_len, ge_key, ge_val, ge_len,
+	                          NULL);
 }
 
 /* --- iteration --------------------------------------------------------------------- */

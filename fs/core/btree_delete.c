@@ -320,7 +320,7 @@ int mfs_bt_destroy(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt)
 	ret = subtree_collect(fs, bt, bt->root, bt->depth, NULL, &list);
 	if (!ret) {
 		for (i = 0; i < list.nr; i++) {
-			int r = fs->bt_alloc->free(fs, txn, list.v[i]);
+			int r = bt_block_free(fs, txn, list.v[i]);
 
 			mfs_meta_forget(fs, list.v[i]);
 			if (r && !ret)

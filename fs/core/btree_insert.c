@@ -279,6 +279,48 @@ out:
 	return ret;
 }
 
+/*
+ * The insert into a hinted leaf: 1 done, 0 when the leaf does not take it
+ * (the key not strictly inside its keys, no room), or -errno.  The hint is
+ * current (mfs_bt_insert_near), so the block is a live node of @bt: the
+ * checks of mfs_bt_node_get() hold, and a failure is real damage.
+ */
+static int insert_in_leaf(struct mfs *fs, struct mfs_txn *txn, const struct mfs_btree *bt,
+                          uint64_t blocknr, uint64_t key, const void *val, uint16_t len)
+{
+	struct mfs_buf *leaf;
+	unsigned nr, i, start;
+	int ret = mfs_bt_node_get(fs, bt, blocknr, 0, NULL, &leaf);
+
+	if (ret)
+		return ret;
+	nr = node_nr(leaf->data);
+	i = leaf_lower(leaf->data, key);
+	ret = i > 0 && i < nr && slot_key(leaf->data, i) != key &&
+	      leaf_scan(leaf->data, &start) + BT_SLOT + len <= BT_SPACE;
+	if (ret) {
+		leaf_insert_at(leaf->data, i, key, val, len, start);
+		mfs_txn_dirty(txn, leaf);
+	}
+	pthread_mutex_unlock(&leaf->lock);
+	mfs_buf_put(leaf);
+	return ret;
+}
+
+int mfs_bt_insert_near(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
+                       const void *val, uint16_t len, const struct mfs_bt_hint *hint)
+{
+	int ret;
+
+	if (hint && hint->leaf && bt->root && len <= MFS_BT_MAX_VALUE && (val || !len) &&
+	    hint->frees == atomic_load_explicit(&fs->bt_frees, memory_order_acquire)) {
+		ret = insert_in_leaf(fs, txn, bt, hint->leaf, key, val, len);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
+	return mfs_bt_insert(fs, txn, bt, key, val, len);
+}
+
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
                   const void *val, uint16_t len)
 {

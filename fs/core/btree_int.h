@@ -239,6 +239,16 @@ MFS_BT_SHARED int mfs_bt_node_free(struct mfs *fs, struct mfs_txn *txn, struct m
 MFS_BT_SHARED int mfs_bt_nodes_alloc(struct mfs *fs, struct mfs_txn *txn,
                                      const struct mfs_btree *bt, unsigned n, unsigned level0,
                                      struct mfs_buf **nb);
+/*
+ * Give a node block back to fs->bt_alloc.  Every B+tree block freed goes
+ * through here: it counts the free, which retires every struct mfs_bt_hint
+ * taken before it (mfs.h).
+ */
+static inline int bt_block_free(struct mfs *fs, struct mfs_txn *txn, uint64_t blocknr)
+{
+	atomic_fetch_add_explicit(&fs->bt_frees, 1, memory_order_release);
+	return fs->bt_alloc->free(fs, txn, blocknr);
+}
 MFS_BT_SHARED void mfs_bt_path_release(struct bt_path *path);
 /*
  * Walk from the root to the leaf whose range holds @key, checking every node.

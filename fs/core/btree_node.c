@@ -252,7 +252,7 @@ MFS_BT_SHARED int mfs_bt_node_free(struct mfs *fs, struct mfs_txn *txn, struct m
 	int ret;
 
 	mfs_buf_put(b);
-	ret = fs->bt_alloc->free(fs, txn, blocknr);
+	ret = bt_block_free(fs, txn, blocknr);
 	mfs_meta_forget(fs, blocknr);
 	return ret;
 }
@@ -274,7 +274,7 @@ MFS_BT_SHARED int mfs_bt_nodes_alloc(struct mfs *fs, struct mfs_txn *txn,
 			break;
 		ret = mfs_meta_new(fs, blocknr, type, bt->owner, &nb[i]);
 		if (ret) {
-			fs->bt_alloc->free(fs, txn, blocknr);
+			bt_block_free(fs, txn, blocknr);
 			break;
 		}
 	}

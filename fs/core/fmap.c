@@ -173,17 +173,17 @@ static int map_find_ge(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct
 /*
  * A tree map's map_find_le and map_find_ge of @lblk in one call (one descent
  * mostly): the first's result is returned and left in @x, the second's in @r
- * and *has_right (0 or 1).
+ * and *has_right (0 or 1); where it ended in *@hint (NULL: not wanted).
  */
 static int map_find_around(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, struct mfs_fx *x,
-                           struct mfs_fx *r, int *has_right)
+                           struct mfs_fx *r, int *has_right, struct mfs_bt_hint *hint)
 {
 	struct mfs_btree bt = ext_tree(ip);
 	struct mfs_extent le, ge;
 	uint16_t le_len = sizeof(le), ge_len = sizeof(ge);
 	uint64_t le_key, ge_key;
-	int found =
-	        mfs_bt_lookup_around(fs, &bt, lblk, &le_key, &le, &le_len, &ge_key, &ge, &ge_len);
+	int found = mfs_bt_lookup_near(fs, &bt, lblk, &le_key, &le, &le_len, &ge_key, &ge, &ge_len,
+	                               hint);
 	int ret;
 
 	if (found < 0)
@@ -226,8 +226,9 @@ static int map_to_tree(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	return 0;
 }
 
+/* @hint: from the lookup that found the empty range x falls in (NULL: none) */
 static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
-                      const struct mfs_fx *x)
+                      const struct mfs_fx *x, const struct mfs_bt_hint *hint)
 {
 	struct mfs_extent e;
 	int ret;
@@ -249,7 +250,7 @@ static int map_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip,
 	}
 	struct mfs_btree bt = ext_tree(ip);
 
-	ret = mfs_bt_insert(fs, txn, &bt, x->lblk, &e, sizeof(e));
+	ret = mfs_bt_insert_near(fs, txn, &bt, x->lblk, &e, sizeof(e), hint);
 	ext_tree_store(ip, &bt);
 	return ret;
 }
@@ -362,14 +363,16 @@ int mfs_fmap_lookup(struct mfs *fs, struct mfs_ino *ip, uint64_t lblk, uint64_t 
 
 	*pblk = 0;
 	*unwritten = false;
-	if (h)
+	if (h) {
 		h->found = false;
+		h->hint = (struct mfs_bt_hint){0};
+	}
 	if (lblk >= MAX_FILE_BLOCKS) {
 		*count = 1;
 		return 0;
 	}
 	if (is_tree(ip))
-		ret = map_find_around(fs, ip, lblk, &x, &r, &has_right);
+		ret = map_find_around(fs, ip, lblk, &x, &r, &has_right, h ? &h->hint : NULL);
 	else
 		ret = map_find_le(fs, ip, lblk, &x);
 	if (ret && ret != -ENOENT)
@@ -459,7 +462,7 @@ static int map_cut(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, cons
 		piece.lblk = to;
 		piece.pblk = x->pblk + (to - x->lblk);
 		piece.len = x->lblk + x->len - to;
-		ret = map_insert(fs, txn, ip, &piece);
+		ret = map_insert(fs, txn, ip, &piece, NULL);
 	}
 	return ret;
 }
@@ -602,10 +605,12 @@ int mfs_fmap_free(struct mfs *fs, struct mfs_ino *ip, uint64_t first, uint64_t l
 /*
  * Map @nx into the empty range it names, given its neighbours: @lp the
  * extent with the greatest lblk below nx->lblk, @rp the first at or past its
- * end (NULL: none).  Merges with either when they touch it on the disk too.
+ * end (NULL: none), @hint where the lookup that found them ended (NULL:
+ * none).  Merges with either when they touch it on the disk too.
  */
 static int add_between(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, struct mfs_fx nx,
-                       const struct mfs_fx *lp, const struct mfs_fx *rp)
+                       const struct mfs_fx *lp, const struct mfs_fx *rp,
+                       const struct mfs_bt_hint *hint)
 {
 	uint64_t lblk = nx.lblk, len = nx.len, pblk = nx.pblk;
 	uint32_t flags = nx.flags;
@@ -630,15 +635,15 @@ static int add_between(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, 
 			/* inline: make room first, nothing there can fail */
 			ret = map_delete(fs, txn, ip, r.lblk);
 			if (!ret)
-				ret = map_insert(fs, txn, ip, &nx);
+				ret = map_insert(fs, txn, ip, &nx, NULL);
 			return ret;
 		}
-		ret = map_insert(fs, txn, ip, &nx);
+		ret = map_insert(fs, txn, ip, &nx, hint);
 		if (!ret)
 			ret = map_delete(fs, txn, ip, r.lblk);
 		return ret;
 	}
-	return map_insert(fs, txn, ip, &nx);
+	return map_insert(fs, txn, ip, &nx, hint);
 }
 
 int mfs_fmap_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
@@ -667,7 +672,7 @@ int mfs_fmap_add(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64
 	ret = map_find_ge(fs, ip, lblk + len, &r);
 	if (ret && ret != -ENOENT)
 		return ret;
-	return add_between(fs, txn, ip, nx, left ? &l : NULL, ret ? NULL : &r);
+	return add_between(fs, txn, ip, nx, left ? &l : NULL, ret ? NULL : &r, NULL);
 }
 
 int mfs_fmap_add_hole(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, uint64_t lblk,
@@ -683,7 +688,7 @@ int mfs_fmap_add_hole(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip, u
 	if (!h || !h->found || len > EXT_MAX_LEN || lblk < h->lblk || lblk + len > h->lblk + h->len)
 		return mfs_fmap_add(fs, txn, ip, lblk, len, pblk, flags);
 	return add_between(fs, txn, ip, nx, h->has_left ? &h->left : NULL,
-	                   h->has_right ? &h->right : NULL);
+	                   h->has_right ? &h->right : NULL, &h->hint);
 }
 
 /* Where a file's first blocks go. */

@@ -91,6 +91,7 @@ struct mfs_fmap_hole {
 	bool has_left, has_right;
 	uint64_t lblk, len;
 	struct mfs_fx left, right;
+	struct mfs_bt_hint hint; /* a tree map's leaf around the hole (mfs.h) */
 };
 
 /*

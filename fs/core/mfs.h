@@ -138,6 +138,7 @@ struct mfs {
 	pthread_mutex_t alloc_lock;
 	void *alloc;                         /* struct mfs_alloc (alloc_int.h) */
 	const struct mfs_bt_alloc *bt_alloc; /* the B+trees' node blocks (mfs_alloc_init) */
+	_Atomic uint64_t bt_frees;           /* B+tree blocks freed, ever (struct mfs_bt_hint) */
 	/* unlinked inodes not yet evicted and those being freed (space.c), under alloc_lock */
 	unsigned space_unlinked;
 	unsigned space_freeing;
@@ -504,8 +505,31 @@ int mfs_bt_lookup_ge(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, u
 int mfs_bt_lookup_around(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
                          void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
                          uint16_t *ge_len);
+/*
+ * Where a lookup of a key that is not in the tree ended, for an insert of a
+ * key near it (mfs_bt_lookup_near, mfs_bt_insert_near): the leaf holding
+ * entries on both sides of the key (0: none), and fs->bt_frees before the
+ * lookup.  While no B+tree block has been freed since, the leaf is still a
+ * leaf of the same tree (a live node keeps its tree and level), and a key
+ * that falls strictly between two of its keys belongs in it.  The caller
+ * keeps the tree from changing otherwise (the inode lock for a file's map).
+ */
+struct mfs_bt_hint {
+	uint64_t leaf;
+	uint64_t frees;
+};
+/* mfs_bt_lookup_around(), filling *@hint (NULL: not wanted). */
+int mfs_bt_lookup_near(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, uint64_t *le_key,
+                       void *le_val, uint16_t *le_len, uint64_t *ge_key, void *ge_val,
+                       uint16_t *ge_len, struct mfs_bt_hint *hint);
 int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
                   const void *val, uint16_t len); /* -EEXIST */
+/*
+ * mfs_bt_insert() into the leaf @hint names, without a walk from the root,
+ * when the hint still holds and the entry fits there; else mfs_bt_insert().
+ */
+int mfs_bt_insert_near(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
+                       const void *val, uint16_t len, const struct mfs_bt_hint *hint);
 int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key,
                   const void *val, uint16_t len); /* -ENOENT */
 int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uint64_t key);

@@ -13,6 +13,7 @@
 void btree_ops_tests(TCase *tc);
 void btree_corrupt_tests(TCase *tc);
 void btree_real_tests(TCase *tc);
+void btree_hint_tests(TCase *tc);
 
 /*
  * Insert, look up, probe, update, delete @n keys in random order, checking

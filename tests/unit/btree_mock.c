@@ -89,6 +89,7 @@ MOCK_LINKAGE int MOCK(meta_read)(struct mfs *fs, uint64_t blocknr, uint16_t type
 
 	(void)fs;
 	pthread_mutex_lock(&mock.lock);
+	mock.reads++;
 	mb = *mock_slot(blocknr);
 	if (!mb) {
 		/* never written: what a device would return is not a metadata block */
@@ -253,7 +254,9 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #define mfs_bt_lookup_le     mock_bt_lookup_le
 #define mfs_bt_lookup_ge     mock_bt_lookup_ge
 #define mfs_bt_lookup_around mock_bt_lookup_around
+#define mfs_bt_lookup_near   mock_bt_lookup_near
 #define mfs_bt_insert        mock_bt_insert
+#define mfs_bt_insert_near   mock_bt_insert_near
 #define mfs_bt_update        mock_bt_update
 #define mfs_bt_delete        mock_bt_delete
 #define mfs_bt_iterate       mock_bt_iterate
@@ -272,7 +275,9 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #undef mfs_bt_lookup_le
 #undef mfs_bt_lookup_ge
 #undef mfs_bt_lookup_around
+#undef mfs_bt_lookup_near
 #undef mfs_bt_insert
+#undef mfs_bt_insert_near
 #undef mfs_bt_update
 #undef mfs_bt_delete
 #undef mfs_bt_iterate
@@ -285,8 +290,9 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 /* --- the layer a test runs on ------------------------------------------------------------ */
 
 const struct layer mock_layer = {
-        BT(lookup),  BT(lookup_le),   BT(insert),    BT(update),    BT(delete),        BT(iterate),
-        BT(destroy), MOCK(meta_read), MOCK(buf_put), BT(lookup_ge), BT(lookup_around),
+        BT(lookup),        BT(lookup_le),   BT(insert),      BT(update),    BT(delete),
+        BT(iterate),       BT(destroy),     MOCK(meta_read), MOCK(buf_put), BT(lookup_ge),
+        BT(lookup_around), BT(lookup_near), BT(insert_near),
 };
 
 const struct layer *L = &mock_layer;

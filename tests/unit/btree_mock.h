@@ -74,6 +74,7 @@ struct mock_state {
 	long errors;   /* contract violations seen */
 	long fail_in;  /* > 0: that many allocations from now, the last fails */
 	unsigned long dirties;
+	unsigned long reads; /* meta_read calls */
 };
 
 extern struct mock_state mock;
@@ -106,6 +107,10 @@ struct layer {
 	                 uint16_t *);
 	int (*lookup_around)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
 	                     uint16_t *, uint64_t *, void *, uint16_t *);
+	int (*lookup_near)(struct mfs *, const struct mfs_btree *, uint64_t, uint64_t *, void *,
+	                   uint16_t *, uint64_t *, void *, uint16_t *, struct mfs_bt_hint *);
+	int (*insert_near)(struct mfs *, struct mfs_txn *, struct mfs_btree *, uint64_t,
+	                   const void *, uint16_t, const struct mfs_bt_hint *);
 };
 
 extern const struct layer mock_layer;

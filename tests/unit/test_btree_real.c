@@ -21,9 +21,10 @@
 /* --- the real layer -------------------------------------------------------------------- */
 
 static const struct layer real_layer = {
-        mfs_bt_lookup, mfs_bt_lookup_le, mfs_bt_insert,        mfs_bt_update,
-        mfs_bt_delete, mfs_bt_iterate,   mfs_bt_destroy,       mfs_meta_read,
-        mfs_buf_put,   mfs_bt_lookup_ge, mfs_bt_lookup_around,
+        mfs_bt_lookup,      mfs_bt_lookup_le, mfs_bt_insert,        mfs_bt_update,
+        mfs_bt_delete,      mfs_bt_iterate,   mfs_bt_destroy,       mfs_meta_read,
+        mfs_buf_put,        mfs_bt_lookup_ge, mfs_bt_lookup_around, mfs_bt_lookup_near,
+        mfs_bt_insert_near,
 };
 
 static char real_dir[64], real_img[128];
