@@ -58,12 +58,12 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 		m = *merged ? n : mfs_bt_leaf_split_point(e, n);
 		pthread_mutex_lock(&lb->lock);
 		mfs_bt_leaf_build(lb->data, e, m);
-		mfs_txn_dirty(txn, lb);
+		bt_dirty(txn, lb);
 		pthread_mutex_unlock(&lb->lock);
 		if (!*merged) {
 			pthread_mutex_lock(&rb->lock);
 			mfs_bt_leaf_build(rb->data, e + m, n - m);
-			mfs_txn_dirty(txn, rb);
+			bt_dirty(txn, rb);
 			pthread_mutex_unlock(&rb->lock);
 			rmin = e[m].key;
 		}
@@ -80,7 +80,7 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 		memcpy(node_ptrs(lb->data), tmp, m * sizeof(*tmp));
 		memset(node_ptrs(lb->data) + m, 0, (BT_NODE_MAX - m) * sizeof(*tmp));
 		node_set_nr(lb->data, m);
-		mfs_txn_dirty(txn, lb);
+		bt_dirty(txn, lb);
 		pthread_mutex_unlock(&lb->lock);
 		if (!*merged) {
 			pthread_mutex_lock(&rb->lock);
@@ -88,7 +88,7 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 			memset(node_ptrs(rb->data) + (n - m), 0,
 			       (BT_NODE_MAX - (n - m)) * sizeof(*tmp));
 			node_set_nr(rb->data, n - m);
-			mfs_txn_dirty(txn, rb);
+			bt_dirty(txn, rb);
 			pthread_mutex_unlock(&rb->lock);
 			rmin = le64toh(tmp[m].key);
 		}
@@ -107,7 +107,7 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 	} else {
 		node_ptrs(pb->data)[li + 1].key = htole64(rmin);
 	}
-	mfs_txn_dirty(txn, pb);
+	bt_dirty(txn, pb);
 	pthread_mutex_unlock(&pb->lock);
 }
 
@@ -233,7 +233,7 @@ int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 		return ret;
 	leaf = path.b[path.depth];
 	leaf_remove_at(leaf->data, i);
-	mfs_txn_dirty(txn, leaf);
+	bt_dirty(txn, leaf);
 	pthread_mutex_unlock(&leaf->lock);
 	ret = mfs_bt_path_rebalance(fs, txn, bt, &path);
 	mfs_bt_path_release(&path);

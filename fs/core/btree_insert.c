@@ -36,6 +36,35 @@ static unsigned leaf_scan(uint8_t *blk, unsigned *start)
 	return used;
 }
 
+/*
+ * leaf_scan() of leaf @b (content lock held), from the cache in the buffer
+ * when an insert left it there: an insert into a full leaf's neighbourhood
+ * scans once per leaf fill or other change, not once per insert.
+ */
+static unsigned leaf_scan_cached(struct mfs_buf *b, unsigned *start)
+{
+	unsigned used;
+
+	if (b->bt_start) {
+#ifdef MFS_BT_VERIFY_CHECKED
+		unsigned st;
+
+		if (leaf_scan(b->data, &st) != b->bt_used || st != b->bt_start) {
+			fprintf(stderr, "btree block %llu: cached scan %u/%u, the leaf says %u/%u\n",
+			        (unsigned long long)b->blocknr, b->bt_used, b->bt_start,
+			        leaf_scan(b->data, &st), st);
+			abort();
+		}
+#endif
+		*start = b->bt_start;
+		return b->bt_used;
+	}
+	used = leaf_scan(b->data, start);
+	b->bt_used = (uint16_t)used;
+	b->bt_start = (uint16_t)*start;
+	return used;
+}
+
 /* Pack the values against the end of the block and zero the gap.  Returns the new data start. */
 static unsigned leaf_compact(uint8_t *blk)
 {
@@ -61,9 +90,11 @@ static unsigned leaf_compact(uint8_t *blk)
 
 /*
  * Store a value of @len (> 0) for slot @i, which holds none, given the data
- * start of the other slots: compacts if the gap is too small.
+ * start of the other slots: compacts if the gap is too small.  Returns the
+ * new data start.
  */
-static void leaf_place_from(uint8_t *blk, unsigned i, const void *val, unsigned len, unsigned start)
+static unsigned leaf_place_from(uint8_t *blk, unsigned i, const void *val, unsigned len,
+                                unsigned start)
 {
 	struct mfs_bt_slot *s = leaf_slots(blk);
 
@@ -72,6 +103,7 @@ static void leaf_place_from(uint8_t *blk, unsigned i, const void *val, unsigned 
 	memcpy(blk + start - len, val, len);
 	s[i].off = htole16(start - len);
 	s[i].len = htole16(len);
+	return start - len;
 }
 
 /* Store a value of @len for slot @i, compacting if the gap is too small. */
@@ -90,10 +122,10 @@ static void leaf_place(uint8_t *blk, unsigned i, const void *val, unsigned len)
 
 /*
  * Insert at slot @i; the caller checked that leaf_used() + slot + len fits
- * and passes the data start (leaf_scan()).
+ * and passes the data start (leaf_scan()).  Returns the new data start.
  */
-static void leaf_insert_at(uint8_t *blk, unsigned i, uint64_t key, const void *val, unsigned len,
-                           unsigned start)
+static unsigned leaf_insert_at(uint8_t *blk, unsigned i, uint64_t key, const void *val,
+                               unsigned len, unsigned start)
 {
 	struct mfs_bt_slot *s = leaf_slots(blk);
 	unsigned nr = node_nr(blk);
@@ -107,8 +139,20 @@ static void leaf_insert_at(uint8_t *blk, unsigned i, uint64_t key, const void *v
 	s[i].off = htole16(MFS_BLOCK_SIZE);
 	s[i].__pad = 0;
 	node_set_nr(blk, nr + 1);
-	if (len)
-		leaf_place_from(blk, i, val, len, start);
+	return len ? leaf_place_from(blk, i, val, len, start) : start;
+}
+
+/*
+ * Insert into leaf @b at slot @i, known to fit: @used and @start are its
+ * leaf_scan() before; the scan after is left in the buffer.
+ */
+static void leaf_insert_cached(struct mfs_txn *txn, struct mfs_buf *b, unsigned i, uint64_t key,
+                               const void *val, unsigned len, unsigned used, unsigned start)
+{
+	start = leaf_insert_at(b->data, i, key, val, len, start);
+	bt_dirty(txn, b);
+	b->bt_used = (uint16_t)(used + BT_SLOT + len);
+	b->bt_start = (uint16_t)start;
 }
 
 /* --- split ------------------------------------------------------------------------- */
@@ -143,12 +187,12 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 	m = mfs_bt_leaf_split_point(e, n);
 	pthread_mutex_lock(&leaf->lock);
 	mfs_bt_leaf_build(leaf->data, e, m);
-	mfs_txn_dirty(txn, leaf);
+	bt_dirty(txn, leaf);
 	pthread_mutex_unlock(&leaf->lock);
 	pthread_mutex_lock(&nb[0]->lock);
 	node_init(bt, nb[0]->data, 0);
 	mfs_bt_leaf_build(nb[0]->data, e + m, n - m);
-	mfs_txn_dirty(txn, nb[0]);
+	bt_dirty(txn, nb[0]);
 	pthread_mutex_unlock(&nb[0]->lock);
 	left_min = e[0].key;
 	sep = e[m].key;
@@ -167,7 +211,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 			memmove(&ptr[i + 2], &ptr[i + 1], (nr - i - 1) * sizeof(*ptr));
 			ptr_set(pb->data, i + 1, sep, right);
 			node_set_nr(pb->data, nr + 1);
-			mfs_txn_dirty(txn, pb);
+			bt_dirty(txn, pb);
 			pthread_mutex_unlock(&pb->lock);
 			if (i == 0)
 				mfs_bt_path_fix_keys(txn, path, p - 1);
@@ -183,7 +227,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		memcpy(node_ptrs(pb->data), tmp, h * sizeof(*tmp));
 		memset(node_ptrs(pb->data) + h, 0, (BT_NODE_MAX - h) * sizeof(*tmp));
 		node_set_nr(pb->data, h);
-		mfs_txn_dirty(txn, pb);
+		bt_dirty(txn, pb);
 		pthread_mutex_unlock(&pb->lock);
 
 		rb = nb[k++];
@@ -191,7 +235,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		node_init(bt, rb->data, level);
 		memcpy(node_ptrs(rb->data), tmp + h, (nr + 1 - h) * sizeof(*tmp));
 		node_set_nr(rb->data, nr + 1 - h);
-		mfs_txn_dirty(txn, rb);
+		bt_dirty(txn, rb);
 		pthread_mutex_unlock(&rb->lock);
 		left_min = le64toh(tmp[0].key);
 		sep = le64toh(tmp[h].key);
@@ -207,7 +251,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		ptr_set(rb->data, 0, left_min, bt->root);
 		ptr_set(rb->data, 1, sep, right);
 		node_set_nr(rb->data, 2);
-		mfs_txn_dirty(txn, rb);
+		bt_dirty(txn, rb);
 		pthread_mutex_unlock(&rb->lock);
 		bt->root = rb->blocknr;
 		bt->depth = depth + 1;
@@ -227,7 +271,7 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	struct bt_ent e[BT_LEAF_MAX + 1];
 	struct bt_path path;
 	struct mfs_buf *leaf;
-	unsigned i, n, start;
+	unsigned i, n, start, used = 0;
 	int ret;
 
 	if (len > MFS_BT_MAX_VALUE || (len && !val))
@@ -241,7 +285,7 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 		pthread_mutex_lock(&leaf->lock);
 		node_init(bt, leaf->data, 0);
 		mfs_bt_leaf_build(leaf->data, &one, 1);
-		mfs_txn_dirty(txn, leaf);
+		bt_dirty(txn, leaf);
 		pthread_mutex_unlock(&leaf->lock);
 		bt->root = leaf->blocknr;
 		bt->depth = 0;
@@ -257,9 +301,8 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	pthread_mutex_lock(&leaf->lock);
 	if (i < node_nr(leaf->data) && slot_key(leaf->data, i) == key) {
 		ret = -EEXIST;
-	} else if (leaf_scan(leaf->data, &start) + BT_SLOT + len <= BT_SPACE) {
-		leaf_insert_at(leaf->data, i, key, val, len, start);
-		mfs_txn_dirty(txn, leaf);
+	} else if ((used = leaf_scan_cached(leaf, &start)) + BT_SLOT + len <= BT_SPACE) {
+		leaf_insert_cached(txn, leaf, i, key, val, len, used, start);
 		pthread_mutex_unlock(&leaf->lock);
 		if (i == 0)
 			mfs_bt_path_fix_keys(txn, &path, path.depth);
@@ -289,7 +332,7 @@ static int insert_in_leaf(struct mfs *fs, struct mfs_txn *txn, const struct mfs_
                           uint64_t blocknr, uint64_t key, const void *val, uint16_t len)
 {
 	struct mfs_buf *leaf;
-	unsigned nr, i, start;
+	unsigned nr, i, start, used = 0;
 	int ret = mfs_bt_node_get(fs, bt, blocknr, 0, NULL, &leaf);
 
 	if (ret)
@@ -297,11 +340,9 @@ static int insert_in_leaf(struct mfs *fs, struct mfs_txn *txn, const struct mfs_
 	nr = node_nr(leaf->data);
 	i = leaf_lower(leaf->data, key);
 	ret = i > 0 && i < nr && slot_key(leaf->data, i) != key &&
-	      leaf_scan(leaf->data, &start) + BT_SLOT + len <= BT_SPACE;
-	if (ret) {
-		leaf_insert_at(leaf->data, i, key, val, len, start);
-		mfs_txn_dirty(txn, leaf);
-	}
+	      (used = leaf_scan_cached(leaf, &start)) + BT_SLOT + len <= BT_SPACE;
+	if (ret)
+		leaf_insert_cached(txn, leaf, i, key, val, len, used, start);
 	pthread_mutex_unlock(&leaf->lock);
 	mfs_buf_put(leaf);
 	return ret;
@@ -341,14 +382,14 @@ int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	if (len == oldlen) {
 		if (len)
 			memcpy(leaf->data + slot_off(leaf->data, i), val, len);
-		mfs_txn_dirty(txn, leaf);
+		bt_dirty(txn, leaf);
 		pthread_mutex_unlock(&leaf->lock);
 		goto out;
 	}
 	if (leaf_used(leaf->data) - oldlen + len <= BT_SPACE) {
 		/* the old value becomes a hole (or compaction reclaims it) */
 		leaf_place(leaf->data, i, val, len);
-		mfs_txn_dirty(txn, leaf);
+		bt_dirty(txn, leaf);
 		pthread_mutex_unlock(&leaf->lock);
 		if (len < oldlen)
 			ret = mfs_bt_path_rebalance(fs, txn, bt, &path);

@@ -240,6 +240,17 @@ MFS_BT_SHARED int mfs_bt_nodes_alloc(struct mfs *fs, struct mfs_txn *txn,
                                      const struct mfs_btree *bt, unsigned n, unsigned level0,
                                      struct mfs_buf **nb);
 /*
+ * Every change of a node goes into the transaction through here: it forgets
+ * the leaf's cached scan (struct mfs_buf.bt_start), which only the insert
+ * that made the change sets again.
+ */
+static inline void bt_dirty(struct mfs_txn *txn, struct mfs_buf *b)
+{
+	b->bt_start = 0;
+	mfs_txn_dirty(txn, b);
+}
+
+/*
  * Give a node block back to fs->bt_alloc.  Every B+tree block freed goes
  * through here: it counts the free, which retires every struct mfs_bt_hint
  * taken before it (mfs.h).

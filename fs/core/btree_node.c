@@ -390,7 +390,7 @@ MFS_BT_SHARED void mfs_bt_path_fix_keys(struct mfs_txn *txn, struct bt_path *pat
 			return;
 		}
 		node_ptrs(pb->data)[i].key = htole64(min);
-		mfs_txn_dirty(txn, pb);
+		bt_dirty(txn, pb);
 		pthread_mutex_unlock(&pb->lock);
 		if (i)
 			return;

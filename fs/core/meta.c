@@ -355,6 +355,7 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 	pthread_mutex_lock(&b->lock);
 	if (!b->uptodate) {
 		b->bt_checked = false; /* the data comes from the device again */
+		b->bt_start = 0;
 		ret = __buf_read(fs, b, type);
 		if (!ret) {
 			b->uptodate = true;
@@ -397,6 +398,7 @@ int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner
 	b->type = type;
 	b->uptodate = true;
 	b->bt_checked = false;
+	b->bt_start = 0;
 	pthread_mutex_unlock(&b->lock);
 	*bp = b;
 	return 0;

@@ -231,6 +231,12 @@ struct mfs_buf {
 	 * from the twin, mfs_meta_new); only the tree changes a node meanwhile.
 	 */
 	bool bt_checked;
+	/*
+	 * A leaf's bytes in use and lowest value offset (btree_insert.c's
+	 * leaf_scan()), kept by the insert that changes them; 0: not known.
+	 * Zeroed at every fill and by every other change of the node (bt_dirty).
+	 */
+	uint16_t bt_used, bt_start;
 };
 
 /* Where the twin of metadata/journal block @blk lives (0 without metadata_dup). */
