@@ -50,7 +50,8 @@ static unsigned leaf_scan_cached(struct mfs_buf *b, unsigned *start)
 		unsigned st;
 
 		if (leaf_scan(b->data, &st) != b->bt_used || st != b->bt_start) {
-			fprintf(stderr, "btree block %llu: cached scan %u/%u, the leaf says %u/%u\n",
+			fprintf(stderr,
+			        "btree block %llu: cached scan %u/%u, the leaf says %u/%u\n",
 			        (unsigned long long)b->blocknr, b->bt_used, b->bt_start,
 			        leaf_scan(b->data, &st), st);
 			abort();
