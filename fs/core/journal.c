@@ -395,6 +395,7 @@ static int __checkpoint(struct mfs *fs)
 		jrec_done(r);
 	}
 	j->ckpt_tail = NULL;
+	mfs_cache_trim(fs); /* eviction happens at lookups: the buffers let go leave now */
 	atomic_fetch_add(&fs->stats.checkpoints, 1);
 	return 0;
 }

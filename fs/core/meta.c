@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The metadata buffer cache: one buffer per metadata block, found by block
- * number in a hash table, counted by references.  Clean unreferenced buffers
- * sit on an LRU list and are evicted past max_bufs; buffers the journal holds
- * (dirty: in a transaction or awaiting checkpoint) keep a reference and are
- * never evicted.
+ * number in a hash table, counted by references.  Every cached buffer is on
+ * one list, in the order of a clock: past max_bufs the oldest that nobody
+ * holds, is not dirty and was not used since the clock last passed it is
+ * evicted (one used meanwhile gets a second pass at the tail); buffers the
+ * journal holds (dirty: in a transaction or awaiting checkpoint) keep a
+ * reference and are never evicted.  A lookup takes cache_lock; a put is one
+ * atomic decrement: the buffer stays where it is.
  *
  * Reads are verified (magic, type, self-location, checksum).  With
  * metadata_dup a copy that is corrupt or sits on poison is read from its twin,
@@ -12,9 +15,13 @@
  * write clears poison (the engine's slow path).  Both copies bad: -EIO if
  * poison was met, else -EUCLEAN, logged with the block number.
  *
- * Locking: fs->cache_lock protects the hash, the LRU, nr_bufs and every
- * reference count transition to or from zero; b->lock (the content lock)
- * protects data, uptodate, dirty and txn.  Order: b->lock -> cache_lock.
+ * Locking: fs->cache_lock protects the hash, the list, nr_bufs, b->referenced
+ * and every reference count transition from zero (a lookup); a transition to
+ * zero (mfs_buf_put) needs no lock, since a buffer nobody holds is freed only
+ * under cache_lock after it saw the count at zero, and the last holder no
+ * longer touches it.  b->lock (the content lock) protects data, uptodate,
+ * dirty and txn; dirty is read under cache_lock only of a buffer nobody
+ * holds (only a holder changes it).  Order: b->lock -> cache_lock.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -138,15 +145,26 @@ static void __lru_add_tail(struct mfs *fs, struct mfs_buf *b)
 	fs->lru_tail = b;
 }
 
-/* Evict clean unreferenced buffers, oldest first, until within max_bufs. */
+/*
+ * Evict buffers nobody holds, clean, oldest first, until within max_bufs; one
+ * used since the clock last passed it gets a second pass.  Bounded: with
+ * every buffer held or dirty (a big transaction) the cache stays over its size
+ * until the journal lets them go, as before.
+ */
 static struct mfs_buf *__evict(struct mfs *fs)
 {
 	struct mfs_buf *victims = NULL;
+	unsigned budget = fs->nr_bufs > fs->max_bufs ? 2 * (fs->nr_bufs - fs->max_bufs) + 64 : 0;
 
-	while (fs->nr_bufs > fs->max_bufs && fs->lru_head) {
+	while (fs->nr_bufs > fs->max_bufs && fs->lru_head && budget--) {
 		struct mfs_buf *b = fs->lru_head;
 
 		__lru_del(fs, b);
+		if (atomic_load(&b->ref) || b->dirty || b->referenced) {
+			b->referenced = false;
+			__lru_add_tail(fs, b);
+			continue;
+		}
 		__hash_del(fs, b);
 		b->hnext = victims;
 		victims = b;
@@ -183,8 +201,8 @@ static struct mfs_buf *buf_alloc(struct mfs *fs, uint64_t blocknr)
 
 /*
  * Find or insert the buffer of @blocknr, referenced.  Not necessarily
- * uptodate.  @evict: make room for an inserted buffer by evicting the LRU's
- * oldest (not for the scrub's passing buffers, which leave at their put).
+ * uptodate.  @evict: make room for an inserted buffer by evicting (not for
+ * the scrub's passing buffers, which leave at their put: buf_put_unread).
  */
 static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs_buf **bp)
 {
@@ -202,14 +220,15 @@ static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs
 		b = __hash_find(fs, blocknr);
 	}
 	if (b) {
-		__lru_del(fs, b);
 		atomic_fetch_add(&b->ref, 1);
+		b->referenced = true;
 		victims = NULL;
 	} else {
 		b = fresh;
 		fresh = NULL;
 		b->hnext = fs->hash[hash_slot(fs, blocknr)];
 		fs->hash[hash_slot(fs, blocknr)] = b;
+		__lru_add_tail(fs, b);
 		fs->nr_bufs++;
 		victims = evict ? __evict(fs) : NULL;
 	}
@@ -219,6 +238,16 @@ static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs
 	free_list(victims);
 	*bp = b;
 	return 0;
+}
+
+void mfs_cache_trim(struct mfs *fs)
+{
+	struct mfs_buf *victims;
+
+	pthread_mutex_lock(&fs->cache_lock);
+	victims = __evict(fs);
+	pthread_mutex_unlock(&fs->cache_lock);
+	free_list(victims);
 }
 
 static int buf_lookup(struct mfs *fs, uint64_t blocknr, struct mfs_buf **bp)
@@ -232,28 +261,36 @@ void mfs_buf_get(struct mfs_buf *b)
 }
 
 /*
- * The last reference: a clean uptodate buffer goes to the LRU, one that never
- * became uptodate (failed read) leaves the cache, a dirty one stays (the
- * journal keeps its own reference while it needs the buffer).
+ * Drop a reference.  The buffer stays on the clock's list: eviction takes it
+ * once nobody holds it.  No lock: after the decrement the buffer is not
+ * touched.  (One that is not uptodate, as after a refused transaction, is
+ * read again by the next mfs_meta_read.)
  */
 void mfs_buf_put(struct mfs_buf *b)
 {
-	struct mfs *fs = b->fs;
-	struct mfs_buf *victims = NULL;
+	atomic_fetch_sub(&b->ref, 1);
+}
+
+/*
+ * mfs_buf_put() of a buffer that may hold no data: a failed read, or a block
+ * the scrub passed through (it reads into its own memory).  The last holder
+ * takes it out of the cache if it is still not uptodate, so that neither
+ * pushes a cached block out.
+ */
+static void buf_put_unread(struct mfs *fs, struct mfs_buf *b)
+{
+	struct mfs_buf *victim = NULL;
 
 	pthread_mutex_lock(&fs->cache_lock);
-	if (atomic_fetch_sub(&b->ref, 1) == 1) {
-		if (!b->uptodate && !b->dirty) {
-			__hash_del(fs, b);
-			b->hnext = NULL;
-			victims = b;
-		} else if (!b->dirty) {
-			__lru_add_tail(fs, b);
-			victims = __evict(fs);
-		}
+	/* the count at zero under the lock: nobody holds it or can look it up */
+	if (atomic_fetch_sub(&b->ref, 1) == 1 && !b->uptodate && !b->dirty) {
+		__lru_del(fs, b);
+		__hash_del(fs, b);
+		victim = b;
 	}
 	pthread_mutex_unlock(&fs->cache_lock);
-	free_list(victims);
+	if (victim)
+		buf_free(victim);
 }
 
 /* --- verified reads with twin fallback ------------------------------------------ */
@@ -368,7 +405,7 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (ret) {
-		mfs_buf_put(b);
+		buf_put_unread(fs, b);
 		/* inside a handle the operation may be half done in memory: stop (fserror.c) */
 		if (ret == -EIO && mfs_txn_depth && !fs->read_only)
 			mfs_fs_error(fs, ret, "metadata read in a transaction");
@@ -599,6 +636,6 @@ int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp)
 	}
 out:
 	pthread_mutex_unlock(&b->lock);
-	mfs_buf_put(b);
+	buf_put_unread(fs, b);
 	return ret;
 }

@@ -112,7 +112,7 @@ struct mfs {
 	struct mfs_buf **hash;
 	unsigned hash_size;
 	unsigned nr_bufs, max_bufs;
-	struct mfs_buf *lru_head, *lru_tail; /* clean, unreferenced buffers */
+	struct mfs_buf *lru_head, *lru_tail; /* every buffer, in the clock's order (meta.c) */
 
 	/* journal (journal.c) */
 	pthread_mutex_t txn_lock;
@@ -224,6 +224,7 @@ struct mfs_buf {
 	bool dirty;          /* changed since written in place */
 	struct mfs_txn *txn; /* transaction it belongs to, if dirty */
 	uint64_t jgen;       /* last transaction that journaled it */
+	bool referenced;     /* looked up since the clock last passed it (cache_lock) */
 	struct mfs_buf *hnext, *lru_prev, *lru_next, *txn_next;
 	/*
 	 * A B+tree node whose items btree_node.c checked since the data last
@@ -244,6 +245,8 @@ uint64_t mfs_twin(const struct mfs *fs, uint64_t blk);
 
 int mfs_cache_init(struct mfs *fs, unsigned max_bufs);
 void mfs_cache_destroy(struct mfs *fs);
+/* Evict down to the cache's size (a checkpoint, which lets the journal's buffers go). */
+void mfs_cache_trim(struct mfs *fs);
 /*
  * Get a verified metadata block (type checked unless 0).  A copy that fails
  * its checks or sits on poison is read from the twin, and the bad copy is
