@@ -61,9 +61,16 @@ bad() {
 }
 
 # Waits without a process per poll: the loop runs 300+ points.
+# (The FIFO is opened for each wait, never held open: a descriptor kept by
+# the shell would be inherited by every daemon and workload it starts, and
+# anything written to it would end the waits early.)
 mkfifo "$WORK/nap"
-exec {NAPFD}<>"$WORK/nap" # never written: reads time out
-nap() { read -r -t "$1" -u "$NAPFD" || true; }
+nap() { read -r -t "$1" <>"$WORK/nap" || true; }
+# usecs_since T0: microseconds since $EPOCHREALTIME was T0
+usecs_since() {
+	local now=$EPOCHREALTIME
+	echo $((${now/./} - ${1/./}))
+}
 # is_mounted: $MNT in the mount table.  The table is read whole, front to
 # back: bash's `while read` reads 128 bytes at a time and seeks back after
 # each line, and a seek in /proc/self/mountinfo counts bytes from the start
@@ -93,8 +100,7 @@ start() {
 
 # elapsed_since T0: seconds since $EPOCHREALTIME was T0
 elapsed_since() {
-	local now=$EPOCHREALTIME
-	echo $(((${now/./} - ${1/./}) / 1000000))
+	echo $(($(usecs_since "$1") / 1000000))
 }
 
 # show_hung PID: what a daemon that does not exit is doing: each thread's
@@ -124,7 +130,8 @@ stop_daemon() {
 		fi
 	fi
 	t0=$EPOCHREALTIME
-	for ((i = 0; i < 10000; i++)); do
+	# 20 s by the clock, however the waits go
+	for ((i = 0; $(usecs_since "$t0") < 20000000; i++)); do
 		kill -0 "$DPID" 2>/dev/null || break
 		nap 0.002
 	done
@@ -132,7 +139,7 @@ stop_daemon() {
 		echo "fault-loop: the daemon did not exit within 20 s" \
 			"(waited $(elapsed_since "$t0") s, $i polls)" >>"$LOG"
 		show_hung "$DPID" >>"$LOG"
-		kill -9 "$DPID" 2>/dev/null
+		kill -9 "$DPID" 2>/dev/null || true # it may have ended just now
 		dstatus=hang
 		hangs=$((hangs + 1))
 		# its mount is dead now: gone before the next point mounts there
