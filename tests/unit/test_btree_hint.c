@@ -53,6 +53,30 @@ static void even_tree(struct mfs_btree *bt, struct ref *r, size_t n, uint64_t se
 	T_UGE(bt->depth, 1);
 }
 
+/* From r->keys[from] on, every other key: the first whose lookup ended inside a leaf. */
+static size_t inside_from(const struct mfs_btree *bt, const struct ref *r, size_t from,
+                          struct mfs_bt_hint *h)
+{
+	size_t i;
+
+	for (i = from; i < r->n; i += 2) {
+		*h = hint_of(bt, r, i);
+		if (h->leaf)
+			return i;
+	}
+	ck_abort_msg("no key from %zu on falls inside a leaf", from);
+	return 0;
+}
+
+/* The end of a case: the tree destroyed, every block and reference returned. */
+static void finish(struct mfs_btree *bt, struct ref *r)
+{
+	T_IEQ(L->destroy(fs, txn, bt), 0);
+	T_IEQ(mock.live, 0);
+	ref_free(r);
+	mock_clean();
+}
+
 /* Current hints: one read each whenever the leaf has room, else the walk. */
 START_TEST(test_hint_current)
 {
@@ -83,10 +107,7 @@ START_TEST(test_hint_current)
 	T_UGT(one, hinted / 2);
 	T_UGT(walk, 0);
 	checkpoint(&bt, &r);
-	T_IEQ(L->destroy(fs, txn, &bt), 0);
-	T_IEQ(mock.live, 0);
-	ref_free(&r);
-	mock_clean();
+	finish(&bt, &r);
 }
 END_TEST
 
@@ -110,9 +131,7 @@ START_TEST(test_hint_edges)
 	T_UEQ(h.leaf, 0);
 	T_UGE(ins_near(&bt, &r, 0, &h), bt.depth + 1);
 	checkpoint(&bt, &r);
-	T_IEQ(L->destroy(fs, txn, &bt), 0);
-	ref_free(&r);
-	mock_clean();
+	finish(&bt, &r);
 }
 END_TEST
 
@@ -123,17 +142,12 @@ START_TEST(test_hint_stale_after_free)
 	struct mfs_bt_hint h;
 	uint64_t frees;
 	struct ref r;
-	size_t i, k = 0;
+	size_t i, k;
 
 	rng_state = 7;
 	even_tree(&bt, &r, 20000, 4);
 	/* an absent key whose lookup ended inside a leaf */
-	for (i = r.n / 2 + 1; i < r.n && !k; i += 2) {
-		h = hint_of(&bt, &r, i);
-		if (h.leaf)
-			k = i;
-	}
-	T_UNE(k, 0);
+	k = inside_from(&bt, &r, r.n / 2 + 1, &h);
 	frees = atomic_load(&fs->bt_frees);
 	/* empty the hinted leaf and its neighbours: their blocks are freed */
 	for (i = k > 400 ? k - 400 : 0; i < r.n && i < k + 400; i++) {
@@ -148,19 +162,11 @@ START_TEST(test_hint_stale_after_free)
 	expect(&bt, r.keys[k], 0);
 	checkpoint(&bt, &r);
 	/* a hint older than any free is refused the same way, its leaf alive or not */
-	for (i = k + 402, k = 0; i < r.n && !k; i += 2) {
-		h = hint_of(&bt, &r, i);
-		if (h.leaf)
-			k = i;
-	}
-	T_UNE(k, 0);
+	k = inside_from(&bt, &r, k + 402, &h);
 	h.frees--;
 	T_UGE(ins_near(&bt, &r, k, &h), bt.depth + 1);
 	checkpoint(&bt, &r);
-	T_IEQ(L->destroy(fs, txn, &bt), 0);
-	T_IEQ(mock.live, 0);
-	ref_free(&r);
-	mock_clean();
+	finish(&bt, &r);
 }
 END_TEST
 
@@ -181,9 +187,7 @@ START_TEST(test_hint_wrong_leaf)
 	T_UGE(ins_near(&bt, &r, r.n - 3, &first), 1 + bt.depth + 1);
 	expect(&bt, r.keys[r.n - 3], 0);
 	checkpoint(&bt, &r);
-	T_IEQ(L->destroy(fs, txn, &bt), 0);
-	ref_free(&r);
-	mock_clean();
+	finish(&bt, &r);
 }
 END_TEST
 
@@ -244,10 +248,7 @@ START_TEST(test_hint_after_splits)
 			T_UGT(one, 0);
 		checkpoint(&bt, &r);
 	}
-	T_IEQ(L->destroy(fs, txn, &bt), 0);
-	T_IEQ(mock.live, 0);
-	ref_free(&r);
-	mock_clean();
+	finish(&bt, &r);
 }
 END_TEST
 
