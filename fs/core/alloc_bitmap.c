@@ -97,10 +97,9 @@ int mfs_bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, uint6
 		uint8_t *bits;
 		int ret;
 
-		ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+		ret = mfs_meta_read_locked(fs, disk + k, MFS_T_BITMAP, &b);
 		if (ret)
 			return ret;
-		pthread_mutex_lock(&b->lock);
 		bits = b->data + sizeof(struct mfs_meta_hdr);
 		for (uint64_t j = i; j < i + cnt; j++) {
 			uint8_t m = (uint8_t)(1u << (j % 8));
@@ -130,7 +129,7 @@ int mfs_bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, uint6
 				pthread_mutex_unlock(&fs->alloc_lock);
 			}
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		if (ret)
 			return ret;
@@ -232,7 +231,7 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return 0;
 	}
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	pthread_mutex_lock(&fs->alloc_lock);
 	if (m->loaded[k] != G_UNLOADED)
 		goto out;
@@ -264,7 +263,7 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 		*nfree = free_bits;
 out:
 	pthread_mutex_unlock(&fs->alloc_lock);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	free(pz[0]);
 	free(pz[1]);
@@ -327,13 +326,12 @@ int mfs_bm_recount(struct mfs *fs, uint64_t disk, uint64_t blocks, uint64_t nbit
 				        valid);
 				continue;
 			}
-			ret = mfs_meta_read(fs, disk + k, MFS_T_BITMAP, &b);
+			ret = mfs_meta_read_locked(fs, disk + k, MFS_T_BITMAP, &b);
 			if (ret)
 				break;
-			pthread_mutex_lock(&b->lock);
 			*nfree += bm_count_clear(
 			        (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr)), valid);
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 			mfs_buf_put(b);
 		}
 	}

@@ -106,7 +106,7 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 		pthread_mutex_unlock(&fs->alloc_lock);
 		return 0;
 	}
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	pthread_mutex_lock(&fs->alloc_lock);
 	if (a->gloaded[g] != G_UNLOADED)
 		goto out;
@@ -165,7 +165,7 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 		*nfree = free_bits;
 out:
 	pthread_mutex_unlock(&fs->alloc_lock);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	free(pz);
 	return ret;

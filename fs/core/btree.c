@@ -78,7 +78,7 @@ static void bt_step_down(struct mfs_buf *b, uint64_t key, bool root, struct bt_b
 	child_bounds(b->data, i, root ? NULL : bd, &cbd);
 	*blocknr = ptr_child(b->data, i);
 	*bd = cbd;
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 }
 
@@ -111,7 +111,7 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enu
 		if (level) {
 			/* separators are exact: below the first one there is nothing */
 			if (key < ptr_key(b->data, 0) && mode != BT_GE) {
-				pthread_mutex_unlock(&b->lock);
+				mfs_unlock(&b->lock);
 				mfs_buf_put(b);
 				return -ENOENT;
 			}
@@ -126,7 +126,7 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enu
 			i--;
 		} else if (mode == BT_GE && bt->depth > 0 && bd.has_hi && bd.hi > key) {
 			/* past this leaf's end: descend again to the next leaf */
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 			mfs_buf_put(b);
 			key = bd.hi;
 			blocknr = bt->root;
@@ -141,7 +141,7 @@ static int bt_find(struct mfs *fs, const struct mfs_btree *bt, uint64_t key, enu
 				*found = slot_key(b->data, i);
 			leaf_copy_out(b->data, i, val, len);
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		return ret;
 	}
@@ -222,7 +222,7 @@ int mfs_bt_lookup_near(struct mfs *fs, const struct mfs_btree *bt, uint64_t key,
 			/* keys below this leaf's lower bound are in an earlier leaf */
 			le_other = bt->depth > 0 && bd.has_lo;
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		break;
 	}
@@ -280,9 +280,9 @@ int mfs_bt_iterate(struct mfs *fs, const struct mfs_btree *bt, uint64_t start, m
 		bd = &path.bd[path.depth];
 		more = path.depth > 0 && bd->has_hi;
 		next = bd->hi;
-		pthread_mutex_lock(&leaf->lock);
+		mfs_lock(&leaf->lock);
 		memcpy(copy, leaf->data, MFS_BLOCK_SIZE);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		i = path.idx[path.depth];
 		mfs_bt_path_release(&path);
 

@@ -42,12 +42,12 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 	uint64_t lmin, rmin = 0;
 	unsigned pnr;
 
-	pthread_mutex_lock(&lb->lock);
+	mfs_lock(&lb->lock);
 	memcpy(lcopy, lb->data, MFS_BLOCK_SIZE);
-	pthread_mutex_unlock(&lb->lock);
-	pthread_mutex_lock(&rb->lock);
+	mfs_unlock(&lb->lock);
+	mfs_lock(&rb->lock);
 	memcpy(rcopy, rb->data, MFS_BLOCK_SIZE);
-	pthread_mutex_unlock(&rb->lock);
+	mfs_unlock(&rb->lock);
 
 	if (level == 0) {
 		struct bt_ent e[2 * BT_LEAF_MAX];
@@ -56,15 +56,15 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 		n += leaf_gather(rcopy, e + n);
 		*merged = ents_bytes(e, n) <= BT_SPACE;
 		m = *merged ? n : mfs_bt_leaf_split_point(e, n);
-		pthread_mutex_lock(&lb->lock);
+		mfs_lock(&lb->lock);
 		mfs_bt_leaf_build(lb->data, e, m);
 		bt_dirty(txn, lb);
-		pthread_mutex_unlock(&lb->lock);
+		mfs_unlock(&lb->lock);
 		if (!*merged) {
-			pthread_mutex_lock(&rb->lock);
+			mfs_lock(&rb->lock);
 			mfs_bt_leaf_build(rb->data, e + m, n - m);
 			bt_dirty(txn, rb);
-			pthread_mutex_unlock(&rb->lock);
+			mfs_unlock(&rb->lock);
 			rmin = e[m].key;
 		}
 		lmin = e[0].key;
@@ -76,26 +76,26 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 		memcpy(tmp + ln, node_ptrs(rcopy), (n - ln) * sizeof(*tmp));
 		*merged = n <= BT_NODE_MAX;
 		m = *merged ? n : n / 2;
-		pthread_mutex_lock(&lb->lock);
+		mfs_lock(&lb->lock);
 		memcpy(node_ptrs(lb->data), tmp, m * sizeof(*tmp));
 		memset(node_ptrs(lb->data) + m, 0, (BT_NODE_MAX - m) * sizeof(*tmp));
 		node_set_nr(lb->data, m);
 		bt_dirty(txn, lb);
-		pthread_mutex_unlock(&lb->lock);
+		mfs_unlock(&lb->lock);
 		if (!*merged) {
-			pthread_mutex_lock(&rb->lock);
+			mfs_lock(&rb->lock);
 			memcpy(node_ptrs(rb->data), tmp + m, (n - m) * sizeof(*tmp));
 			memset(node_ptrs(rb->data) + (n - m), 0,
 			       (BT_NODE_MAX - (n - m)) * sizeof(*tmp));
 			node_set_nr(rb->data, n - m);
 			bt_dirty(txn, rb);
-			pthread_mutex_unlock(&rb->lock);
+			mfs_unlock(&rb->lock);
 			rmin = le64toh(tmp[m].key);
 		}
 		lmin = le64toh(tmp[0].key);
 	}
 
-	pthread_mutex_lock(&pb->lock);
+	mfs_lock(&pb->lock);
 	pnr = node_nr(pb->data);
 	node_ptrs(pb->data)[li].key = htole64(lmin);
 	if (*merged) {
@@ -108,7 +108,7 @@ static void siblings_balance(struct mfs_txn *txn, struct mfs_buf *pb, unsigned l
 		node_ptrs(pb->data)[li + 1].key = htole64(rmin);
 	}
 	bt_dirty(txn, pb);
-	pthread_mutex_unlock(&pb->lock);
+	mfs_unlock(&pb->lock);
 }
 
 /*
@@ -128,25 +128,25 @@ MFS_BT_SHARED int mfs_bt_path_rebalance(struct mfs *fs, struct mfs_txn *txn, str
 		uint64_t sibling;
 		bool under, merged;
 
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		under = node_underfull(b->data, level);
-		pthread_mutex_unlock(&b->lock);
-		pthread_mutex_lock(&pb->lock);
+		mfs_unlock(&b->lock);
+		mfs_lock(&pb->lock);
 		pnr = node_nr(pb->data);
 		if (!under || pnr < 2) {
-			pthread_mutex_unlock(&pb->lock);
+			mfs_unlock(&pb->lock);
 			mfs_bt_path_fix_keys(txn, path, p);
 			continue;
 		}
 		j = i + 1 < pnr ? i + 1 : i - 1;
 		child_bounds(pb->data, j, &path->bd[p - 1], &sbd);
 		sibling = ptr_child(pb->data, j);
-		pthread_mutex_unlock(&pb->lock);
+		mfs_unlock(&pb->lock);
 
 		ret = mfs_bt_node_get(fs, bt, sibling, level, &sbd, &sb);
 		if (ret)
 			break;
-		pthread_mutex_unlock(&sb->lock);
+		mfs_unlock(&sb->lock);
 		lb = j < i ? sb : b;
 		rb = j < i ? b : sb;
 		siblings_balance(txn, pb, j < i ? j : i, lb, rb, level, &merged);
@@ -176,19 +176,19 @@ MFS_BT_SHARED int mfs_bt_path_rebalance(struct mfs *fs, struct mfs_txn *txn, str
 		if (path->b[0] && path->b[0]->blocknr == bt->root) {
 			rootb = path->b[0];
 			path->b[0] = NULL;
-			pthread_mutex_lock(&rootb->lock);
+			mfs_lock(&rootb->lock);
 		} else {
 			ret = mfs_bt_node_get(fs, bt, bt->root, bt->depth, NULL, &rootb);
 			if (ret)
 				return ret;
 		}
 		if (node_nr(rootb->data) != 1) {
-			pthread_mutex_unlock(&rootb->lock);
+			mfs_unlock(&rootb->lock);
 			mfs_buf_put(rootb);
 			return 0;
 		}
 		child = ptr_child(rootb->data, 0);
-		pthread_mutex_unlock(&rootb->lock);
+		mfs_unlock(&rootb->lock);
 		ret = mfs_bt_node_free(fs, txn, rootb);
 		bt->root = child;
 		bt->depth--;
@@ -202,14 +202,14 @@ MFS_BT_SHARED int mfs_bt_path_rebalance(struct mfs *fs, struct mfs_txn *txn, str
 		if (path->b[0] && path->b[0]->blocknr == bt->root) {
 			rootb = path->b[0];
 			path->b[0] = NULL;
-			pthread_mutex_lock(&rootb->lock);
+			mfs_lock(&rootb->lock);
 		} else {
 			ret = mfs_bt_node_get(fs, bt, bt->root, 0, NULL, &rootb);
 			if (ret)
 				return ret;
 		}
 		empty = node_nr(rootb->data) == 0;
-		pthread_mutex_unlock(&rootb->lock);
+		mfs_unlock(&rootb->lock);
 		if (!empty || (bt->flags & MFS_BT_KEEP_ROOT)) {
 			mfs_buf_put(rootb);
 			return 0;
@@ -234,7 +234,7 @@ int mfs_bt_delete(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 	leaf = path.b[path.depth];
 	leaf_remove_at(leaf->data, i);
 	bt_dirty(txn, leaf);
-	pthread_mutex_unlock(&leaf->lock);
+	mfs_unlock(&leaf->lock);
 	ret = mfs_bt_path_rebalance(fs, txn, bt, &path);
 	mfs_bt_path_release(&path);
 	return ret;
@@ -264,7 +264,7 @@ static int subtree_collect(struct mfs *fs, const struct mfs_btree *bt, uint64_t 
 		nr = node_nr(b->data);
 		ptrs = malloc(nr * sizeof(*ptrs));
 		if (!ptrs) {
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 			mfs_buf_put(b);
 			return -ENOMEM;
 		}
@@ -272,7 +272,7 @@ static int subtree_collect(struct mfs *fs, const struct mfs_btree *bt, uint64_t 
 		if (bd)
 			self = *bd;
 	}
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 
 	for (i = 0; i < nr && !ret; i++) {

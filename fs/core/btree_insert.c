@@ -186,15 +186,15 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		return ret;
 
 	m = mfs_bt_leaf_split_point(e, n);
-	pthread_mutex_lock(&leaf->lock);
+	mfs_lock(&leaf->lock);
 	mfs_bt_leaf_build(leaf->data, e, m);
 	bt_dirty(txn, leaf);
-	pthread_mutex_unlock(&leaf->lock);
-	pthread_mutex_lock(&nb[0]->lock);
+	mfs_unlock(&leaf->lock);
+	mfs_lock(&nb[0]->lock);
 	node_init(bt, nb[0]->data, 0);
 	mfs_bt_leaf_build(nb[0]->data, e + m, n - m);
 	bt_dirty(txn, nb[0]);
-	pthread_mutex_unlock(&nb[0]->lock);
+	mfs_unlock(&nb[0]->lock);
 	left_min = e[0].key;
 	sep = e[m].key;
 	right = nb[0]->blocknr;
@@ -203,7 +203,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		struct mfs_buf *pb = path->b[p - 1], *rb;
 		unsigned i = path->idx[p - 1], nr, h, level = depth - p + 1;
 
-		pthread_mutex_lock(&pb->lock);
+		mfs_lock(&pb->lock);
 		nr = node_nr(pb->data);
 		if (nr < BT_NODE_MAX) {
 			struct mfs_bt_ptr *ptr = node_ptrs(pb->data);
@@ -213,7 +213,7 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 			ptr_set(pb->data, i + 1, sep, right);
 			node_set_nr(pb->data, nr + 1);
 			bt_dirty(txn, pb);
-			pthread_mutex_unlock(&pb->lock);
+			mfs_unlock(&pb->lock);
 			if (i == 0)
 				mfs_bt_path_fix_keys(txn, path, p - 1);
 			goto out;
@@ -229,15 +229,15 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 		memset(node_ptrs(pb->data) + h, 0, (BT_NODE_MAX - h) * sizeof(*tmp));
 		node_set_nr(pb->data, h);
 		bt_dirty(txn, pb);
-		pthread_mutex_unlock(&pb->lock);
+		mfs_unlock(&pb->lock);
 
 		rb = nb[k++];
-		pthread_mutex_lock(&rb->lock);
+		mfs_lock(&rb->lock);
 		node_init(bt, rb->data, level);
 		memcpy(node_ptrs(rb->data), tmp + h, (nr + 1 - h) * sizeof(*tmp));
 		node_set_nr(rb->data, nr + 1 - h);
 		bt_dirty(txn, rb);
-		pthread_mutex_unlock(&rb->lock);
+		mfs_unlock(&rb->lock);
 		left_min = le64toh(tmp[0].key);
 		sep = le64toh(tmp[h].key);
 		right = rb->blocknr;
@@ -247,13 +247,13 @@ static int path_split(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt,
 	{
 		struct mfs_buf *rb = nb[k++];
 
-		pthread_mutex_lock(&rb->lock);
+		mfs_lock(&rb->lock);
 		node_init(bt, rb->data, depth + 1);
 		ptr_set(rb->data, 0, left_min, bt->root);
 		ptr_set(rb->data, 1, sep, right);
 		node_set_nr(rb->data, 2);
 		bt_dirty(txn, rb);
-		pthread_mutex_unlock(&rb->lock);
+		mfs_unlock(&rb->lock);
 		bt->root = rb->blocknr;
 		bt->depth = depth + 1;
 	}
@@ -283,11 +283,11 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 		ret = mfs_bt_nodes_alloc(fs, txn, bt, 1, 0, &leaf);
 		if (ret)
 			return ret;
-		pthread_mutex_lock(&leaf->lock);
+		mfs_lock(&leaf->lock);
 		node_init(bt, leaf->data, 0);
 		mfs_bt_leaf_build(leaf->data, &one, 1);
 		bt_dirty(txn, leaf);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		bt->root = leaf->blocknr;
 		bt->depth = 0;
 		mfs_buf_put(leaf);
@@ -299,25 +299,25 @@ int mfs_bt_insert(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 		return ret;
 	leaf = path.b[path.depth];
 	i = path.idx[path.depth];
-	pthread_mutex_lock(&leaf->lock);
+	mfs_lock(&leaf->lock);
 	if (i < node_nr(leaf->data) && slot_key(leaf->data, i) == key) {
 		ret = -EEXIST;
 	} else if ((used = leaf_scan_cached(leaf, &start)) + BT_SLOT + len <= BT_SPACE) {
 		leaf_insert_cached(txn, leaf, i, key, val, len, used, start);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		if (i == 0)
 			mfs_bt_path_fix_keys(txn, &path, path.depth);
 		goto out;
 	} else {
 		memcpy(copy, leaf->data, MFS_BLOCK_SIZE);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		n = leaf_gather(copy, e);
 		memmove(&e[i + 1], &e[i], (n - i) * sizeof(*e));
 		e[i] = (struct bt_ent){.key = key, .val = val, .len = len};
 		ret = path_split(fs, txn, bt, &path, e, n + 1);
 		goto out;
 	}
-	pthread_mutex_unlock(&leaf->lock);
+	mfs_unlock(&leaf->lock);
 out:
 	mfs_bt_path_release(&path);
 	return ret;
@@ -344,7 +344,7 @@ static int insert_in_leaf(struct mfs *fs, struct mfs_txn *txn, const struct mfs_
 	      (used = leaf_scan_cached(leaf, &start)) + BT_SLOT + len <= BT_SPACE;
 	if (ret)
 		leaf_insert_cached(txn, leaf, i, key, val, len, used, start);
-	pthread_mutex_unlock(&leaf->lock);
+	mfs_unlock(&leaf->lock);
 	mfs_buf_put(leaf);
 	return ret;
 }
@@ -384,20 +384,20 @@ int mfs_bt_update(struct mfs *fs, struct mfs_txn *txn, struct mfs_btree *bt, uin
 		if (len)
 			memcpy(leaf->data + slot_off(leaf->data, i), val, len);
 		bt_dirty(txn, leaf);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		goto out;
 	}
 	if (leaf_used(leaf->data) - oldlen + len <= BT_SPACE) {
 		/* the old value becomes a hole (or compaction reclaims it) */
 		leaf_place(leaf->data, i, val, len);
 		bt_dirty(txn, leaf);
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		if (len < oldlen)
 			ret = mfs_bt_path_rebalance(fs, txn, bt, &path);
 		goto out;
 	}
 	memcpy(copy, leaf->data, MFS_BLOCK_SIZE);
-	pthread_mutex_unlock(&leaf->lock);
+	mfs_unlock(&leaf->lock);
 	n = leaf_gather(copy, e);
 	e[i].val = val;
 	e[i].len = len;

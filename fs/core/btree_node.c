@@ -164,10 +164,9 @@ MFS_BT_SHARED int mfs_bt_node_get(struct mfs *fs, const struct mfs_btree *bt, ui
 		bt_corrupt(bt, blocknr, "outside the meta zone");
 		return -EUCLEAN;
 	}
-	ret = mfs_meta_read(fs, blocknr, level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF, &b);
+	ret = mfs_meta_read_locked(fs, blocknr, level ? MFS_T_BTREE_NODE : MFS_T_BTREE_LEAF, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	ret = node_check(fs, bt, blocknr, b->data, level, bd, !b->bt_checked);
 #ifdef MFS_BT_VERIFY_CHECKED
 	if (!ret && b->bt_checked && node_check_items(fs, bt, blocknr, b->data, level)) {
@@ -177,7 +176,7 @@ MFS_BT_SHARED int mfs_bt_node_get(struct mfs *fs, const struct mfs_btree *bt, ui
 	}
 #endif
 	if (ret) {
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		return ret;
 	}
@@ -334,7 +333,7 @@ MFS_BT_SHARED int mfs_bt_path_find(struct mfs *fs, const struct mfs_btree *bt, u
 		} else {
 			path->idx[p] = leaf_lower(b->data, key);
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 	}
 	return 0;
 }
@@ -356,9 +355,9 @@ MFS_BT_SHARED int mfs_bt_path_find_exact(struct mfs *fs, const struct mfs_btree 
 		return ret;
 	leaf = path->b[path->depth];
 	*i = path->idx[path->depth];
-	pthread_mutex_lock(&leaf->lock);
+	mfs_lock(&leaf->lock);
 	if (*i >= node_nr(leaf->data) || slot_key(leaf->data, *i) != key) {
-		pthread_mutex_unlock(&leaf->lock);
+		mfs_unlock(&leaf->lock);
 		mfs_bt_path_release(path);
 		return -ENOENT;
 	}
@@ -376,22 +375,22 @@ MFS_BT_SHARED void mfs_bt_path_fix_keys(struct mfs_txn *txn, struct bt_path *pat
 		unsigned level = path->depth - p, i = path->idx[p - 1];
 		uint64_t min;
 
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		if (!node_nr(b->data)) {
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 			return;
 		}
 		min = node_min(b->data, level);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 
-		pthread_mutex_lock(&pb->lock);
+		mfs_lock(&pb->lock);
 		if (ptr_key(pb->data, i) == min) {
-			pthread_mutex_unlock(&pb->lock);
+			mfs_unlock(&pb->lock);
 			return;
 		}
 		node_ptrs(pb->data)[i].key = htole64(min);
 		bt_dirty(txn, pb);
-		pthread_mutex_unlock(&pb->lock);
+		mfs_unlock(&pb->lock);
 		if (i)
 			return;
 	}

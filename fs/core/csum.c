@@ -199,10 +199,10 @@ static int store(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, unsigned s,
 	ret = table_get(fs, pblk, &b, &off, NULL);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	memcpy(b->data + off + s * 4u, v, nsect * 4u);
 	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }
@@ -238,10 +238,10 @@ int mfs_csum_set(struct mfs *fs, struct mfs_txn *txn, uint64_t pblk, const void 
 		if (n > nblk)
 			n = nblk;
 		hash_sectors(fs, d, n * SPB, v);
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		memcpy(b->data + off, v, n * MFS_CSUM_ENTRY_SIZE);
 		mfs_txn_dirty(txn, b);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		pblk += n;
 		d += n * MFS_BLOCK_SIZE;
@@ -266,9 +266,9 @@ table_entries(struct mfs *fs, uint64_t pblk, uint64_t nblk, uint32_t *v, uint64_
 		return ret;
 	if (*n > nblk)
 		*n = nblk;
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	memcpy(v, b->data + off, *n * MFS_CSUM_ENTRY_SIZE);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }
@@ -407,12 +407,12 @@ int mfs_csum_zeroed(struct mfs *fs, uint64_t sector, uint64_t nr)
 		if (ret)
 			break;
 		n = room * SPB - s < nr ? room * SPB - s : nr;
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		v = (uint32_t *)(b->data + off) + s;
 		for (uint64_t i = 0; i < n; i++)
 			v[i] = z;
 		mfs_txn_dirty(txn, b);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		sector += n;
 		nr -= n;

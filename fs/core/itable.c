@@ -76,12 +76,11 @@ int mfs_inode_read(struct mfs *fs, uint64_t ino, struct mfs_inode *di)
 	if (ino == 0 || ino > fs->sb.nr_inodes)
 		return -ENOENT;
 	ino_location(fs, ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	ret = mfs_meta_read_locked(fs, blk, MFS_T_INODES, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	memcpy(di, b->data + off, sizeof(*di));
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return inode_check(fs, ino, di);
 }
@@ -94,13 +93,12 @@ int mfs_inode_write(struct mfs *fs, struct mfs_txn *txn, struct mfs_ino *ip)
 	int ret;
 
 	ino_location(fs, ip->ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	ret = mfs_meta_read_locked(fs, blk, MFS_T_INODES, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	memcpy(b->data + off, &ip->di, sizeof(ip->di));
 	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	mfs_atime_clean(fs, ip); /* a lazy atime goes with it */
 	return 0;
@@ -116,15 +114,14 @@ int mfs_inode_clear_slot(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, uint
 	int ret;
 
 	ino_location(fs, ino, &blk, &off);
-	ret = mfs_meta_read(fs, blk, MFS_T_INODES, &b);
+	ret = mfs_meta_read_locked(fs, blk, MFS_T_INODES, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	di = (struct mfs_inode *)(b->data + off);
 	memset(di, 0, sizeof(*di));
 	di->generation = generation;
 	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }

@@ -271,10 +271,10 @@ static void jrec_done(struct jrec *r)
 	for (i = 0; i < r->n; i++) {
 		struct mfs_buf *b = r->bufs[i];
 
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		if (!b->txn && b->jgen == r->id)
 			b->dirty = false;
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 	}
 	jrec_free(r);
 }
@@ -426,12 +426,12 @@ static void __txn_discard(struct mfs_txn *t)
 
 	for (b = t->bufs; b; b = next) {
 		next = b->txn_next;
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		b->txn = NULL;
 		b->txn_next = NULL;
 		b->uptodate = false;
 		b->dirty = false;
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 	}
 	t->bufs = NULL;
@@ -472,7 +472,7 @@ static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, ui
 			s++;
 		}
 		img = r->jbuf + (size_t)s * MFS_BLOCK_SIZE;
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		hdr = (struct mfs_meta_hdr *)b->data;
 		hdr->gen = id;
 		hdr->blocknr = b->blocknr;
@@ -481,7 +481,7 @@ static void __txn_snapshot(struct mfs *fs, struct mfs_txn *t, struct jrec *r, ui
 		b->txn = NULL;
 		b->txn_next = NULL;
 		b->jgen = id;
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		r->bufs[i] = b; /* the txn's reference moves to the record */
 		r->slot[i] = s;
 		d->tags[d->hdr.nr_items].blocknr = b->blocknr;

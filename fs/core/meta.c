@@ -59,13 +59,13 @@ int mfs_cache_init(struct mfs *fs, unsigned max_bufs)
 	/* the cache is set up once the superblock is known */
 	fs->seed = fs->sb.csum_seed;
 	fs->dup = fs->sb.feature_ro_compat & MFS_FEATURE_RO_COMPAT_METADATA_DUP;
-	pthread_mutex_init(&fs->cache_lock, NULL);
+	mfs_lock_init(&fs->cache_lock);
 	return 0;
 }
 
 static void buf_free(struct mfs_buf *b)
 {
-	pthread_mutex_destroy(&b->lock);
+	mfs_lock_destroy(&b->lock);
 	free(b->data);
 	free(b);
 }
@@ -88,7 +88,7 @@ void mfs_cache_destroy(struct mfs *fs)
 	fs->hash = NULL;
 	fs->nr_bufs = 0;
 	fs->lru_head = fs->lru_tail = NULL;
-	pthread_mutex_destroy(&fs->cache_lock);
+	mfs_lock_destroy(&fs->cache_lock);
 }
 
 /* --- hash and LRU, cache_lock held --------------------------------------------- */
@@ -195,7 +195,7 @@ static struct mfs_buf *buf_alloc(struct mfs *fs, uint64_t blocknr)
 	b->fs = fs;
 	b->blocknr = blocknr;
 	atomic_init(&b->ref, 1);
-	pthread_mutex_init(&b->lock, NULL);
+	mfs_lock_init(&b->lock);
 	return b;
 }
 
@@ -208,15 +208,15 @@ static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs
 {
 	struct mfs_buf *b, *fresh = NULL, *victims;
 
-	pthread_mutex_lock(&fs->cache_lock);
+	mfs_lock(&fs->cache_lock);
 	b = __hash_find(fs, blocknr);
 	if (!b) {
 		/* allocate outside the lock, then look again */
-		pthread_mutex_unlock(&fs->cache_lock);
+		mfs_unlock(&fs->cache_lock);
 		fresh = buf_alloc(fs, blocknr);
 		if (!fresh)
 			return -ENOMEM;
-		pthread_mutex_lock(&fs->cache_lock);
+		mfs_lock(&fs->cache_lock);
 		b = __hash_find(fs, blocknr);
 	}
 	if (b) {
@@ -232,7 +232,7 @@ static int __buf_lookup(struct mfs *fs, uint64_t blocknr, bool evict, struct mfs
 		fs->nr_bufs++;
 		victims = evict ? __evict(fs) : NULL;
 	}
-	pthread_mutex_unlock(&fs->cache_lock);
+	mfs_unlock(&fs->cache_lock);
 	if (fresh)
 		buf_free(fresh);
 	free_list(victims);
@@ -244,9 +244,9 @@ void mfs_cache_trim(struct mfs *fs)
 {
 	struct mfs_buf *victims;
 
-	pthread_mutex_lock(&fs->cache_lock);
+	mfs_lock(&fs->cache_lock);
 	victims = __evict(fs);
-	pthread_mutex_unlock(&fs->cache_lock);
+	mfs_unlock(&fs->cache_lock);
 	free_list(victims);
 }
 
@@ -281,14 +281,14 @@ static void buf_put_unread(struct mfs *fs, struct mfs_buf *b)
 {
 	struct mfs_buf *victim = NULL;
 
-	pthread_mutex_lock(&fs->cache_lock);
+	mfs_lock(&fs->cache_lock);
 	/* the count at zero under the lock: nobody holds it or can look it up */
 	if (atomic_fetch_sub(&b->ref, 1) == 1 && !b->uptodate && !b->dirty) {
 		__lru_del(fs, b);
 		__hash_del(fs, b);
 		victim = b;
 	}
-	pthread_mutex_unlock(&fs->cache_lock);
+	mfs_unlock(&fs->cache_lock);
 	if (victim)
 		buf_free(victim);
 }
@@ -381,7 +381,7 @@ static int __buf_read(struct mfs *fs, struct mfs_buf *b, uint16_t type)
 	return 0;
 }
 
-int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp)
+int mfs_meta_read_locked(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp)
 {
 	struct mfs_buf *b;
 	int ret;
@@ -389,7 +389,7 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 	ret = buf_lookup(fs, blocknr, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	if (!b->uptodate) {
 		b->bt_checked = false; /* the data comes from the device again */
 		b->bt_start = 0;
@@ -403,8 +403,8 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 		        (unsigned long long)blocknr, b->type, type);
 		ret = -EUCLEAN;
 	}
-	pthread_mutex_unlock(&b->lock);
 	if (ret) {
+		mfs_unlock(&b->lock);
 		buf_put_unread(fs, b);
 		/* inside a handle the operation may be half done in memory: stop (fserror.c) */
 		if (ret == -EIO && mfs_txn_depth && !fs->read_only)
@@ -413,6 +413,15 @@ int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_bu
 	}
 	*bp = b;
 	return 0;
+}
+
+int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp)
+{
+	int ret = mfs_meta_read_locked(fs, blocknr, type, bp);
+
+	if (!ret)
+		mfs_unlock(&(*bp)->lock);
+	return ret;
 }
 
 int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
@@ -425,7 +434,7 @@ int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner
 	ret = buf_lookup(fs, blocknr, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	memset(b->data, 0, MFS_BLOCK_SIZE);
 	hdr = (struct mfs_meta_hdr *)b->data;
 	hdr->magic = MFS_META_MAGIC;
@@ -436,7 +445,7 @@ int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner
 	b->uptodate = true;
 	b->bt_checked = false;
 	b->bt_start = 0;
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	*bp = b;
 	return 0;
 }
@@ -567,7 +576,7 @@ void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 {
 	struct mfs_buf *b, *victim = NULL;
 
-	pthread_mutex_lock(&fs->cache_lock);
+	mfs_lock(&fs->cache_lock);
 	b = __hash_find(fs, blocknr);
 	/* a referenced buffer stays: its holder (or the journal) still uses it */
 	if (b && atomic_load(&b->ref) == 0) {
@@ -575,7 +584,7 @@ void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 		__hash_del(fs, b);
 		victim = b;
 	}
-	pthread_mutex_unlock(&fs->cache_lock);
+	mfs_unlock(&fs->cache_lock);
 	if (victim)
 		buf_free(victim);
 }
@@ -599,7 +608,7 @@ int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp)
 	 * checkpoint write pending (dirty lasts until the checkpoint is done),
 	 * a read heals under this lock, and a new block (mfs_meta_new) waits.
 	 */
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	if (b->dirty) {
 		ret = MFS_SCRUB_SKIPPED; /* the journal rewrites both copies */
 		goto out;
@@ -635,7 +644,7 @@ int mfs_meta_scrub_block(struct mfs *fs, uint64_t blocknr, void *tmp)
 		}
 	}
 out:
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	buf_put_unread(fs, b);
 	return ret;
 }

@@ -44,6 +44,7 @@
 
 #include "mendfs/blk.h"
 #include "mendfs/format.h"
+#include "lock.h"
 #include "mfs_events.h"
 
 struct mfs_txn;
@@ -108,7 +109,7 @@ struct mfs {
 	uint8_t csum_secret[192];
 
 	/* buffer cache (meta.c) */
-	pthread_mutex_t cache_lock;
+	struct mfs_lock cache_lock; /* lock.h */
 	struct mfs_buf **hash;
 	unsigned hash_size;
 	unsigned nr_bufs, max_bufs;
@@ -218,7 +219,7 @@ struct mfs_buf {
 	uint64_t blocknr; /* primary location */
 	uint8_t *data;    /* MFS_BLOCK_SIZE bytes, aligned */
 	_Atomic int ref;
-	pthread_mutex_t lock; /* content lock: held while reading or changing data */
+	struct mfs_lock lock; /* content lock: held while reading or changing data (lock.h) */
 	uint16_t type;
 	bool uptodate;
 	bool dirty;          /* changed since written in place */
@@ -254,6 +255,8 @@ void mfs_cache_trim(struct mfs *fs);
  * -EIO (poison) or -EUCLEAN (corrupt), logged with the block number.
  */
 int mfs_meta_read(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp);
+/* mfs_meta_read(), the buffer returned with its content lock held: one lock less. */
+int mfs_meta_read_locked(struct mfs *fs, uint64_t blocknr, uint16_t type, struct mfs_buf **bp);
 /* A zeroed buffer for a freshly allocated metadata block (header filled in). */
 int mfs_meta_new(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
                  struct mfs_buf **bp);

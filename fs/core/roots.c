@@ -29,10 +29,9 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
 	struct mfs_buf *b;
 	int ret;
 
-	ret = mfs_meta_read(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
+	ret = mfs_meta_read_locked(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	rec = (struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
 	rec->magic = MFS_ROOTS_MAGIC;
 	rec->quarantine_root = fs->sb.quarantine_root;
@@ -40,7 +39,7 @@ int mfs_super_roots_log(struct mfs *fs, struct mfs_txn *txn)
 	rec->orphan_root = fs->sb.orphan_root;
 	rec->orphan_depth = fs->sb.orphan_depth;
 	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }
@@ -51,10 +50,9 @@ int mfs_roots_load(struct mfs *fs)
 	struct mfs_buf *b;
 	int ret;
 
-	ret = mfs_meta_read(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
+	ret = mfs_meta_read_locked(fs, fs->sb.inode_table_start, MFS_T_INODES, &b);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
 	rec = (const struct mfs_roots_rec *)(b->data + MFS_ROOTS_OFF);
 	if (rec->magic == MFS_ROOTS_MAGIC) {
 		fs->sb.quarantine_root = rec->quarantine_root;
@@ -62,7 +60,7 @@ int mfs_roots_load(struct mfs *fs)
 		fs->sb.orphan_root = rec->orphan_root;
 		fs->sb.orphan_depth = rec->orphan_depth;
 	}
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }

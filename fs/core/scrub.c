@@ -48,9 +48,9 @@ static int bitmap_copy(struct mfs *fs, uint64_t blk, uint8_t *bits)
 
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	memcpy(bits, b->data + sizeof(struct mfs_meta_hdr), MFS_BITMAP_BITS / 8);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	return 0;
 }

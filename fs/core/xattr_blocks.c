@@ -112,11 +112,11 @@ int mfs_xval_prepare(struct mfs *fs, struct mfs_txn *txn, uint64_t ino, const vo
 			mfs_free_meta(fs, txn, blocknr);
 			break;
 		}
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		hdr = (struct mfs_meta_hdr *)b->data;
 		hdr->nr_items = htole32((uint32_t)n);
 		memcpy(b->data + BHDR, src + off, n);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		xv->b[xv->nr] = b;
 		le = htole64(blocknr);
 		memcpy(ref + REF_HDR + 8u * xv->nr, &le, sizeof(le));
@@ -139,9 +139,9 @@ void mfs_xval_finish(struct mfs *fs, struct mfs_txn *txn, struct mfs_xval *xv, b
 			free_block(fs, txn, b);
 			continue;
 		}
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		mfs_txn_dirty(txn, b);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 	}
 	xv->nr = 0;
@@ -165,10 +165,9 @@ ssize_t mfs_xval_read(struct mfs *fs, uint64_t ino, const uint8_t *ref, size_t l
 		uint64_t blocknr = mfs_xref_block(ref, i);
 		struct mfs_buf *b;
 
-		ret = mfs_meta_read(fs, blocknr, MFS_T_XATTR_VALUE, &b);
+		ret = mfs_meta_read_locked(fs, blocknr, MFS_T_XATTR_VALUE, &b);
 		if (ret)
 			return ret;
-		pthread_mutex_lock(&b->lock);
 		hdr = (const struct mfs_meta_hdr *)b->data;
 		if (le64toh(hdr->owner) != ino || le32toh(hdr->nr_items) != n) {
 			fprintf(stderr,
@@ -181,7 +180,7 @@ ssize_t mfs_xval_read(struct mfs *fs, uint64_t ino, const uint8_t *ref, size_t l
 		} else {
 			memcpy(dst + off, b->data + BHDR, n);
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		if (ret)
 			return ret;

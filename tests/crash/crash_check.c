@@ -276,7 +276,7 @@ static int check_bitmap(struct walk *w, uint64_t start, uint64_t items, const ch
 		if (ret)
 			return fail("%s bitmap block %" PRIu64 ": %s", what, start + k,
 			            strerror(-ret));
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		for (i = k * MFS_BITMAP_BITS; i < items && i < (k + 1) * MFS_BITMAP_BITS; i++) {
 			bool set = bit_set(b->data, i - k * MFS_BITMAP_BITS), exp = want(w, i);
 
@@ -286,7 +286,7 @@ static int check_bitmap(struct walk *w, uint64_t start, uint64_t items, const ch
 				break;
 			}
 		}
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 		if (ret)
 			return ret;
@@ -346,7 +346,7 @@ static int meta_tree(struct walk *w, uint64_t blk, unsigned level, uint16_t kind
 	if (ret)
 		return fail("%s of ino %" PRIu64 ": block %" PRIu64 " (level %u): %s", what, owner,
 		            blk, level, strerror(-ret));
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	h = (const struct mfs_meta_hdr *)b->data;
 	tree_nodes += level > 0;
 	if (h->level != level || h->tree != kind || (level && h->nr_items > MFS_BT_NODE_MAX))
@@ -359,7 +359,7 @@ static int meta_tree(struct walk *w, uint64_t blk, unsigned level, uint16_t kind
 			       b->data + sizeof(*h) + n * sizeof(struct mfs_bt_ptr) +
 			               sizeof(uint64_t),
 			       sizeof(uint64_t));
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	for (i = 0; !ret && i < n; i++)
 		ret = meta_tree(w, child[i], level - 1, kind, owner, what);

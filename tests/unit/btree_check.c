@@ -187,9 +187,9 @@ void check_node(const struct mfs_btree *bt, uint64_t blocknr, unsigned level, bo
 	T_UGE(blocknr, fs->sb.meta_start);
 	T_ULT(blocknr - fs->sb.meta_start, fs->sb.meta_len);
 	T_IEQ(L->meta_read(fs, blocknr, 0, &b), 0);
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	memcpy(blk, b->data, MFS_BLOCK_SIZE);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	L->buf_put(b);
 
 	T_UEQ(hdr->magic, MFS_META_MAGIC);

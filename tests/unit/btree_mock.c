@@ -70,7 +70,7 @@ void mock_fini(void)
 			struct mock_blk *mb = mock.tab[i];
 
 			mock.tab[i] = mb->next;
-			pthread_mutex_destroy(&mb->buf.lock);
+			mfs_lock_destroy(&mb->buf.lock);
 			free(mb);
 		}
 	}
@@ -109,6 +109,17 @@ MOCK_LINKAGE int MOCK(meta_read)(struct mfs *fs, uint64_t blocknr, uint16_t type
 	return ret;
 }
 
+/* mfs_meta_read_locked(): the read, then the content lock, as meta.c does in one step */
+MOCK_LINKAGE int MOCK(meta_read_locked)(struct mfs *fs, uint64_t blocknr, uint16_t type,
+                                        struct mfs_buf **bp)
+{
+	int ret = MOCK(meta_read)(fs, blocknr, type, bp);
+
+	if (!ret)
+		mfs_lock(&(*bp)->lock);
+	return ret;
+}
+
 MOCK_LINKAGE int MOCK(meta_new)(struct mfs *fs, uint64_t blocknr, uint16_t type, uint64_t owner,
                                 struct mfs_buf **bp)
 {
@@ -123,7 +134,7 @@ MOCK_LINKAGE int MOCK(meta_new)(struct mfs *fs, uint64_t blocknr, uint16_t type,
 		mb = aligned_alloc(64, sizeof(*mb));
 		T_ASSERT(mb);
 		memset(&mb->buf, 0, sizeof(mb->buf));
-		pthread_mutex_init(&mb->buf.lock, NULL);
+		mfs_lock_init(&mb->buf.lock);
 		mb->buf.blocknr = blocknr;
 		mb->buf.data = mb->data;
 		mb->next = NULL;
@@ -168,7 +179,7 @@ MOCK_LINKAGE void MOCK(meta_forget)(struct mfs *fs, uint64_t blocknr)
 		mock_error("forget of a referenced block", blocknr);
 	if (mb) {
 		*pp = mb->next;
-		pthread_mutex_destroy(&mb->buf.lock);
+		mfs_lock_destroy(&mb->buf.lock);
 		free(mb);
 	}
 	pthread_mutex_unlock(&mock.lock);
@@ -176,8 +187,8 @@ MOCK_LINKAGE void MOCK(meta_forget)(struct mfs *fs, uint64_t blocknr)
 
 MOCK_LINKAGE void MOCK(txn_dirty)(struct mfs_txn *txn, struct mfs_buf *b)
 {
-	if (pthread_mutex_trylock(&b->lock) == 0) {
-		pthread_mutex_unlock(&b->lock);
+	if (mfs_trylock(&b->lock)) {
+		mfs_unlock(&b->lock);
 		mock_error("txn_dirty without the content lock", b->blocknr);
 	}
 	pthread_mutex_lock(&mock.lock);
@@ -246,6 +257,7 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #define MFS_BT_VERIFY_CHECKED
 
 #define mfs_meta_read        mock_meta_read
+#define mfs_meta_read_locked mock_meta_read_locked
 #define mfs_meta_new         mock_meta_new
 #define mfs_buf_put          mock_buf_put
 #define mfs_meta_forget      mock_meta_forget
@@ -267,6 +279,7 @@ static const struct mfs_bt_alloc mock_bt_alloc = {.alloc = MOCK(alloc_meta),
 #include "btree_delete.c"
 #include "btree_insert.c"
 #undef mfs_meta_read
+#undef mfs_meta_read_locked
 #undef mfs_meta_new
 #undef mfs_buf_put
 #undef mfs_meta_forget

@@ -24,12 +24,12 @@ static void patch_block(uint64_t blocknr, void (*fn)(uint8_t *blk, void *arg), v
 	struct mfs_buf *b;
 
 	T_IEQ(L->meta_read(fs, blocknr, 0, &b), 0);
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	if (saved)
 		memcpy(saved, b->data, MFS_BLOCK_SIZE);
 	fn(b->data, arg);
 	b->bt_checked = false; /* as a fill from the (mock) device would leave it */
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	L->buf_put(b);
 }
 

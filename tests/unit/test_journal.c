@@ -47,10 +47,10 @@ static void txn_set(struct tfs *t, const uint64_t *blk, const uint64_t *val, uns
 			ck_assert_int_eq(mfs_meta_new(&t->fs, blk[i], MFS_T_BTREE_LEAF, 0, &b), 0);
 		else
 			ck_assert_int_eq(mfs_meta_read(&t->fs, blk[i], MFS_T_BTREE_LEAF, &b), 0);
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		tfs_make_block(t, b->data, blk[i], MFS_T_BTREE_LEAF, val[i]);
 		mfs_txn_dirty(txn, b);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 	}
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
@@ -607,10 +607,10 @@ START_TEST(test_txn_too_large_refused)
 	ck_assert_int_eq(mfs_txn_begin(&t.fs, &txn), 0);
 	for (i = 0; i < 20; i++) {
 		ck_assert_int_eq(mfs_meta_read(&t.fs, blk[i], MFS_T_BTREE_LEAF, &b), 0);
-		pthread_mutex_lock(&b->lock);
+		mfs_lock(&b->lock);
 		tfs_make_block(&t, b->data, blk[i], MFS_T_BTREE_LEAF, val[i]);
 		mfs_txn_dirty(txn, b);
-		pthread_mutex_unlock(&b->lock);
+		mfs_unlock(&b->lock);
 		mfs_buf_put(b);
 	}
 	ck_assert_int_eq(mfs_txn_end(txn), -ENOSPC);

@@ -613,17 +613,17 @@ static void *thr_main(void *p)
 			return (void *)1;
 		if (i % 3 == 0) {
 			/* read only: the header must always be consistent */
-			pthread_mutex_lock(&b->lock);
+			mfs_lock(&b->lock);
 			if (((struct mfs_meta_hdr *)b->data)->blocknr != blk0 + k)
 				return (void *)2;
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 		} else {
 			if (mfs_txn_begin(fs, &txn))
 				return (void *)3;
-			pthread_mutex_lock(&b->lock);
+			mfs_lock(&b->lock);
 			((uint64_t *)b->data)[6]++;
 			mfs_txn_dirty(txn, b);
-			pthread_mutex_unlock(&b->lock);
+			mfs_unlock(&b->lock);
 			if (mfs_txn_end(txn))
 				return (void *)4;
 			a->adds[k]++;

@@ -157,12 +157,12 @@ static void slot_set_generation(uint64_t ino, uint64_t gen)
 
 	ck_assert_int_eq(mfs_txn_begin(fs, &txn), 0);
 	ck_assert_int_eq(mfs_meta_read(fs, blk, MFS_T_INODES, &b), 0);
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	di = (struct mfs_inode *)(b->data + off);
 	ck_assert_uint_eq(di->mode, 0);
 	di->generation = gen;
 	mfs_txn_dirty(txn, b);
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	ck_assert_int_eq(mfs_txn_end(txn), 0);
 }

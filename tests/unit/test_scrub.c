@@ -174,13 +174,13 @@ START_TEST(test_scrub_dirty_skipped_readonly_untouched)
 	/* dirty: the journal will write both copies; nothing read, nothing written */
 	ck_assert_int_eq(mfs_meta_read(&t.fs, blk, MFS_T_BTREE_NODE, &b), 0);
 	corrupt(&t, blk);
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	b->dirty = true;
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	ck_assert_int_eq(mfs_meta_scrub_block(&t.fs, blk, tmp), MFS_SCRUB_SKIPPED);
-	pthread_mutex_lock(&b->lock);
+	mfs_lock(&b->lock);
 	b->dirty = false;
-	pthread_mutex_unlock(&b->lock);
+	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	ck_assert(!copies_equal_and_valid(&t, blk));
 	/* read-only: reported, not rewritten */
