@@ -63,17 +63,13 @@ int mfs_alloc_init(struct mfs *fs)
 	uint64_t meta_start = sb64(fs->sb.meta_start);
 	/* the counters of a cleanly unmounted filesystem are exact; else they are recounted */
 	bool clean = (fs->sb.state & (MFS_STATE_CLEAN | MFS_STATE_ERROR)) == MFS_STATE_CLEAN;
-	pthread_condattr_t cattr;
 	int ret;
 
 	if (!a)
 		return -ENOMEM;
 	a->rnd = 0x9e3779b9u;
-	pthread_mutex_init(&fs->alloc_lock, NULL);
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC); /* space.c waits with a timeout */
-	pthread_cond_init(&fs->space_cond, &cattr);
-	pthread_condattr_destroy(&cattr);
+	mfs_lock_init(&fs->alloc_lock);
+	mfs_cond_init(&fs->space_cond); /* space.c waits with a CLOCK_MONOTONIC deadline */
 	fs->space_freeing = fs->space_unlinked = 0;
 	pthread_mutex_init(&a->qlock, NULL);
 	fs->alloc = a;
@@ -139,7 +135,7 @@ int mfs_alloc_grow(struct mfs *fs, const struct mfs_superblock *nsb)
 		free(pz);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	memcpy(gl, a->gloaded, a->ngroups);
 	if (old_len && tail_end > old_len && a->gloaded[last] == G_LOADED) {
 		uint64_t pos = data_start + old_len;
@@ -154,7 +150,7 @@ int mfs_alloc_grow(struct mfs *fs, const struct mfs_superblock *nsb)
 		}
 	}
 	if (ret) {
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		free(gl);
 		free(pz);
 		return ret;
@@ -176,7 +172,7 @@ int mfs_alloc_grow(struct mfs *fs, const struct mfs_superblock *nsb)
 	fs->sb.write_time_ns = nsb->write_time_ns;
 	/* last: a reader that sees the longer zone sees the rest */
 	__atomic_store_n(&fs->sb.data_len, nsb->data_len, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	free(pz);
 	return 0;
 }
@@ -205,8 +201,7 @@ void mfs_alloc_destroy(struct mfs *fs)
 	free(a->ino.map);
 	free(a->ino.loaded);
 	pthread_mutex_destroy(&a->qlock);
-	pthread_cond_destroy(&fs->space_cond);
-	pthread_mutex_destroy(&fs->alloc_lock);
+	mfs_lock_destroy(&fs->alloc_lock);
 	free(a);
 	fs->alloc = NULL;
 }

@@ -121,12 +121,12 @@ int mfs_bm_disk_update(struct mfs *fs, struct mfs_txn *txn, uint64_t disk, uint6
 			}
 			mfs_txn_dirty(txn, b);
 			if (pend_base) {
-				pthread_mutex_lock(&fs->alloc_lock);
+				mfs_lock(&fs->alloc_lock);
 				ret = pending_add(A(fs), pend_base + first, cnt);
 				if (!ret)
 					mfs_alloc_counter_add(fs, &fs->sb.free_blocks,
 					                      (int64_t)cnt);
-				pthread_mutex_unlock(&fs->alloc_lock);
+				mfs_unlock(&fs->alloc_lock);
 			}
 		}
 		mfs_unlock(&b->lock);
@@ -219,7 +219,7 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 		/* a read that turned the filesystem read-only (fserror.c) is its caller's EIO */
 		if (ret == -ENOMEM || strict || mfs_fs_errno(fs))
 			return ret;
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 		if (m->loaded[k] == G_UNLOADED) {
 			fprintf(stderr,
 			        "mendfs: bitmap block %llu: %s: its items are not allocated\n",
@@ -228,11 +228,11 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 			       BM_WORDS_PER_BLOCK * sizeof(uint64_t));
 			m->loaded[k] = G_BROKEN;
 		}
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return 0;
 	}
 	mfs_lock(&b->lock);
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	if (m->loaded[k] != G_UNLOADED)
 		goto out;
 	src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
@@ -262,7 +262,7 @@ static int bm_block_load(struct mfs *fs, struct mfs_bmap *m, uint64_t k, bool st
 	if (nfree)
 		*nfree = free_bits;
 out:
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	free(pz[0]);
@@ -422,29 +422,29 @@ static int bm_alloc(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uin
 
 	if (!txn)
 		return -EINVAL;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	while ((i = bm_find(m, &need)) == UINT64_MAX && need != UINT64_MAX) {
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		ret = bm_block_load(fs, m, need, false, NULL);
 		if (ret)
 			return ret;
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 	}
 	if (i == UINT64_MAX) {
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return -ENOSPC;
 	}
 	bm_set(m, i, true);
 	m->hint = i + 1;
 	mfs_alloc_counter_add(fs, le_free, -1);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 
 	ret = mfs_bm_disk_update(fs, txn, m->disk, i, 1, true, 0);
 	if (ret) {
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 		bm_set(m, i, false);
 		mfs_alloc_counter_add(fs, le_free, 1);
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return ret;
 	}
 	*bit = i;
@@ -459,20 +459,20 @@ static int bm_free(struct mfs *fs, struct mfs_txn *txn, struct mfs_bmap *m, uint
 
 	if (!txn)
 		return -EINVAL;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	/* not loaded: the bit on disk says (mfs_bm_disk_update refuses a clear one) */
 	used = m->loaded[i / MFS_BITMAP_BITS] != G_LOADED || bm_test(m, i);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	if (!used)
 		return -EUCLEAN;
 	ret = mfs_bm_disk_update(fs, txn, m->disk, i, 1, false, 0);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	if (m->loaded[i / MFS_BITMAP_BITS] == G_LOADED)
 		bm_set(m, i, false);
 	mfs_alloc_counter_add(fs, le_free, 1);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	return 0;
 }
 

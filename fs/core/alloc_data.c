@@ -92,7 +92,7 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 		if (ret == -ENOMEM || mfs_fs_errno(fs))
 			return ret;
 		/* unreadable: nothing is allocated from it (frees into it fail the same way) */
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 		if (a->gloaded[g] == G_UNLOADED) {
 			fprintf(stderr,
 			        "mendfs: data bitmap block %llu: %s: blocks %llu-%llu are not "
@@ -103,11 +103,11 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 			a->gloaded[g] = G_BROKEN;
 			a->nloaded++;
 		}
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return 0;
 	}
 	mfs_lock(&b->lock);
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	if (a->gloaded[g] != G_UNLOADED)
 		goto out;
 	src = (const uint64_t *)(b->data + sizeof(struct mfs_meta_hdr));
@@ -164,7 +164,7 @@ static int group_load(struct mfs *fs, uint64_t g, uint64_t *nfree)
 	if (nfree)
 		*nfree = free_bits;
 out:
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	mfs_unlock(&b->lock);
 	mfs_buf_put(b);
 	free(pz);
@@ -231,7 +231,7 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 
 	if (!txn || !want)
 		return -EINVAL;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	for (;;) {
 		if (in_zone && a->gloaded[g = group_of(fs, goal)] == G_UNLOADED)
 			goto load;
@@ -266,31 +266,31 @@ int mfs_alloc_data(struct mfs *fs, struct mfs_txn *txn, uint64_t goal, uint64_t 
 		}
 		break;
 load:
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		ret = group_load(fs, g, NULL);
 		if (ret)
 			return ret;
 		loads++;
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 	}
 	if (!n) {
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return -ENOSPC;
 	}
 	ret = mfs_fx_take(a, f, s, n);
 	if (!ret)
 		mfs_alloc_counter_add(fs, &fs->sb.free_blocks, -(int64_t)n);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	if (ret)
 		return ret;
 
 	ret = mfs_bm_disk_update(fs, txn, sb64(fs->sb.data_bitmap_start), s - data_start, n, true,
 	                         0);
 	if (ret) {
-		pthread_mutex_lock(&fs->alloc_lock);
+		mfs_lock(&fs->alloc_lock);
 		if (mfs_fx_add(a, s, n) == 0)
 			mfs_alloc_counter_add(fs, &fs->sb.free_blocks, (int64_t)n);
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return ret;
 	}
 	*start = s;
@@ -316,12 +316,12 @@ int mfs_alloc_data_state(struct mfs *fs)
 	struct mfs_alloc *a = A(fs);
 	int st = MFS_SPACE_NONE;
 
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	if (a->npend || a->inflight)
 		st = MFS_SPACE_PENDING;
 	else if (a->nr_ext || a->nloaded < a->ngroups)
 		st = MFS_SPACE_FREE;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	return st;
 }
 
@@ -337,11 +337,11 @@ static void *alloc_commit_begin(struct mfs *fs)
 
 	if (!a)
 		return NULL;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	if (!a->npend || !(b = malloc(sizeof(*b)))) {
 		/* nothing to release (or no memory: the frees stay pending and are released
 		 * by a later commit, which is later than needed, never earlier) */
-		pthread_mutex_unlock(&fs->alloc_lock);
+		mfs_unlock(&fs->alloc_lock);
 		return NULL;
 	}
 	b->v = a->pend;
@@ -350,7 +350,7 @@ static void *alloc_commit_begin(struct mfs *fs)
 	a->inflight = b;
 	a->pend = NULL;
 	a->npend = a->cap_pend = 0;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	return b;
 }
 
@@ -361,7 +361,7 @@ static void alloc_commit_end(struct mfs *fs, void *batch, bool committed)
 
 	if (!b)
 		return;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	for (struct mfs_pending_batch **pp = &A(fs)->inflight; *pp; pp = &(*pp)->next)
 		if (*pp == b) {
 			*pp = b->next;
@@ -371,7 +371,7 @@ static void alloc_commit_end(struct mfs *fs, void *batch, bool committed)
 	for (i = 0; committed && i < b->n; i++)
 		if (fx_add_loaded(fs, A(fs), b->v[i].start, b->v[i].len))
 			break; /* no memory: the rest stays unused until remount */
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	/* not committed: the frees were discarded with the transaction, the blocks are
 	 * still in use on disk; leaving them out of the index keeps memory consistent */
 	free(b->v);

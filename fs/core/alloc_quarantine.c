@@ -67,9 +67,9 @@ int mfs_free_data(struct mfs *fs, struct mfs_txn *txn, uint64_t start, uint64_t 
 	if (!txn || !len || start < data_start || start + len > data_start + data_len ||
 	    start + len < start)
 		return -EINVAL;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	dup = mfs_fx_overlaps(a, start, len);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	if (dup) {
 		fprintf(stderr, "mendfs: freeing data blocks %llu-%llu: some are already free\n",
 		        (unsigned long long)start, (unsigned long long)(start + len - 1));

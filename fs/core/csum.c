@@ -372,9 +372,9 @@ static int txn_get(struct mfs *fs, struct mfs_txn **txn, bool *own)
 	*own = !mfs_txn_depth;
 	if (*own)
 		return mfs_txn_begin(fs, txn);
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	*txn = fs->running;
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	return *txn ? 0 : -EIO;
 }
 

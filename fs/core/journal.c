@@ -139,16 +139,16 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 
 	if (fs->read_only)
 		return -EROFS;
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	/* online growth: wait, unless this thread holds a handle already (it must finish) */
 	while (fs->grow_hold && mfs_txn_depth == 0)
-		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
+		mfs_cond_wait(&fs->txn_cond, &fs->txn_lock, NULL);
 	if (mfs_fs_errno(fs) || fs->read_only) {
 		ret = -EROFS; /* after an error (fserror.c), or remounted read-only meanwhile */
 		goto out;
 	}
 	while (fs->running && fs->running->locked)
-		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
+		mfs_cond_wait(&fs->txn_cond, &fs->txn_lock, NULL);
 	t = fs->running;
 	if (!t) {
 		t = calloc(1, sizeof(*t));
@@ -164,7 +164,7 @@ int mfs_txn_begin(struct mfs *fs, struct mfs_txn **txnp)
 	mfs_txn_depth++;
 	*txnp = t;
 out:
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	return ret;
 }
 
@@ -237,14 +237,14 @@ int mfs_txn_end(struct mfs_txn *txn)
 	bool big;
 
 	mfs_txn_depth--;
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	if (--txn->updates == 0)
-		pthread_cond_broadcast(&fs->txn_cond);
+		mfs_cond_broadcast(&fs->txn_cond);
 	pthread_mutex_lock(&txn->list_lock);
 	/* past half the journal: commit now, so that it fits after a checkpoint */
 	big = txn_blocks(txn->nr_bufs) * 2 > fs->sb.journal_len;
 	pthread_mutex_unlock(&txn->list_lock);
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	return big ? mfs_txn_commit(fs) : 0;
 }
 
@@ -569,14 +569,14 @@ int mfs_txn_commit(struct mfs *fs)
 	if (fs->read_only)
 		return mfs_fs_errno(fs); /* -EIO after an error: nothing more becomes durable */
 	pthread_mutex_lock(&j->commit_mutex);
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	t = fs->running;
 	if (!t)
 		goto unlock_txn;
 	/* close it: new handles wait until its content is copied */
 	t->locked = true;
 	while (t->updates)
-		pthread_cond_wait(&fs->txn_cond, &fs->txn_lock);
+		mfs_cond_wait(&fs->txn_cond, &fs->txn_lock, NULL);
 	fs->running = NULL;
 	/* no handle is open: the data blocks this transaction freed are exactly these */
 	freed = fs->commit_hooks ? fs->commit_hooks->begin(fs) : NULL;
@@ -641,8 +641,8 @@ int mfs_txn_commit(struct mfs *fs)
 	r->n = (unsigned)n;
 	__txn_snapshot(fs, t, r, id, head);
 done_txn:
-	pthread_cond_broadcast(&fs->txn_cond);
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_cond_broadcast(&fs->txn_cond);
+	mfs_unlock(&fs->txn_lock);
 	txn_free(t);
 	if (!r) {
 		commit_hooks_end(fs, freed, false);
@@ -651,8 +651,8 @@ done_txn:
 	goto write;
 done_txn_error:
 	/* the refused changes are in memory only: nothing more may commit on top of them */
-	pthread_cond_broadcast(&fs->txn_cond);
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_cond_broadcast(&fs->txn_cond);
+	mfs_unlock(&fs->txn_lock);
 	txn_free(t);
 	commit_hooks_end(fs, freed, false);
 	mfs_fs_error(fs, ret, what);
@@ -685,7 +685,7 @@ write:
 	atomic_fetch_add(&fs->stats.journal_blocks, total);
 	goto out;
 unlock_txn:
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 out:
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
@@ -708,7 +708,7 @@ static int journal_set_state(struct mfs *fs, bool freeze)
 	int ret = 0;
 
 	pthread_mutex_lock(&j->commit_mutex);
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	if (mfs_fs_errno(fs)) {
 		ret = -EROFS;
 	} else if (freeze && fs->running) {
@@ -727,7 +727,7 @@ static int journal_set_state(struct mfs *fs, bool freeze)
 		else if (freeze)
 			__atomic_store_n(&fs->read_only, true, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
 }
@@ -746,10 +746,10 @@ int mfs_journal_thaw(struct mfs *fs)
 
 static void hold_clear(struct mfs *fs)
 {
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	fs->grow_hold = false;
-	pthread_cond_broadcast(&fs->txn_cond);
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_cond_broadcast(&fs->txn_cond);
+	mfs_unlock(&fs->txn_lock);
 }
 
 /*
@@ -764,11 +764,11 @@ int mfs_journal_hold(struct mfs *fs)
 	struct mfs_journal *j = J(fs);
 	int ret, tries;
 
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	ret = fs->grow_hold ? -EBUSY : fs->read_only || mfs_fs_errno(fs) ? -EROFS : 0;
 	if (!ret)
 		fs->grow_hold = true;
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	if (ret)
 		return ret;
 	for (tries = 0;; tries++) {
@@ -776,14 +776,14 @@ int mfs_journal_hold(struct mfs *fs)
 		if (ret)
 			break;
 		pthread_mutex_lock(&j->commit_mutex);
-		pthread_mutex_lock(&fs->txn_lock);
+		mfs_lock(&fs->txn_lock);
 		if (mfs_fs_errno(fs) || fs->read_only) {
 			ret = -EROFS;
 		} else if (!fs->running) {
 			ret = __checkpoint(fs);
 			if (ret)
 				mfs_fs_error(fs, ret, "checkpoint before growth");
-			pthread_mutex_unlock(&fs->txn_lock);
+			mfs_unlock(&fs->txn_lock);
 			if (!ret)
 				return 0;
 			pthread_mutex_unlock(&j->commit_mutex);
@@ -791,7 +791,7 @@ int mfs_journal_hold(struct mfs *fs)
 		} else if (tries >= 8) {
 			ret = -EBUSY;
 		}
-		pthread_mutex_unlock(&fs->txn_lock);
+		mfs_unlock(&fs->txn_lock);
 		pthread_mutex_unlock(&j->commit_mutex);
 		if (ret)
 			break;
@@ -829,8 +829,8 @@ int mfs_journal_init(struct mfs *fs)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&j->commit_mutex, NULL);
-	pthread_mutex_init(&fs->txn_lock, NULL);
-	pthread_cond_init(&fs->txn_cond, NULL);
+	mfs_lock_init(&fs->txn_lock);
+	mfs_cond_init(&fs->txn_cond);
 	fs->running = NULL;
 	/* the journal was replayed: it is empty from journal_tail on */
 	fs->next_txid = fs->sb.journal_seq;
@@ -857,8 +857,7 @@ void mfs_journal_destroy(struct mfs *fs)
 		fs->running = NULL;
 	}
 	pthread_mutex_destroy(&j->commit_mutex);
-	pthread_mutex_destroy(&fs->txn_lock);
-	pthread_cond_destroy(&fs->txn_cond);
+	mfs_lock_destroy(&fs->txn_lock);
 	free(j->cbuf);
 	free(j);
 	fs->journal = NULL;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The slow paths of struct mfs_lock (lock.h): sleeping on a held lock and
- * waking a sleeper.
+ * waking a sleeper; struct mfs_cond's wait and broadcast.
  */
+#include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,4 +35,26 @@ void mfs_lock_slow(struct mfs_lock *l, uint32_t seen)
 void mfs_lock_wake(struct mfs_lock *l)
 {
 	lock_futex(l, FUTEX_WAKE, 1);
+}
+
+void mfs_cond_broadcast(struct mfs_cond *c)
+{
+	atomic_fetch_add(&c->seq, 1);
+	syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL,
+	        NULL, 0);
+}
+
+int mfs_cond_wait(struct mfs_cond *c, struct mfs_lock *l, const struct timespec *until)
+{
+	uint32_t seq = atomic_load(&c->seq);
+	int err = 0;
+
+	mfs_unlock(l);
+	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline (NULL: none) */
+	if (syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seq,
+	            until, NULL, FUTEX_BITSET_MATCH_ANY) == -1 &&
+	    errno == ETIMEDOUT)
+		err = ETIMEDOUT;
+	mfs_lock(l);
+	return err;
 }

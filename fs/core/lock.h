@@ -11,8 +11,8 @@
  * the word; an unlock that finds 2 wakes one sleeper, which takes it as 2 (it
  * cannot know whether others still wait).  No spinning (glibc's default
  * mutex does not spin either: on two CPUs a spinning waiter steals the
- * holder's time), no owner, not recursive, no condition variables: locks that
- * a condition waits on stay pthread mutexes.
+ * holder's time), no owner, not recursive.  struct mfs_cond (below) is the
+ * condition variable that goes with it.
  *
  * ThreadSanitizer cannot see a lock made of atomics and futexes; under it
  * (-Db_sanitize=thread) the lock tells it what happens through its mutex
@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define MFS_LOCK_TSAN 1
@@ -95,5 +96,30 @@ static inline void mfs_unlock(struct mfs_lock *l)
 		mfs_lock_wake(l);
 	MFS_LOCK_NOTE(__tsan_mutex_post_unlock(l, 0));
 }
+
+/*
+ * A condition to wait on with a struct mfs_lock held: a sequence number that
+ * every broadcast advances.  A waiter reads it under the lock, unlocks, and
+ * sleeps only while it is unchanged (the kernel compares), so a broadcast
+ * between the unlock and the sleep is not lost; then it takes the lock
+ * again.  Wakeups may be spurious: callers wait in a loop on their predicate,
+ * as with pthread_cond_wait.  Broadcast only (every waiter wakes).
+ */
+struct mfs_cond {
+	_Atomic uint32_t seq;
+};
+
+static inline void mfs_cond_init(struct mfs_cond *c)
+{
+	atomic_init(&c->seq, 0);
+}
+
+/* Wake every waiter of @c.  Call after changing what they wait for. */
+void mfs_cond_broadcast(struct mfs_cond *c);
+/*
+ * Unlock @l, sleep until a broadcast of @c (or, with @until, the
+ * CLOCK_MONOTONIC time @until), lock @l again.  0, or ETIMEDOUT.
+ */
+int mfs_cond_wait(struct mfs_cond *c, struct mfs_lock *l, const struct timespec *until);
 
 #endif

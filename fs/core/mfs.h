@@ -116,8 +116,8 @@ struct mfs {
 	struct mfs_buf *lru_head, *lru_tail; /* every buffer, in the clock's order (meta.c) */
 
 	/* journal (journal.c) */
-	pthread_mutex_t txn_lock;
-	pthread_cond_t txn_cond;
+	struct mfs_lock txn_lock; /* lock.h */
+	struct mfs_cond txn_cond;
 	struct mfs_txn *running; /* the transaction new handles join */
 	bool grow_hold;          /* txn_lock: online growth holds new handles (mfs_journal_hold) */
 	uint64_t next_txid;
@@ -136,15 +136,15 @@ struct mfs {
 	unsigned commit_fail_after;
 
 	/* allocators (alloc*.c) */
-	pthread_mutex_t alloc_lock;
+	struct mfs_lock alloc_lock;          /* lock.h */
 	void *alloc;                         /* struct mfs_alloc (alloc_int.h) */
 	const struct mfs_bt_alloc *bt_alloc; /* the B+trees' node blocks (mfs_alloc_init) */
 	_Atomic uint64_t bt_frees;           /* B+tree blocks freed, ever (struct mfs_bt_hint) */
 	/* unlinked inodes not yet evicted and those being freed (space.c), under alloc_lock */
 	unsigned space_unlinked;
 	unsigned space_freeing;
-	uint64_t space_freed;      /* frees finished, ever */
-	pthread_cond_t space_cond; /* broadcast when one finishes */
+	uint64_t space_freed;       /* frees finished, ever */
+	struct mfs_cond space_cond; /* broadcast when one finishes */
 
 	/* inodes and namespace (inode.c, namei.c: see fs/core/mfs_ops.h) */
 	pthread_mutex_t icache_lock;

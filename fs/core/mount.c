@@ -336,10 +336,10 @@ int mfs_statfs(struct mfs *fs, struct statvfs *st)
 	st->f_bsize = MFS_BLOCK_SIZE;
 	st->f_frsize = MFS_BLOCK_SIZE;
 	st->f_blocks = fs->sb.data_len;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	st->f_bfree = fs->sb.free_blocks;
 	st->f_ffree = fs->sb.free_inodes;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	st->f_bavail = st->f_bfree;
 	st->f_files = fs->sb.nr_inodes;
 	st->f_favail = st->f_ffree;

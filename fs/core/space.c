@@ -57,26 +57,26 @@
 
 void mfs_space_unlinked(struct mfs *fs)
 {
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	fs->space_unlinked++;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 }
 
 void mfs_space_freeing_begin(struct mfs *fs)
 {
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	fs->space_freeing++;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 }
 
 void mfs_space_freeing_end(struct mfs *fs)
 {
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	fs->space_freeing--;
 	fs->space_unlinked--;
 	fs->space_freed++;
-	pthread_cond_broadcast(&fs->space_cond);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_cond_broadcast(&fs->space_cond);
+	mfs_unlock(&fs->alloc_lock);
 }
 
 /* Wait until one of the evictions under way (if any) finishes.  Returns whether one did. */
@@ -85,12 +85,12 @@ static bool wait_freeing(struct mfs *fs)
 	uint64_t seen;
 	bool done;
 
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	seen = fs->space_freed;
 	while (fs->space_freeing && fs->space_freed == seen)
-		pthread_cond_wait(&fs->space_cond, &fs->alloc_lock);
+		mfs_cond_wait(&fs->space_cond, &fs->alloc_lock, NULL);
 	done = fs->space_freed != seen;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	return done;
 }
 
@@ -106,12 +106,12 @@ static bool wait_unlinked(struct mfs *fs)
 	until.tv_nsec += MFS_SPACE_UNLINKED_WAIT_MS * 1000000L;
 	until.tv_sec += until.tv_nsec / 1000000000L;
 	until.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&fs->alloc_lock);
+	mfs_lock(&fs->alloc_lock);
 	seen = fs->space_freed;
 	while (fs->space_unlinked && fs->space_freed == seen && err != ETIMEDOUT)
-		err = pthread_cond_timedwait(&fs->space_cond, &fs->alloc_lock, &until);
+		err = mfs_cond_wait(&fs->space_cond, &fs->alloc_lock, &until);
 	done = fs->space_freed != seen;
-	pthread_mutex_unlock(&fs->alloc_lock);
+	mfs_unlock(&fs->alloc_lock);
 	return done;
 }
 

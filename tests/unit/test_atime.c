@@ -79,9 +79,9 @@ static bool txn_running(void)
 {
 	bool r;
 
-	pthread_mutex_lock(&fs->txn_lock);
+	mfs_lock(&fs->txn_lock);
 	r = fs->running != NULL;
-	pthread_mutex_unlock(&fs->txn_lock);
+	mfs_unlock(&fs->txn_lock);
 	return r;
 }
 

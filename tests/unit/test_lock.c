@@ -4,10 +4,13 @@
  * trylock on a free and a held lock; a locker that finds the lock held
  * sleeps until the unlock and leaves it free; four threads adding to a plain
  * counter under the lock lose no addition (an unlock that forgot to wake a
- * sleeper hangs here, one that let two in loses counts).  Exits 0 when every
- * test passes.
+ * sleeper hangs here, one that let two in loses counts).  struct mfs_cond:
+ * three waiters all woken by one broadcast, each seeing the state changed
+ * under the lock; a wait with a deadline and no broadcast returns ETIMEDOUT
+ * once the deadline has passed.  Exits 0 when every test passes.
  */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -125,6 +128,83 @@ START_TEST(test_contended_count)
 }
 END_TEST
 
+struct gate {
+	struct mfs_lock l;
+	struct mfs_cond c;
+	int open;    /* under l */
+	int waiting; /* under l */
+	int through; /* under l */
+};
+
+static void *gate_waiter(void *arg)
+{
+	struct gate *g = arg;
+
+	mfs_lock(&g->l);
+	g->waiting++;
+	while (!g->open)
+		mfs_cond_wait(&g->c, &g->l, NULL);
+	g->through++;
+	mfs_unlock(&g->l);
+	return NULL;
+}
+
+START_TEST(test_cond_broadcast)
+{
+	struct gate g = {.open = 0};
+	pthread_t t[3];
+	int waiting = 0;
+
+	mfs_lock_init(&g.l);
+	mfs_cond_init(&g.c);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, gate_waiter, &g), 0);
+	/* all three inside the wait (they count themselves before it), at most 10 s */
+	for (int i = 0; i < 10000 && waiting < 3; i++) {
+		usleep(1000);
+		mfs_lock(&g.l);
+		waiting = g.waiting;
+		mfs_unlock(&g.l);
+	}
+	ck_assert_int_eq(waiting, 3);
+	mfs_lock(&g.l);
+	ck_assert_int_eq(g.through, 0);
+	g.open = 1;
+	mfs_cond_broadcast(&g.c);
+	mfs_unlock(&g.l);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+	ck_assert_int_eq(g.through, 3);
+	ck_assert_uint_eq(atomic_load(&g.l.state), 0);
+}
+END_TEST
+
+START_TEST(test_cond_deadline)
+{
+	struct mfs_lock l;
+	struct mfs_cond c;
+	struct timespec until, now;
+	int err;
+
+	mfs_lock_init(&l);
+	mfs_cond_init(&c);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += 20 * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	mfs_lock(&l);
+	do
+		err = mfs_cond_wait(&c, &l, &until);
+	while (err == 0); /* a spurious wakeup may come first */
+	ck_assert_int_eq(err, ETIMEDOUT);
+	ck_assert(!mfs_trylock(&l)); /* held again on return */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ck_assert(now.tv_sec > until.tv_sec ||
+	          (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec));
+	mfs_unlock(&l);
+}
+END_TEST
+
 static Suite *lock_suite(void)
 {
 	Suite *s = suite_create("lock");
@@ -133,6 +213,8 @@ static Suite *lock_suite(void)
 	tcase_add_test(tc, test_trylock);
 	tcase_add_test(tc, test_sleeper_woken);
 	tcase_add_test(tc, test_contended_count);
+	tcase_add_test(tc, test_cond_broadcast);
+	tcase_add_test(tc, test_cond_deadline);
 	suite_add_tcase(s, tc);
 	return s;
 }
