@@ -15,6 +15,7 @@
 #                     job (the daemon's mapping of the image starts empty, as when
 #                     a file written in an earlier mount is read)
 #     --opts OPTS     mendfs -o OPTS (e.g. writeback)
+#     --mkfs-opts O   extra mkfs.mendfs options, split on blanks (e.g. '-O data_csum')
 #     --rounds N      repeat N times, a new image each time (default 1)
 #
 # Reads drop the page cache first (the daemon must serve them).  Write jobs end
@@ -29,6 +30,7 @@ SIZE=1G
 FRESH=0
 REMOUNT=0
 OPTS=
+MKFS_OPTS=
 ROUNDS=1
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--fresh) FRESH=1; shift ;;
 	--remount) REMOUNT=1; shift ;;
 	--opts) OPTS=$2; shift 2 ;;
+	--mkfs-opts) MKFS_OPTS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
@@ -70,11 +73,12 @@ mount_it() {
 }
 
 bytes=$(numfmt --from=iec "$SIZE")
-echo "daemon-cpu: $RW bs=$BS size=$SIZE fresh=$FRESH remount=$REMOUNT opts=${OPTS:-none} build=$BUILD"
+echo "daemon-cpu: $RW bs=$BS size=$SIZE fresh=$FRESH remount=$REMOUNT opts=${OPTS:-none} mkfs=${MKFS_OPTS:-none} build=$BUILD"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
 	rm -f "$IMG" "$IMG.badblocks"
-	"$BUILD/mkfs/mkfs.mendfs" -q -f "$IMG" $((bytes * 3 / 1048576))M
+	# shellcheck disable=SC2086 # split on blanks, as documented
+	"$BUILD/mkfs/mkfs.mendfs" -q -f $MKFS_OPTS "$IMG" $((bytes * 3 / 1048576))M
 	mount_it
 	if [ "$FRESH" = 0 ]; then
 		fio --name=prep --filename="$MNT/f" --rw=write --bs=1M --size="$SIZE" \
