@@ -11,9 +11,11 @@
 
 #include "lock.h"
 
-static void lock_futex(struct mfs_lock *l, int op, uint32_t val)
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *until)
 {
-	syscall(SYS_futex, (uint32_t *)&l->state, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+	/* FUTEX_WAIT_BITSET: @until is an absolute CLOCK_MONOTONIC time (NULL: none) */
+	return syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, until, NULL,
+	               FUTEX_BITSET_MATCH_ANY);
 }
 
 void mfs_lock_slow(struct mfs_lock *l, uint32_t seen)
@@ -27,21 +29,22 @@ void mfs_lock_slow(struct mfs_lock *l, uint32_t seen)
 	if (seen != 2)
 		seen = atomic_exchange_explicit(&l->state, 2, memory_order_acquire);
 	while (seen != 0) {
-		lock_futex(l, FUTEX_WAIT, 2);
+		futex(&l->state, FUTEX_WAIT, 2, NULL);
 		seen = atomic_exchange_explicit(&l->state, 2, memory_order_acquire);
 	}
 }
 
 void mfs_lock_wake(struct mfs_lock *l)
 {
-	lock_futex(l, FUTEX_WAKE, 1);
+	futex(&l->state, FUTEX_WAKE, 1, NULL);
 }
 
 void mfs_cond_broadcast(struct mfs_cond *c)
 {
+	if (!c->waiters)
+		return; /* the usual case: no system call */
 	atomic_fetch_add(&c->seq, 1);
-	syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL,
-	        NULL, 0);
+	futex(&c->seq, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 int mfs_cond_wait(struct mfs_cond *c, struct mfs_lock *l, const struct timespec *until)
@@ -49,12 +52,11 @@ int mfs_cond_wait(struct mfs_cond *c, struct mfs_lock *l, const struct timespec 
 	uint32_t seq = atomic_load(&c->seq);
 	int err = 0;
 
+	c->waiters++;
 	mfs_unlock(l);
-	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline (NULL: none) */
-	if (syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seq,
-	            until, NULL, FUTEX_BITSET_MATCH_ANY) == -1 &&
-	    errno == ETIMEDOUT)
+	if (futex(&c->seq, FUTEX_WAIT_BITSET, seq, until) == -1 && errno == ETIMEDOUT)
 		err = ETIMEDOUT;
 	mfs_lock(l);
+	c->waiters--;
 	return err;
 }

@@ -103,18 +103,23 @@ static inline void mfs_unlock(struct mfs_lock *l)
  * sleeps only while it is unchanged (the kernel compares), so a broadcast
  * between the unlock and the sleep is not lost; then it takes the lock
  * again.  Wakeups may be spurious: callers wait in a loop on their predicate,
- * as with pthread_cond_wait.  Broadcast only (every waiter wakes).
+ * as with pthread_cond_wait.  Broadcast only (every waiter wakes), and with
+ * the lock held: it reads the count of waiters, which they keep under the
+ * lock, and makes no system call when there is none (a journal handle's end
+ * broadcasts every time).
  */
 struct mfs_cond {
 	_Atomic uint32_t seq;
+	unsigned waiters; /* under the lock waited with */
 };
 
 static inline void mfs_cond_init(struct mfs_cond *c)
 {
 	atomic_init(&c->seq, 0);
+	c->waiters = 0;
 }
 
-/* Wake every waiter of @c.  Call after changing what they wait for. */
+/* Wake every waiter of @c.  Call with its lock held, after changing what they wait for. */
 void mfs_cond_broadcast(struct mfs_cond *c);
 /*
  * Unlock @l, sleep until a broadcast of @c (or, with @until, the

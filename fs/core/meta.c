@@ -114,15 +114,9 @@ static void __hash_del(struct mfs *fs, struct mfs_buf *b)
 	fs->nr_bufs--;
 }
 
-static bool __on_lru(struct mfs *fs, struct mfs_buf *b)
-{
-	return b->lru_prev || fs->lru_head == b;
-}
-
+/* Every cached buffer is on the list (buffers join it at their lookup's insert). */
 static void __lru_del(struct mfs *fs, struct mfs_buf *b)
 {
-	if (!__on_lru(fs, b))
-		return;
 	if (b->lru_prev)
 		b->lru_prev->lru_next = b->lru_next;
 	else
@@ -143,6 +137,13 @@ static void __lru_add_tail(struct mfs *fs, struct mfs_buf *b)
 	else
 		fs->lru_head = b;
 	fs->lru_tail = b;
+}
+
+/* Take @b out of the cache (the caller frees it after dropping cache_lock). */
+static void __uncache(struct mfs *fs, struct mfs_buf *b)
+{
+	__lru_del(fs, b);
+	__hash_del(fs, b);
 }
 
 /*
@@ -284,8 +285,7 @@ static void buf_put_unread(struct mfs *fs, struct mfs_buf *b)
 	mfs_lock(&fs->cache_lock);
 	/* the count at zero under the lock: nobody holds it or can look it up */
 	if (atomic_fetch_sub(&b->ref, 1) == 1 && !b->uptodate && !b->dirty) {
-		__lru_del(fs, b);
-		__hash_del(fs, b);
+		__uncache(fs, b);
 		victim = b;
 	}
 	mfs_unlock(&fs->cache_lock);
@@ -580,8 +580,7 @@ void mfs_meta_forget(struct mfs *fs, uint64_t blocknr)
 	b = __hash_find(fs, blocknr);
 	/* a referenced buffer stays: its holder (or the journal) still uses it */
 	if (b && atomic_load(&b->ref) == 0) {
-		__lru_del(fs, b);
-		__hash_del(fs, b);
+		__uncache(fs, b);
 		victim = b;
 	}
 	mfs_unlock(&fs->cache_lock);
