@@ -6,7 +6,8 @@
  * mapping, done synchronously on the submitting thread.  No syscalls on the
  * data path, with these exceptions on a page-cache mapping (an image file):
  * a store of a page or more is a pwrite(2) and a load of 64 KiB or more a
- * pread(2) (pmem_store, pmem_load), and the first smaller store into a
+ * pread(2) (pmem_store, pmem_load; a request of several such segments is one
+ * pwritev or preadv, pmem_rq_fd_io), and the first smaller store into a
  * 64 KiB chunk, or the first direct access to it, populates it with one
  * madvise(2) (pmem_populate, pmem_populate_read).
  *
@@ -302,6 +303,67 @@ static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
 
 /* ---- the fast path ---------------------------------------------------- */
 
+#define PMEM_RQ_IOV_MAX 64 /* segments pmem_rq_fd_io gathers (a 1 MiB FUSE write: 8) */
+
+/*
+ * A request of two segments or more, each of @min bytes or more (the size
+ * from which pmem_store or pmem_load would take the file descriptor), as one
+ * pwritev/preadv: the 128 KiB bios of a 1 MiB FUSE write, merged into one
+ * request, then cost one system call instead of one each, and the kernel's
+ * per-call work on the image file (its inode lock, the time stamps) is done
+ * once.  Returns 0 when done, 1 when the request does not qualify (the
+ * caller goes segment by segment, as before), or -errno (a write that failed
+ * part way: some of its bytes may be written, as segment by segment).
+ */
+static int pmem_rq_fd_io(struct pmem_dev *pd, struct blk_request *rq, bool write, size_t min)
+{
+	struct iovec iov[PMEM_RQ_IOV_MAX], *v = iov;
+	uint64_t pos = blk_rq_pos(rq), next = pos;
+	struct blk_bio *bio;
+	int cnt = 0;
+
+	blk_rq_for_each_bio (bio, rq) {
+		if (blk_bio_pos(bio) != next || cnt + bio->nr_segs > PMEM_RQ_IOV_MAX)
+			return 1;
+		for (unsigned i = 0; i < bio->nr_segs; i++) {
+			if (bio->iov[i].iov_len < min)
+				return 1;
+			iov[cnt++] = bio->iov[i];
+		}
+		next += bio->len;
+	}
+	if (cnt < 2)
+		return 1;
+	while (cnt) {
+		ssize_t n = write ? pwritev(pd->fd, v, cnt, (off_t)pos)
+		                  : preadv(pd->fd, v, cnt, (off_t)pos);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return write ? -EIO : -ENODATA;
+		pos += (uint64_t)n;
+		for (; cnt && (size_t)n >= v->iov_len; v++, cnt--)
+			n -= (ssize_t)v->iov_len;
+		if (cnt) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	if (write)
+		atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
+	return 0;
+}
+
+/* A failed store's status: a full file system or quota is ENOSPC, the rest EIO. */
+static inline enum blk_status pmem_store_status(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT ? BLK_STS_NOSPC : BLK_STS_IOERR;
+}
+
 /* Execute @rq against the mapping.  May fault (the caller's guard catches it). */
 static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 {
@@ -312,6 +374,9 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 	rq->status = BLK_STS_OK;
 	switch (rq->op) {
 	case BLK_OP_READ:
+		/* failed: segment by segment, each falling back to the mapping */
+		if (pd->page_gran && !pd->devdax && !pmem_rq_fd_io(pd, rq, false, PMEM_FD_IO_MIN))
+			return;
 		blk_rq_for_each_bio (bio, rq) {
 			uint64_t off = blk_bio_pos(bio);
 
@@ -327,6 +392,16 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 			rq->status = BLK_STS_ROFS;
 			return;
 		}
+		if (pd->page_gran && !pd->devdax && rq->op == BLK_OP_WRITE) {
+			int ret = pmem_rq_fd_io(pd, rq, true, PMEM_FD_STORE_MIN);
+
+			if (unlikely(ret < 0)) {
+				rq->status = pmem_store_status(ret);
+				return;
+			}
+			if (!ret)
+				goto written;
+		}
 		blk_rq_for_each_bio (bio, rq) {
 			uint64_t off = blk_bio_pos(bio);
 
@@ -340,15 +415,14 @@ static void pmem_rq_execute(struct pmem_dev *pd, struct blk_request *rq)
 				                     bio->iov[i].iov_len);
 
 				if (unlikely(ret < 0)) {
-					rq->status = ret == -ENOSPC || ret == -EDQUOT
-					                     ? BLK_STS_NOSPC
-					                     : BLK_STS_IOERR;
+					rq->status = pmem_store_status(ret);
 					return;
 				}
 				mapped |= ret;
 				off += bio->iov[i].iov_len;
 			}
 		}
+written:
 		if (pd->page_gran) {
 			/* only stores through the mapping need the msync at FLUSH */
 			if (mapped)

@@ -2,7 +2,8 @@
 /*
  * Unit tests of the pmem backend (blk/pmem.c) through the engine: data round
  * trips (random byte-granular writes against a shadow copy, multi-segment
- * bios, merged plugged bios, write-zeroes, two threads), persistence (FLUSH
+ * bios, merged plugged bios, a merged request as one pwritev/preadv on an
+ * image, write-zeroes, two threads), persistence (FLUSH
  * then close then pread the image; reopen), the durability contract on a
  * page-granular mapping (no msync before FLUSH, FLUSH covers every written
  * byte, FUA syncs its own range: msync is interposed by this program to watch
@@ -68,6 +69,24 @@ int fdatasync(int fd)
 {
 	atomic_fetch_add(&nr_fdatasyncs, 1);
 	return (int)syscall(SYS_fdatasync, fd);
+}
+
+/*
+ * pwritev and preadv interposed the same way: a request of several large
+ * segments on an image is one call (pmem_rq_fd_io), and these count them.
+ */
+static _Atomic unsigned nr_pwritev, nr_preadv;
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t pos)
+{
+	atomic_fetch_add(&nr_pwritev, 1);
+	return syscall(SYS_pwritev, fd, iov, cnt, (unsigned long)pos, 0ul);
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t pos)
+{
+	atomic_fetch_add(&nr_preadv, 1);
+	return syscall(SYS_preadv, fd, iov, cnt, (unsigned long)pos, 0ul);
 }
 
 /* Is [lo, hi) covered by the msync calls numbered from @first on? */
@@ -352,6 +371,83 @@ START_TEST(test_plugged_merge)
 	ck_assert_uint_eq(atomic_load(&plugged_done), N);
 	ck_assert_uint_eq(atomic_load(&plugged_errors), 0);
 	ck_assert(memcmp(dst, src, sizeof(src)) == 0);
+	blk_dev_close(dev);
+	rm_tmpdir();
+}
+END_TEST
+
+/*
+ * Contiguous bios under a plug, @n of @len bytes each from byte @pos, into
+ * one request; checks that the engine made exactly @requests requests.
+ */
+static void plugged_run(struct blk_dev *dev, enum blk_op op, uint64_t pos, unsigned char *buf,
+                        unsigned n, uint32_t len, uint64_t requests)
+{
+	struct blk_bio bios[16];
+	struct blk_stats st0, st1;
+	struct blk_plug plug;
+	unsigned i;
+
+	ck_assert_uint_le(n, 16);
+	atomic_store(&plugged_done, 0);
+	atomic_store(&plugged_errors, 0);
+	blk_dev_get_stats(dev, &st0);
+	blk_start_plug(&plug);
+	for (i = 0; i < n; i++) {
+		blk_bio_init(&bios[i], op, (pos + (uint64_t)i * len) >> BLK_SECTOR_SHIFT,
+		             buf + (size_t)i * len, len, count_end_io, NULL);
+		blk_submit_bio(dev, &bios[i]);
+	}
+	blk_finish_plug(&plug);
+	ck_assert_uint_eq(atomic_load(&plugged_done), n);
+	ck_assert_uint_eq(atomic_load(&plugged_errors), 0);
+	blk_dev_get_stats(dev, &st1);
+	ck_assert_uint_eq(st1.requests - st0.requests, requests);
+}
+
+/*
+ * On an image, a request of several segments of a page or more is one
+ * pwritev (of 64 KiB or more, one preadv), with the bytes where they belong;
+ * smaller segments still go one by one, through the mapping.
+ */
+START_TEST(test_fd_batched)
+{
+	enum { SZ = 128 * 1024 };
+	static unsigned char src[SZ], dst[SZ], file[SZ];
+	struct blk_dev *dev;
+	char img[128];
+	int fd;
+
+	make_tmpdir();
+	snprintf(img, sizeof(img), "%s/img", tmpdir);
+	make_image(img, 4 << 20);
+	dev = open_dev(img, 0); /* requests of up to 128 KiB */
+	fill_random(src, sizeof(src));
+
+	/* 8 writes of 16 KiB: one request, one pwritev */
+	plugged_run(dev, BLK_OP_WRITE, 1 << 20, src, 8, SZ / 8, 1);
+	ck_assert_uint_eq(atomic_load(&nr_pwritev), 1);
+	fd = open(img, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, file, SZ, 1 << 20), SZ);
+	ck_assert(memcmp(file, src, SZ) == 0);
+
+	/* 2 reads of 64 KiB: one request, one preadv */
+	plugged_run(dev, BLK_OP_READ, 1 << 20, dst, 2, SZ / 2, 1);
+	ck_assert_uint_eq(atomic_load(&nr_preadv), 1);
+	ck_assert(memcmp(dst, src, SZ) == 0);
+
+	/* 8 reads of 16 KiB (below the pread size) and 16 writes of 512 bytes: no vector call */
+	memset(dst, 0, sizeof(dst));
+	plugged_run(dev, BLK_OP_READ, 1 << 20, dst, 8, SZ / 8, 1);
+	ck_assert(memcmp(dst, src, SZ) == 0);
+	fill_random(src, 8192);
+	plugged_run(dev, BLK_OP_WRITE, 2 << 20, src, 16, 512, 1);
+	ck_assert_uint_eq(atomic_load(&nr_pwritev), 1);
+	ck_assert_uint_eq(atomic_load(&nr_preadv), 1);
+	ck_assert_int_eq(blk_read(dev, (2 << 20) >> BLK_SECTOR_SHIFT, dst, 8192, 0), 0);
+	ck_assert(memcmp(dst, src, 8192) == 0);
+	close(fd);
 	blk_dev_close(dev);
 	rm_tmpdir();
 }
@@ -644,6 +740,7 @@ static Suite *pmem_suite(void)
 	tcase_add_test(tc, test_roundtrip_shm);
 	tcase_add_test(tc, test_multi_segment);
 	tcase_add_test(tc, test_plugged_merge);
+	tcase_add_test(tc, test_fd_batched);
 	tcase_add_test(tc, test_write_zeroes);
 	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
