@@ -57,6 +57,14 @@ struct dev_worker {
 	struct dev_pool *pool;
 	pthread_t thread;
 	struct fuse_buf fb; /* the request buffer, made by the first receive */
+	/*
+	 * Here, not on dev_worker's stack: a worker blocked in its receive is
+	 * cancelled at the end (mfsd_dev_loop), and the unwinding skips the
+	 * epilogue that would clear an addressable local's AddressSanitizer
+	 * redzones; the stale ones then fail the thread's own teardown under
+	 * ASan.  dev_worker keeps no local whose address it takes.
+	 */
+	struct mfsd_reply_to to;
 	struct dev_worker *next;
 };
 
@@ -98,7 +106,6 @@ static void *dev_worker(void *arg)
 	struct dev_worker *w = arg;
 	struct dev_pool *pool = w->pool;
 	struct mfsd_transport *t = pool->t;
-	const struct mfsd_reply_to to = {.send = dev_send, .ctx = pool};
 	bool forget;
 	int res;
 
@@ -119,7 +126,7 @@ static void *dev_worker(void *arg)
 		forget = is_forget(&w->fb);
 		if (!forget && atomic_fetch_sub(&pool->idle, 1) == 1)
 			start_worker(pool);
-		if (!t->fast || !t->fast(t->fast_arg, w->fb.mem, w->fb.size, &to))
+		if (!t->fast || !t->fast(t->fast_arg, w->fb.mem, w->fb.size, &w->to))
 			fuse_session_process_buf(t->se, &w->fb);
 		if (!forget)
 			atomic_fetch_add(&pool->idle, 1);
@@ -148,6 +155,7 @@ static void start_worker(struct dev_pool *pool)
 		goto fail;
 	}
 	w->pool = pool;
+	w->to = (struct mfsd_reply_to){.send = dev_send, .ctx = pool};
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
