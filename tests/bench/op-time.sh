@@ -41,6 +41,8 @@
 # write phases end with fsync inside the timing, fio --end_fsync=1, so the
 # journal commit that makes them durable, with data_csum of the checksum
 # blocks they changed, is part of their cost):
+#   seqwrite1   the fio file laid out: 1 MiB sequential writes of a new file
+#               (one op = 1 MiB, the whole file, not bounded by --runtime)
 #   overwrite1  random writes over a laid-out file
 #   freshwrite1 random writes into a fresh sparse file (every write allocates)
 #   randread1   random reads of the laid-out file, page cache dropped first
@@ -107,7 +109,7 @@ for s in "${SUBJECTS[@]}"; do
 	*) fail "--only: unknown subject $s" ;;
 	esac
 done
-WORKLOADS=(overwrite1 freshwrite1 randread1 create1 unlink1)
+WORKLOADS=(seqwrite1 overwrite1 freshwrite1 randread1 create1 unlink1)
 declare -A V=() # V[subject,workload,figure]: the rounds' values
 
 up() { # up SUBJECT: mount it on $MNT, the daemon's pid in $DPID
@@ -155,22 +157,25 @@ sched() { # "WAIT_NS VOLUNTARY_SWITCHES" summed over the threads of $1
 	echo "$w $s"
 }
 
-# measure SUBJECT WORKLOAD RW FILE: one fio job, its figures into V
+# measure SUBJECT WORKLOAD RW FILE [BS_KIB]: one fio job of BS_KIB KiB ops
+# (default 4), its figures into V
 measure() {
-	local s=$1 w=$2 out=$WORK/fio.txt t0 t1 w0 w1 s0 s1 ops secs app
+	local s=$1 w=$2 out=$WORK/fio.txt t0 t1 w0 w1 s0 s1 ops secs app bs=${5:-4}
+	local limit=(--runtime="$RUNTIME")
+	[ "$bs" = 4 ] || limit=() # a laying-out pass: the whole file
 	t0=$(ticks "$DPID")
 	read -r w0 s0 < <(sched "$DPID")
 	/usr/bin/time -f '%U %S' -o "$WORK/time.txt" \
-		fio --name=j --filename="$MNT/$4" --rw="$3" --bs=4k --size="$FSIZE" \
-		--ioengine=psync --direct=0 --fallocate=none --runtime="$RUNTIME" --minimal \
+		fio --name=j --filename="$MNT/$4" --rw="$3" --bs="${bs}k" --size="$FSIZE" \
+		--ioengine=psync --direct=0 --fallocate=none "${limit[@]}" --minimal \
 		--end_fsync="$([[ $3 == *write ]] && echo 1 || echo 0)" \
 		>"$out" 2>"$out.err" || { cat "$out.err" >&2; fail "fio $3 on $s"; }
 	t1=$(ticks "$DPID")
 	read -r w1 s1 < <(sched "$DPID")
 	# terse v3: 6/9 read KiB and ms, 47/50 write
-	read -r ops secs < <(awk -F';' -v rw="$3" 'END {
+	read -r ops secs < <(awk -F';' -v rw="$3" -v bs="$bs" 'END {
 		if (rw ~ /read/) { kb = $6; ms = $9 } else { kb = $47; ms = $50 }
-		printf "%d %.3f\n", kb / 4, ms / 1000 }' "$out")
+		printf "%d %.3f\n", kb / bs, ms / 1000 }' "$out")
 	[ "${ops:-0}" -gt 0 ] || fail "fio $3 on $s: no operations"
 	app=$(awk '{ print $1 + $2 }' "$WORK/time.txt")
 	record "$s" "$w" "$ops" "$secs" "$app" $((t1 - t0)) $((w1 - w0)) $((s1 - s0))
@@ -211,8 +216,7 @@ measure_meta() {
 run_subject() {
 	local s=$1
 	up "$s"
-	fio --name=layout --filename="$MNT/data" --rw=write --bs=1M --size="$FSIZE" \
-		--ioengine=psync --end_fsync=1 >/dev/null || fail "laying out the fio file on $s"
+	measure "$s" seqwrite1 write data 1024
 	measure "$s" overwrite1 randwrite data
 	truncate -s "$FSIZE" "$MNT/fresh"
 	measure "$s" freshwrite1 randwrite fresh
