@@ -114,6 +114,8 @@ static void ovl_build(struct fsck_ctx *ctx)
 		fsck_ovl_free(ctx);
 		return;
 	}
+	if (!ctx->novl)
+		return; /* nothing committed (and no array: qsort may not be given NULL) */
 	qsort(ctx->ovl, ctx->novl, sizeof(*ctx->ovl), ovl_cmp);
 	for (i = 0; i < ctx->novl; i++) {
 		if (i + 1 < ctx->novl && ctx->ovl[i + 1].blk == ctx->ovl[i].blk) {

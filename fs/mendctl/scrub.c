@@ -470,7 +470,8 @@ static int scrub(const char *mnt, double rate, bool resume)
 		walk_free();
 		return fail_msg(1, "scrub %s: listing damaged files: %s", mnt, strerror(-walk.err));
 	}
-	qsort(walk.v, walk.n, sizeof(*walk.v), dfile_cmp);
+	if (walk.n) /* qsort's array may not be NULL, even empty */
+		qsort(walk.v, walk.n, sizeof(*walk.v), dfile_cmp);
 	code = walk.n || t.meta_lost || t.meta_bad ? EXIT_DAMAGED : 0;
 	if (json) {
 		code = report_json(mnt, &t, code);

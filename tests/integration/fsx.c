@@ -242,7 +242,8 @@ static int list_dir(const char *p, char ***out)
 		v[n++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(v, (size_t)n, sizeof(*v), cmpstr);
+	if (n)
+		qsort(v, (size_t)n, sizeof(*v), cmpstr);
 	*out = v;
 	return n;
 }
