@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "check_run.h"
 #include "mfs_int.h"
 #include "mkfs_run.h"
 
@@ -126,18 +127,6 @@ static inline struct mfs_inode fixture_dinode(uint64_t ino)
 	pthread_rwlock_unlock(&ip->lock);
 	mfs_iput(fs, ip);
 	return di;
-}
-
-/* Run suite @s: the exit status of the test program. */
-static inline int fixture_run(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
 
 #endif /* MENDFS_TESTS_FIXTURE_H */

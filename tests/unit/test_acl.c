@@ -418,5 +418,5 @@ int main(void)
 	tcase_add_test(ti, test_inherit);
 	tcase_add_test(ti, test_kill_sgid);
 	suite_add_tcase(s, ti);
-	return fixture_run(s);
+	return check_run(s);
 }

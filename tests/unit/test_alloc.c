@@ -776,5 +776,5 @@ static Suite *alloc_suite(void)
 
 int main(void)
 {
-	return fixture_run(alloc_suite());
+	return check_run(alloc_suite());
 }

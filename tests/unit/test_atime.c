@@ -307,5 +307,5 @@ int main(void)
 	tcase_add_test(tc, test_writeback);
 	tcase_add_test(tc, test_modes);
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }

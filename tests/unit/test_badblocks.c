@@ -7,6 +7,7 @@
  * when every test passes.
  */
 #include "badblocks.h"
+#include "check_run.h"
 
 void expect_table(struct blk_badblocks *bb, const struct blk_range *want, unsigned n)
 {
@@ -490,11 +491,5 @@ static Suite *badblocks_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(badblocks_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(badblocks_suite());
 }

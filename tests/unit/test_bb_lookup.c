@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 #define NR_SECTORS (1ull << 22) /* 2 GiB: 128 chunks of 16 MiB */
 
@@ -110,16 +111,10 @@ int main(void)
 {
 	Suite *s = suite_create("bb_lookup");
 	TCase *tc = tcase_create("bb_lookup");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_random_model, 0, 2);
 	tcase_add_test(tc, test_grown_at_the_front);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

@@ -451,5 +451,5 @@ int main(void)
 	tcase_add_test(tc, test_lazy_meta_inodes);
 	tcase_add_test(tc, test_lazy_threads);
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 
 #include "btree_check.h"
+#include "check_run.h"
 
 static Suite *btree_suite(void)
 {
@@ -72,11 +73,5 @@ static Suite *btree_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(btree_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(btree_suite());
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "core_capture.h"
+#include "check_run.h"
 
 static Suite *core_suite(void)
 {
@@ -63,13 +64,6 @@ static Suite *core_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	setenv("CK_DEFAULT_TIMEOUT", "60", 0); /* meson sets 120; keep a generous default */
-	sr = srunner_create(core_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(core_suite());
 }

@@ -571,5 +571,5 @@ int main(void)
 	tcase_add_test(off, test_off);
 	tcase_add_test(off, test_meta_hash);
 	suite_add_tcase(s, off);
-	return fixture_run(s);
+	return check_run(s);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mfs_devlock.h"
+#include "check_run.h"
 
 START_TEST(test_mountinfo_parse)
 {
@@ -216,11 +217,5 @@ static Suite *devlock_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(devlock_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(devlock_suite());
 }

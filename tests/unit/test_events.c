@@ -24,6 +24,7 @@
 #include "blk_internal.h"
 #include "file_util.h"
 #include "mfs.h"
+#include "check_run.h"
 
 static struct mfs *fs_new(void)
 {
@@ -515,11 +516,5 @@ static Suite *events_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(events_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(events_suite());
 }

@@ -825,5 +825,5 @@ int main(void)
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_fsx);
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }

@@ -28,6 +28,7 @@
 #include "mfs_layout.h"
 #include "mfs_ops.h"
 #include "mkfs_run.h"
+#include "check_run.h"
 
 #define MIB (1ull << 20)
 
@@ -381,8 +382,6 @@ int main(void)
 {
 	Suite *s = suite_create("grow");
 	TCase *tc = tcase_create("grow");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_grow_layout);
@@ -393,9 +392,5 @@ int main(void)
 	tcase_add_test(tc, test_grow_online_read_only);
 	tcase_add_test(tc, test_grow_hold_waits);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -22,6 +22,7 @@
 
 #include "mfs_ops.h"
 #include "testfs.h"
+#include "check_run.h"
 
 #define NB 2048 /* 8 MiB */
 
@@ -817,11 +818,5 @@ static Suite *journal_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(journal_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(journal_suite());
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mfs_json.h"
+#include "check_run.h"
 
 /* The reference: decode by the bit patterns, then reject what RFC 3629 forbids. */
 static size_t ref_seq(const unsigned char *s, size_t len)
@@ -274,11 +275,5 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(json_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(json_suite());
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 #define IMG_SIZE (1u << 20)
 #define SECT     BLK_SECTOR_SIZE
@@ -297,11 +298,5 @@ static Suite *latent_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(latent_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(latent_suite());
 }

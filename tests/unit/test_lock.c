@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lock.h"
+#include "check_run.h"
 
 START_TEST(test_trylock)
 {
@@ -221,11 +222,5 @@ static Suite *lock_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(lock_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(lock_suite());
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "testfs.h"
+#include "check_run.h"
 
 #define NB   4096 /* 16 MiB */
 #define SEED 0x1234abcdull
@@ -716,11 +717,5 @@ static Suite *meta_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(meta_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(meta_suite());
 }

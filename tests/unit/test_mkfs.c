@@ -24,6 +24,7 @@
 #include "cannot_run.h"
 #include "mfs_int.h"
 #include "mkfs_run.h"
+#include "check_run.h"
 
 static char mkfs_path[PATH_MAX];
 static char dir[64];
@@ -684,11 +685,5 @@ static Suite *mkfs_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(mkfs_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(mkfs_suite());
 }

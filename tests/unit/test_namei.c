@@ -22,6 +22,7 @@
 #include <check.h>
 
 #include "namei_util.h"
+#include "check_run.h"
 
 static Suite *namei_suite(void)
 {
@@ -45,11 +46,5 @@ static Suite *namei_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(namei_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(namei_suite());
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "offload.h"
+#include "check_run.h"
 
 struct gate {
 	pthread_mutex_t lock;
@@ -163,11 +164,5 @@ static Suite *offload_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(offload_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(offload_suite());
 }

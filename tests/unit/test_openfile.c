@@ -314,5 +314,5 @@ int main(void)
 	tcase_add_test(tc, test_allocating_hint);
 	tcase_add_test(tc, test_fio_wait_async);
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }

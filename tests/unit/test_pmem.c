@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 /* The guard tests of test_poison explain this; here it keeps both programs alike. */
 const char *__asan_default_options(void);
@@ -755,11 +756,5 @@ static Suite *pmem_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(pmem_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(pmem_suite());
 }

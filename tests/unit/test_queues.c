@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 static char test_buf[64 * 1024]; /* the null backend never touches data */
 static _Atomic unsigned ends;
@@ -177,16 +178,10 @@ int main(void)
 {
 	Suite *s = suite_create("queues");
 	TCase *tc = tcase_create("counters");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_queue_counters);
 	tcase_add_test(tc, test_queue_counters_read_while_written);
 	tcase_add_test(tc, test_queue_index_checked);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -223,5 +223,5 @@ int main(void)
 	tcase_add_test(tc, test_poison);
 	tcase_add_test(tc, test_fragmented_falls_back);
 	suite_add_tcase(su, tc);
-	return fixture_run(su);
+	return check_run(su);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 /* Loads under the engine's fault guard: as in test_pmem. */
 const char *__asan_default_options(void);
@@ -237,11 +238,5 @@ static Suite *resize_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(resize_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(resize_suite());
 }

@@ -34,6 +34,7 @@
 #include "mfs_recovery.h"
 #include "mfs_scrub.h"
 #include "testfs.h"
+#include "check_run.h"
 
 #define NB 4096 /* 16 MiB */
 
@@ -576,11 +577,5 @@ static Suite *scrub_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(scrub_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(scrub_suite());
 }

@@ -329,5 +329,5 @@ static Suite *space_suite(void)
 
 int main(void)
 {
-	return fixture_run(space_suite());
+	return check_run(space_suite());
 }

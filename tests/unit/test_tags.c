@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "blk_internal.h"
+#include "check_run.h"
 
 static const unsigned test_depths[] = {1, 7, 64, 128, 1000, 4096};
 #define NR_DEPTHS (sizeof(test_depths) / sizeof(test_depths[0]))
@@ -591,13 +592,6 @@ static Suite *tags_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	setenv("CK_DEFAULT_TIMEOUT", "60", 0); /* meson sets 120; keep a generous default */
-	sr = srunner_create(tags_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(tags_suite());
 }

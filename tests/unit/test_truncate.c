@@ -646,5 +646,5 @@ int main(void)
 		tcase_add_test(tc, test_orphan_restart);
 	}
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }

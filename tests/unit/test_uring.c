@@ -18,6 +18,7 @@
  * served over /dev/fuse and the tests that use it.
  */
 #include "uring.h"
+#include "check_run.h"
 
 const char *target_names[T_MAX] = {"tmp-file", "shm-file", "ramfs-file", "loop", "zram", "loop-4k"};
 char target_paths[T_MAX][256];
@@ -489,8 +490,7 @@ static Suite *uring_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
+	int ret;
 
 	if (geteuid() != 0) {
 		/* exit 77: meson's skip; a failure in CI */
@@ -498,10 +498,7 @@ int main(void)
 		return test_strict() ? 1 : 77;
 	}
 	setup_targets();
-	sr = srunner_create(uring_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	ret = check_run(uring_suite());
 	teardown_targets();
-	return failed ? 1 : 0;
+	return ret;
 }

@@ -478,5 +478,5 @@ int main(void)
 	tcase_add_test(tc, test_remove);
 	tcase_add_test(tc, test_persist_and_release);
 	suite_add_tcase(s, tc);
-	return fixture_run(s);
+	return check_run(s);
 }
