@@ -182,6 +182,8 @@ int blk_pmem_flush_sync(struct blk_dev *dev)
 #define PMEM_FD_STORE_MIN 4096u
 #define PMEM_FD_IO_MIN    (64u * 1024)
 
+static int pmem_fd_iov(struct pmem_dev *pd, uint64_t pos, struct iovec *v, int cnt, bool write,
+                       uint64_t *failed_at);
 static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
                       uint64_t *failed_at);
 
@@ -317,8 +319,8 @@ static inline void pmem_zero(struct pmem_dev *pd, uint64_t off, size_t len)
  */
 static int pmem_rq_fd_io(struct pmem_dev *pd, struct blk_request *rq, bool write, size_t min)
 {
-	struct iovec iov[PMEM_RQ_IOV_MAX], *v = iov;
-	uint64_t pos = blk_rq_pos(rq), next = pos;
+	struct iovec iov[PMEM_RQ_IOV_MAX];
+	uint64_t pos = blk_rq_pos(rq), next = pos, failed_at;
 	struct blk_bio *bio;
 	int cnt = 0;
 
@@ -334,28 +336,7 @@ static int pmem_rq_fd_io(struct pmem_dev *pd, struct blk_request *rq, bool write
 	}
 	if (cnt < 2)
 		return 1;
-	while (cnt) {
-		ssize_t n = write ? pwritev(pd->fd, v, cnt, (off_t)pos)
-		                  : preadv(pd->fd, v, cnt, (off_t)pos);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return write ? -EIO : -ENODATA;
-		pos += (uint64_t)n;
-		for (; cnt && (size_t)n >= v->iov_len; v++, cnt--)
-			n -= (ssize_t)v->iov_len;
-		if (cnt) {
-			v->iov_base = (char *)v->iov_base + n;
-			v->iov_len -= (size_t)n;
-		}
-	}
-	if (write)
-		atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
-	return 0;
+	return pmem_fd_iov(pd, pos, iov, cnt, write, &failed_at);
 }
 
 /* A failed store's status: a full file system or quota is ENOSPC, the rest EIO. */
@@ -592,14 +573,27 @@ struct blk_request *blk_pmem_queue_rqs(struct blk_hw_queue *hctx, struct blk_req
 
 /* ---- synchronous byte-addressed I/O for the slow path ---------------- */
 
-/* pread/pwrite all of it.  A read hitting EOF is -ENODATA (a truncated image). */
-static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
-                      uint64_t *failed_at)
+/*
+ * Read or write all of @v (@cnt segments, file position @pos on): one
+ * pread/pwrite for one segment, preadv/pwritev for more, again after a short
+ * transfer.  A read hitting EOF is -ENODATA (a truncated image); *@failed_at
+ * is where a failure happened.  A write sets fd_dirty (the next FLUSH
+ * fdatasyncs).
+ */
+static int pmem_fd_iov(struct pmem_dev *pd, uint64_t pos, struct iovec *v, int cnt, bool write,
+                       uint64_t *failed_at)
 {
-	while (len) {
-		ssize_t n = write ? pwrite(pd->fd, buf, len, (off_t)pos)
-		                  : pread(pd->fd, buf, len, (off_t)pos);
+	for (; cnt && !v->iov_len; v++, cnt--) /* nothing to move: no call */
+		;
+	while (cnt) {
+		ssize_t n;
 
+		if (cnt == 1)
+			n = write ? pwrite(pd->fd, v->iov_base, v->iov_len, (off_t)pos)
+			          : pread(pd->fd, v->iov_base, v->iov_len, (off_t)pos);
+		else
+			n = write ? pwritev(pd->fd, v, cnt, (off_t)pos)
+			          : preadv(pd->fd, v, cnt, (off_t)pos);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -610,13 +604,26 @@ static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, 
 			*failed_at = pos;
 			return write ? -EIO : -ENODATA;
 		}
-		pos += (size_t)n;
-		buf = (char *)buf + n;
-		len -= (size_t)n;
+		pos += (uint64_t)n;
+		for (; cnt && (size_t)n >= v->iov_len; v++, cnt--)
+			n -= (ssize_t)v->iov_len;
+		if (cnt) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
 	}
 	if (write)
 		atomic_store_explicit(&pd->fd_dirty, true, memory_order_release);
 	return 0;
+}
+
+/* pmem_fd_iov of one buffer. */
+static int pmem_fd_io(struct pmem_dev *pd, uint64_t pos, void *buf, size_t len, bool write,
+                      uint64_t *failed_at)
+{
+	struct iovec one = {.iov_base = buf, .iov_len = len};
+
+	return pmem_fd_iov(pd, pos, &one, 1, write, failed_at);
 }
 
 /* Copy through the mapping.  Returns 0, or 1 with @g describing the fault. */
